@@ -1,0 +1,108 @@
+"""The three timing cores behind a bare CSR bus, without a CPU.
+
+This is the unit that the gateware tests simulate and that ``make lint`` checks: the same cores,
+CSRs and address map the SoC uses, with the record stream optionally brought out as ports so a
+test can drain it at full speed (and apply backpressure).
+"""
+
+import json
+
+from migen import *
+
+from litex.gen import LiteXModule
+from litex.gen.fhdl.verilog import convert
+from litex.soc.interconnect import csr_bus
+
+from gateware.capture import EdgeCapture
+from gateware.stimulus import StimulusGenerator
+from gateware.timebase import Timebase
+
+CSR_DATA_WIDTH    = 32
+CSR_ADDRESS_WIDTH = 14
+CSR_PAGING        = 0x800  # bytes per bank, as in LiteX SoCs
+BANKS             = ["timebase", "stimulus", "capture"]
+
+
+class TimingCores(LiteXModule):
+    def __init__(self, n_stimulus=2, n_inputs=4, fifo_depth=256, glitch_max=15, reset_value=0,
+                 event_port="stream"):
+        assert event_port in ("stream", "csr")
+        self.cd_sys = ClockDomain()
+        self.cd_ts  = ClockDomain()
+
+        self.timebase = Timebase("ts", reset_value=reset_value)
+        self.stimulus = StimulusGenerator(self.timebase.ts, n_stimulus, "ts")
+        self.inputs   = Signal(n_inputs)
+        self.capture  = EdgeCapture(self.timebase, inputs=[self.inputs[i] for i in range(n_inputs)],
+            internal=self.stimulus.pins, clock_domain="ts", fifo_depth=fifo_depth,
+            glitch_max=glitch_max, tag_channel=n_stimulus + n_inputs - 1)
+
+        # Ports.
+        self.ts        = Signal(64)
+        self.stim_pins = Signal(n_stimulus)
+        self.comb += [
+            self.ts.eq(self.timebase.ts),
+            self.stim_pins.eq(Cat(*self.stimulus.pins)),
+        ]
+        self.ios = {self.cd_sys.clk, self.cd_sys.rst, self.cd_ts.clk, self.cd_ts.rst,
+                    self.ts, self.stim_pins, self.inputs}
+        if event_port == "csr":
+            self.capture.add_csr_reader()
+        else:
+            source = self.capture.source
+            self.ev_valid     = Signal()
+            self.ev_ready     = Signal()
+            self.ev_timestamp = Signal(64)
+            self.ev_channels  = Signal(len(source.channels))
+            self.ev_levels    = Signal(len(source.levels))
+            self.ev_kind      = Signal()
+            self.comb += [
+                self.ev_valid.eq(source.valid),
+                source.ready.eq(self.ev_ready),
+                self.ev_timestamp.eq(source.timestamp),
+                self.ev_channels.eq(source.channels),
+                self.ev_levels.eq(source.levels),
+                self.ev_kind.eq(source.kind),
+            ]
+            self.ios |= {self.ev_valid, self.ev_ready, self.ev_timestamp, self.ev_channels,
+                         self.ev_levels, self.ev_kind}
+
+        # CSR bus: one bank per core, as a LiteX SoC maps them.
+        self.bus = csr_bus.Interface(data_width=CSR_DATA_WIDTH, address_width=CSR_ADDRESS_WIDTH)
+        self.csr_banks = csr_bus.CSRBankArray(self, self._bank_number, paging=CSR_PAGING,
+            data_width=CSR_DATA_WIDTH, address_width=CSR_ADDRESS_WIDTH)
+        self.csr_interconnect = csr_bus.Interconnect(self.bus, self.csr_banks.get_buses())
+        self.ios |= {self.bus.adr, self.bus.we, self.bus.re, self.bus.dat_w, self.bus.dat_r}
+
+        self.parameters = dict(n_stimulus=n_stimulus, n_inputs=n_inputs, fifo_depth=fifo_depth,
+            glitch_max=glitch_max, reset_value=reset_value, event_port=event_port,
+            pin_to_stamp_delay=self.capture.PIN_TO_STAMP_DELAY,
+            n_channels=self.capture.n_channels, tag_channel=self.capture.tag_channel)
+
+    @staticmethod
+    def _bank_number(name, memory):
+        return BANKS.index(name) if name in BANKS else None
+
+    def csr_map(self):
+        """{csr name: {"address": word address, "words": n, "bits": n}}, most significant word first."""
+        words_per_bank = CSR_PAGING // 4
+        regs = {}
+        for name, csrs, bank, _ in self.csr_banks.banks:
+            offset = 0
+            for csr in csrs:
+                words = (csr.size + CSR_DATA_WIDTH - 1) // CSR_DATA_WIDTH
+                regs[f"{name}_{csr.name}"] = dict(address=bank*words_per_bank + offset, words=words,
+                                                 bits=csr.size)
+                offset += words
+        return regs
+
+
+def export(build_dir, name="hilat_timing_cores", **params):
+    """Write ``<name>.v`` and ``<name>.json`` (parameters and CSR map) into ``build_dir``."""
+    import os
+    os.makedirs(build_dir, exist_ok=True)
+    top = TimingCores(**params)
+    convert(top, ios=top.ios, name=name).write(os.path.join(build_dir, f"{name}.v"))
+    with open(os.path.join(build_dir, f"{name}.json"), "w") as f:
+        json.dump(dict(parameters=top.parameters, csr=top.csr_map()), f, indent=1, sort_keys=True)
+    return os.path.join(build_dir, f"{name}.v")

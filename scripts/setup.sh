@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Idempotent set-up of everything hilat needs: Debian packages, .venv, pinned pip packages.
+# Called by `make setup` (and so by `make test` / `make demo`); safe to run again at any time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  build-essential python3-venv perl    # host compilers, venv, Verilator's perl wrapper
+  verilator                            # 5.006: LiteX's own simulator (targets/sim.py)
+  gcc-riscv64-unknown-elf              # rig firmware for VexRiscv
+  libevent-dev libjson-c-dev           # LiteX simulator modules
+  git
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv" >&2
+  "$PYTHON" -m venv .venv
+fi
+
+# Re-install only when the lock file or the package metadata changed.
+stamp=.venv/.hilat-setup
+want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing pinned Python packages" >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+  echo "$want" > "$stamp"
+fi
