@@ -221,7 +221,7 @@ class StimulusChannel(LiteXModule):
                 prng.eq(prng_next),
             ),
             If(fire,
-                remaining.eq(next_interval - 1),
+                remaining.eq(next_interval),
                 pulses_left.eq(pulses_left - 1),
                 burst_pos.eq(Mux(burst_pos == burst_last, 0, burst_pos + 1)),
             ).Elif(remaining > 1,

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Break each timing core on purpose, one mutation at a time, in a scratch copy of the tree, and
+# check that the gateware tests catch it. Prints one line per mutant: CAUGHT or MISSED.
+# Usage: scripts/mutation-check.sh   (after `make setup`; takes a few minutes)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+mutants=(
+  "capture: timestamp shifted by one tick|gateware/capture.py|self.PIN_TO_STAMP_DELAY = sync_stages + self.filter_taps|self.PIN_TO_STAMP_DELAY = sync_stages + self.filter_taps + 1"
+  "capture: one record in 16 lost silently|gateware/capture.py|record.valid.eq(edges != 0),|record.valid.eq((edges != 0) \& (stamp[:4] != 5)),"
+  "capture: channel 0 drops not counted|gateware/capture.py|*[If(drop \& record.channels[i]|*[If(drop \& record.channels[i] \& (i != 0)"
+  "capture: glitch filter one tick short|gateware/capture.py|(glitch <= k)|(glitch <= k + 1)"
+  "stimulus: dither interval off by one|gateware/stimulus.py|dither_interval.eq(dither_base + offset),|dither_interval.eq(dither_base + offset + 1),"
+  "stimulus: pulse one tick short|gateware/stimulus.py|width_left.eq(width),|width_left.eq(width - 1),"
+  "stimulus: burst spacing ignored for the last pulse|gateware/stimulus.py|Mux(burst_pos == burst_last, burst_gap, burst_spacing)|Mux(burst_pos == burst_last, period, burst_spacing)"
+  "timebase: carry into the high word one tick late|gateware/timebase.py|low_full.eq(low == low_mask - 1),|low_full.eq(low == low_mask),"
+)
+
+for m in "${mutants[@]}"; do
+  IFS='|' read -r name file from to <<<"$m"
+  rm -rf "$scratch/tree"; mkdir -p "$scratch/tree"
+  git ls-files -z | xargs -0 -I{} cp --parents {} "$scratch/tree/"
+  grep -qF "$from" "$scratch/tree/$file" || { echo "STALE   $name (pattern not found)"; continue; }
+  python3 - "$scratch/tree/$file" "$from" "$to" <<'PY'
+import sys; p, a, b = sys.argv[1:]; s = open(p).read(); open(p, "w").write(s.replace(a, b.replace("\\&", "&"), 1))
+PY
+  if (cd "$scratch/tree" && PYTHONPATH="$scratch/tree" "$root/.venv/bin/python" -m pytest -q -x tests/gateware \
+        -p no:cacheprovider >"$scratch/log" 2>&1); then
+    echo "MISSED  $name"
+  else
+    echo "CAUGHT  $name: $(grep -m1 -oE 'AssertionError: .{0,100}' "$scratch/log" || echo failed)"
+  fi
+done
