@@ -43,12 +43,11 @@ is raised and an overflow marker goes into the stream where the gap is. Nothing 
 from functools import reduce
 from operator import and_
 
-from migen import *
-from migen.genlib.cdc import MultiReg
-
 from litex.gen import LiteXModule
 from litex.soc.interconnect import stream
 from litex.soc.interconnect.csr import CSRField, CSRStatus, CSRStorage
+from migen import *
+from migen.genlib.cdc import MultiReg
 
 from gateware.cdc import ConfigCommit, Snapshot
 

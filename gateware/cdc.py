@@ -7,10 +7,9 @@ synchronizer, so the receiving side samples it only once it has settled. MultiRe
 that strobe (a toggle) and for single quasi-static status bits.
 """
 
+from litex.gen import LiteXModule
 from migen import *
 from migen.genlib.cdc import PulseSynchronizer
-
-from litex.gen import LiteXModule
 
 
 def _copy_of(signal):

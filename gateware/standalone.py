@@ -7,11 +7,10 @@ test can drain it at full speed (and apply backpressure).
 
 import json
 
-from migen import *
-
 from litex.gen import LiteXModule
 from litex.gen.fhdl.verilog import convert
 from litex.soc.interconnect import csr_bus
+from migen import *
 
 from gateware.capture import EdgeCapture
 from gateware.stimulus import StimulusGenerator

@@ -27,10 +27,9 @@ Constraints the host checks before it commits: every interval >= ``MIN_INTERVAL`
 is held active: the two merge into one).
 """
 
-from migen import *
-
 from litex.gen import LiteXModule
 from litex.soc.interconnect.csr import CSRField, CSRStatus, CSRStorage
+from migen import *
 from migen.genlib.cdc import MultiReg
 
 from gateware.cdc import ConfigCommit
@@ -166,7 +165,7 @@ class StimulusChannel(LiteXModule):
                 product_lo.eq(prng[:16] * dither_span),
             ),
             # (prng * span) >> 32 = (hi*span + (lo*span >> 16)) >> 16: uniform in [0, span).
-            If(d2, offset.eq((product_hi + product_lo[16:])[16:])),
+            If(d2, offset.eq((product_hi + product_lo[16:])[16:48])),
             dither_interval.eq(dither_base + offset),
         ]
 

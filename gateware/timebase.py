@@ -5,10 +5,9 @@ Every timestamp the rig produces is a value of this counter. It runs in its own 
 it atomically from ``sys``: write ``latch``, wait for ``status.valid``, read ``value``.
 """
 
-from migen import *
-
 from litex.gen import LiteXModule
 from litex.soc.interconnect.csr import CSRField, CSRStatus, CSRStorage
+from migen import *
 
 from gateware.cdc import Snapshot
 

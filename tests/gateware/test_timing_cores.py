@@ -11,18 +11,37 @@ import random
 import re
 from pathlib import Path
 
-import pytest
-
 import cocotb
+import pytest
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
+from cocotb.triggers import ClockCycles, FallingEdge
 
 try:  # the model sits next to this file; cocotb imports this module by name
-    from model import (BURST, DITHER, ONESHOT, PERIODIC, RANDOM, StimulusConfig, expected_records,
-                       filtered_edges, stimulus_edges, stimulus_rises)
+    from model import (
+        BURST,
+        DITHER,
+        ONESHOT,
+        PERIODIC,
+        RANDOM,
+        StimulusConfig,
+        expected_records,
+        filtered_edges,
+        stimulus_edges,
+        stimulus_rises,
+    )
 except ImportError:  # pragma: no cover - imported as tests.gateware.test_timing_cores by pytest
-    from .model import (BURST, DITHER, ONESHOT, PERIODIC, RANDOM, StimulusConfig, expected_records,
-                        filtered_edges, stimulus_edges, stimulus_rises)
+    from .model import (
+        BURST,
+        DITHER,
+        ONESHOT,
+        PERIODIC,
+        RANDOM,
+        StimulusConfig,
+        expected_records,
+        filtered_edges,
+        stimulus_edges,
+        stimulus_rises,
+    )
 
 HERE     = Path(__file__).resolve().parent
 TOPLEVEL = "hilat_timing_cores"
@@ -141,7 +160,8 @@ class TB:
             ready = int(self.rng.random() < self.ready_probability)
             dut.ev_ready.value = ready
             if ready and dut.ev_valid.value:
-                self.records.append((dut.ev_timestamp.value.to_unsigned(), dut.ev_channels.value.to_unsigned(),
+                self.records.append((dut.ev_timestamp.value.to_unsigned(),
+                                     dut.ev_channels.value.to_unsigned(),
                                      dut.ev_levels.value.to_unsigned(), int(dut.ev_kind.value)))
 
     async def settle(self, ticks=200):
@@ -603,9 +623,9 @@ def test_timing_cores(variant):
     runner = get_runner("verilator")
     runner.build(sources=[verilog], hdl_toplevel=TOPLEVEL, build_dir=build_dir, timescale=("1ns", "1ps"),
                  build_args=["-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-COMBDLY"])
+    env = {"HILAT_TB_INFO": str(build_dir / f"{TOPLEVEL}.json"), "HILAT_TB_VARIANT": variant}
     results = runner.test(hdl_toplevel=TOPLEVEL, test_module=Path(__file__).stem, build_dir=build_dir,
-                          test_dir=HERE, results_xml=str(build_dir / "results.xml"), extra_env={"HILAT_TB_INFO": str(build_dir / f"{TOPLEVEL}.json"),
-                                                    "HILAT_TB_VARIANT": variant})
+                          test_dir=HERE, results_xml=str(build_dir / "results.xml"), extra_env=env)
     total, failed = get_results(results)
     ran = _count_ran(results)
     assert ran > 0, "no cocotb test ran"
