@@ -19,7 +19,7 @@ verilog: setup
 VERILATOR_WAIVE := -Wno-DECLFILENAME -Wno-UNUSEDSIGNAL -Wno-COMBDLY -Wno-PROCASSINIT -Wno-WIDTHEXPAND \
                    -Wno-CASEINCOMPLETE
 lint: verilog
-	.venv/bin/ruff check host gateware targets tests
+	.venv/bin/ruff check .
 	scripts/verilator --lint-only -Wall $(VERILATOR_WAIVE) --top-module hilat_timing_cores \
 	    $(BUILD)/verilog/hilat_timing_cores.v
 

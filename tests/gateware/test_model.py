@@ -1,7 +1,18 @@
 """The reference model itself, on hand-computed cases (so a model bug cannot hide an RTL bug)."""
 
-from model import (BURST, DITHER, ONESHOT, PERIODIC, RANDOM, StimulusConfig, expected_records,
-                   filtered_edges, stimulus_edges, stimulus_rises, xorshift32)
+from model import (
+    BURST,
+    DITHER,
+    ONESHOT,
+    PERIODIC,
+    RANDOM,
+    StimulusConfig,
+    expected_records,
+    filtered_edges,
+    stimulus_edges,
+    stimulus_rises,
+    xorshift32,
+)
 
 
 def test_xorshift32_known_values():

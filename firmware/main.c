@@ -1,0 +1,382 @@
+/* hilat rig firmware: drains the capture core's records and speaks the rig protocol on the UART.
+ *
+ * Built against the SoC's generated csr.h / soc.h (no hard-coded address or size) and baked into
+ * ROM in place of the BIOS. The UART is polled; while a frame is being sent, received bytes are
+ * moved into a software ring so a command arriving during a long transmission is not lost.
+ *
+ * Nothing is sent before the host's HELLO (see docs/protocol.md).
+ */
+
+#include <stdint.h>
+#include <string.h>
+
+#include <generated/csr.h>
+#include <generated/soc.h>
+#include <hw/common.h>
+
+#include "protocol.h"
+
+#define FIRMWARE_IDENTITY "hilat-fw 1"
+
+/* Stimulus and capture modes/ranges the gateware accepts (gateware/stimulus.py). */
+#define MIN_INTERVAL 4u
+#define N_CHANNELS (HILAT_N_STIMULUS + HILAT_N_INPUTS)
+
+/* ---- per-channel CSR addresses, from csr.h ---- */
+
+static const uint32_t stim_control[HILAT_N_STIMULUS] = {
+    CSR_STIMULUS_CH0_CONTROL_ADDR,
+#ifdef CSR_STIMULUS_CH1_CONTROL_ADDR
+    CSR_STIMULUS_CH1_CONTROL_ADDR,
+#endif
+};
+#define STIM_REG(ch, name) (stim_control[ch] + (CSR_STIMULUS_CH0_##name##_ADDR - CSR_STIMULUS_CH0_CONTROL_ADDR))
+#define CAPTURE_CONFIG_REG(ch) (CSR_CAPTURE_CH0_CONFIG_ADDR + 4u * (ch))
+#define CAPTURE_DROPPED_REG(ch) (CSR_CAPTURE_DROPPED0_ADDR + 4u * (ch))
+
+static void csr_write_u64(uint64_t v, uint32_t addr)
+{
+    csr_write_simple((uint32_t)(v >> 32), addr); /* most significant word first */
+    csr_write_simple((uint32_t)v, addr + 4);
+}
+
+/* ---- UART: polled, with a receive ring ---- */
+
+static uint8_t rx_ring[512];
+static uint16_t rx_head, rx_tail;
+static uint32_t rx_ring_overflow;
+
+static void poll_rx(void)
+{
+    while (!uart_rxempty_read()) {
+        uint8_t c = uart_rxtx_read();
+        uart_ev_pending_write(1u << CSR_UART_EV_PENDING_RX_OFFSET);
+        uint16_t next = (uint16_t)((rx_head + 1u) % sizeof(rx_ring));
+        if (next == rx_tail) {
+            rx_ring_overflow++; /* counted; the frame it belonged to fails its CRC */
+            continue;
+        }
+        rx_ring[rx_head] = c;
+        rx_head = next;
+    }
+}
+
+static void send_byte(uint8_t c)
+{
+    while (uart_txfull_read())
+        poll_rx();
+    uart_rxtx_write(c);
+}
+
+/* ---- session state ---- */
+
+static int session;           /* a host said HELLO */
+static uint16_t tx_seq;
+static uint32_t records_sent, events_sent, frames_sent;
+static hilat_frame_t out;     /* control frames */
+static hilat_frame_t events;  /* the EVENTS frame being filled */
+static int events_open;
+static uint8_t stim_mode[HILAT_N_STIMULUS], stim_invert[HILAT_N_STIMULUS];
+
+static void send_frame(hilat_frame_t *f)
+{
+    uint8_t wire[HILAT_MAX_WIRE];
+    size_t n = hilat_frame_finish(f, wire, sizeof(wire));
+    for (size_t i = 0; i < n; i++)
+        send_byte(wire[i]);
+    frames_sent++;
+    tx_seq++;
+}
+
+static void flush_events(void)
+{
+    if (events_open) {
+        send_frame(&events);
+        events_open = 0;
+    }
+}
+
+/* Any other frame goes out after the open EVENTS frame, so sequence numbers stay in order. */
+static void send_control(void)
+{
+    flush_events();
+    send_frame(&out);
+}
+
+static void ack(uint16_t command_seq, uint8_t code, const char *message)
+{
+    flush_events();
+    hilat_msg_ack(&out, tx_seq, command_seq, code, message);
+    send_frame(&out);
+}
+
+/* ---- gateware helpers ---- */
+
+static void capture_disable_all(void)
+{
+    for (unsigned ch = 0; ch < N_CHANNELS; ch++)
+        csr_write_simple(0, CAPTURE_CONFIG_REG(ch));
+    capture_commit_write(1);
+}
+
+static void stimulus_stop(unsigned ch)
+{
+    csr_write_simple(0, STIM_REG(ch, CONTROL));
+    csr_write_simple(1, STIM_REG(ch, COMMIT));
+}
+
+static uint64_t timebase_now(void)
+{
+    timebase_latch_write(1);
+    while (!(timebase_status_read() & 1))
+        ;
+    return timebase_value_read();
+}
+
+/* Drain whatever the capture FIFO holds (new session: stale records are not this host's). */
+static void capture_discard(void)
+{
+    while (capture_ev_status_read() & 1)
+        capture_ev_pop_write(1);
+}
+
+/* ---- command handlers ---- */
+
+static void on_hello(const hilat_command_t *cmd)
+{
+    for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++)
+        stimulus_stop(ch);
+    capture_disable_all();
+    capture_discard();
+    capture_control_write(2); /* clear drop counters and the overflow flag */
+    session = 1;
+    tx_seq = 0;
+    records_sent = events_sent = frames_sent = 0;
+    events_open = 0;
+
+    hilat_identify_t id = {
+        .version = HILAT_PROTOCOL_VERSION,
+        .ts_hz = HILAT_TS_CLOCK_FREQUENCY,
+        .sys_hz = CONFIG_CLOCK_FREQUENCY,
+        .n_stimulus = HILAT_N_STIMULUS,
+        .n_inputs = HILAT_N_INPUTS,
+        .tag_channel = HILAT_TAG_CHANNEL,
+        .fifo_depth = HILAT_FIFO_DEPTH,
+        .pin_to_stamp_delay = HILAT_PIN_TO_STAMP_DELAY,
+        .capabilities = HILAT_CAP_DITHER | HILAT_CAP_RANDOM | HILAT_CAP_BURST | HILAT_CAP_ABSOLUTE_START
+                        | HILAT_CAP_GLITCH_FILTER | HILAT_CAP_TAG_CHANNEL,
+        .firmware = FIRMWARE_IDENTITY,
+        .gateware = HILAT_GATEWARE_IDENTITY,
+    };
+    (void)cmd;
+    hilat_msg_identify(&out, tx_seq, &id);
+    send_control();
+}
+
+static const char *check_stim_config(const hilat_stim_config_t *c)
+{
+    if (c->channel >= HILAT_N_STIMULUS) return "no such stimulus channel";
+    if (c->mode > HILAT_MODE_ONESHOT) return "unknown mode";
+    if (c->width < 1) return "width must be >= 1 tick";
+    uint32_t shortest = c->period;
+    if (c->mode == HILAT_MODE_DITHER) {
+        if (c->jitter >= c->period) return "jitter must be < period";
+        if ((uint64_t)c->period + c->jitter >= (1ull << 32)) return "period + jitter must be < 2**32";
+        shortest = c->period - c->jitter;
+    }
+    if (c->mode == HILAT_MODE_BURST) {
+        if (c->burst_count < 1) return "burst_count must be >= 1";
+        uint64_t span = (uint64_t)(c->burst_count - 1u) * c->burst_spacing;
+        if (span + MIN_INTERVAL > c->period) return "burst does not fit in its period";
+        if (c->burst_count > 1 && c->burst_spacing < shortest) shortest = c->burst_spacing;
+        if (c->period - span < shortest) shortest = (uint32_t)(c->period - span);
+    }
+    if (c->mode != HILAT_MODE_ONESHOT) {
+        if (shortest < MIN_INTERVAL) return "interval shorter than 4 ticks";
+        if (c->width >= shortest) return "width must be shorter than the shortest interval";
+    }
+    return 0;
+}
+
+static void on_stim_config(const hilat_command_t *cmd)
+{
+    const hilat_stim_config_t *c = &cmd->u.stim_config;
+    const char *err = check_stim_config(c);
+    if (err) {
+        ack(cmd->seq, 1, err);
+        return;
+    }
+    unsigned ch = c->channel;
+    csr_write_simple(c->width, STIM_REG(ch, WIDTH));
+    csr_write_simple(c->period, STIM_REG(ch, PERIOD));
+    csr_write_simple(c->jitter, STIM_REG(ch, JITTER));
+    csr_write_simple(c->probability, STIM_REG(ch, PROBABILITY));
+    csr_write_simple(c->burst_count, STIM_REG(ch, BURST_COUNT));
+    csr_write_simple(c->burst_spacing, STIM_REG(ch, BURST_SPACING));
+    csr_write_simple(c->count, STIM_REG(ch, COUNT));
+    csr_write_simple(c->seed, STIM_REG(ch, SEED));
+    stim_mode[ch] = c->mode;
+    stim_invert[ch] = c->invert ? 1 : 0;
+    ack(cmd->seq, 0, 0);
+}
+
+static void on_capture_config(const hilat_command_t *cmd)
+{
+    const hilat_capture_config_t *c = &cmd->u.capture_config;
+    if (c->n != N_CHANNELS) {
+        ack(cmd->seq, 1, "channel count differs from the rig's");
+        return;
+    }
+    for (unsigned ch = 0; ch < N_CHANNELS; ch++) {
+        uint32_t glitch = c->glitch[ch] > 15 ? 15 : c->glitch[ch];
+        csr_write_simple((c->flags[ch] & 7u) | (glitch << 3), CAPTURE_CONFIG_REG(ch));
+    }
+    capture_commit_write(1);
+    ack(cmd->seq, 0, 0);
+}
+
+static void on_start(const hilat_command_t *cmd)
+{
+    uint8_t mask = cmd->u.start.channels;
+    if (mask >> HILAT_N_STIMULUS) {
+        ack(cmd->seq, 1, "no such stimulus channel");
+        return;
+    }
+    if (cmd->u.start.at_time && cmd->u.start.start <= timebase_now() + 1000u) {
+        ack(cmd->seq, 2, "start time has passed (or is < 1000 ticks away)");
+        return;
+    }
+    for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++) {
+        if (!(mask & (1u << ch)))
+            continue;
+        csr_write_u64(cmd->u.start.start, STIM_REG(ch, START_TIME));
+        uint32_t control = 1u | ((uint32_t)stim_mode[ch] << 1) | ((uint32_t)stim_invert[ch] << 4)
+                           | ((cmd->u.start.at_time ? 1u : 0u) << 5);
+        csr_write_simple(control, STIM_REG(ch, CONTROL));
+        csr_write_simple(1, STIM_REG(ch, COMMIT));
+    }
+    ack(cmd->seq, 0, 0);
+}
+
+static void on_stop(const hilat_command_t *cmd)
+{
+    for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++)
+        if (cmd->u.stop.channels & (1u << ch))
+            stimulus_stop(ch);
+    ack(cmd->seq, 0, 0);
+}
+
+static void on_status(const hilat_command_t *cmd)
+{
+    hilat_status_t st;
+    memset(&st, 0, sizeof(st));
+    capture_control_write(1); /* snapshot the drop counters */
+    while (!(capture_status_read() & 1))
+        ;
+    st.overflow = (capture_status_read() >> 1) & 1;
+    st.n = N_CHANNELS;
+    for (unsigned ch = 0; ch < N_CHANNELS; ch++)
+        st.dropped[ch] = csr_read_simple(CAPTURE_DROPPED_REG(ch));
+    st.stim_n = HILAT_N_STIMULUS;
+    for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++)
+        st.stim_status[ch] = (uint8_t)csr_read_simple(STIM_REG(ch, STATUS));
+    flush_events();
+    st.records_sent = records_sent;
+    st.events_sent = events_sent;
+    st.frames_sent = frames_sent + 1; /* this STATUS frame included */
+    hilat_msg_status(&out, tx_seq, &st);
+    send_frame(&out);
+    (void)cmd;
+}
+
+static void on_time(const hilat_command_t *cmd)
+{
+    uint64_t now = timebase_now();
+    flush_events();
+    hilat_msg_time(&out, tx_seq, cmd->seq, now);
+    send_frame(&out);
+}
+
+static void handle_frame(const uint8_t *wire, size_t len)
+{
+    hilat_command_t cmd;
+    int err = hilat_parse_command(wire, len, &cmd);
+    if (err == HILAT_OK && cmd.type == HILAT_MSG_HELLO) {
+        on_hello(&cmd);
+        return;
+    }
+    if (!session)
+        return; /* nothing is sent before HELLO */
+    if (err != HILAT_OK) {
+        if (!HILAT_IS_CORRUPT(err))
+            ack(cmd.seq, 3, err == HILAT_ERR_VERSION ? "protocol version differs" : "malformed command");
+        return; /* corrupt frames carry no trustworthy seq: the host times out and retries */
+    }
+    switch (cmd.type) {
+    case HILAT_MSG_STIM_CONFIG: on_stim_config(&cmd); break;
+    case HILAT_MSG_CAPTURE_CONFIG: on_capture_config(&cmd); break;
+    case HILAT_MSG_START: on_start(&cmd); break;
+    case HILAT_MSG_STOP: on_stop(&cmd); break;
+    case HILAT_MSG_STATUS_REQ: on_status(&cmd); break;
+    case HILAT_MSG_TIME_REQ: on_time(&cmd); break;
+    default: ack(cmd.seq, 3, "unknown command"); break;
+    }
+}
+
+/* ---- event path ---- */
+
+static void drain_events(void)
+{
+    for (int budget = 32; budget > 0 && (capture_ev_status_read() & 1); budget--) {
+        uint64_t timestamp = capture_ev_timestamp_read();
+        uint32_t info = capture_ev_info_read();
+        capture_ev_pop_write(1);
+        uint8_t channels = info & 0xffu;
+        uint8_t levels = (info >> 8) & 0xffu;
+        if ((info >> 16) & 1u) { /* overflow marker from the gateware */
+            flush_events();
+            hilat_msg_overflow(&out, tx_seq, timestamp, channels);
+            send_frame(&out);
+            continue;
+        }
+        if (!events_open) {
+            hilat_events_begin(&events, tx_seq, timestamp);
+            events_open = 1;
+        }
+        if (!hilat_events_add(&events, timestamp, channels, levels)) {
+            flush_events();
+            hilat_events_begin(&events, tx_seq, timestamp);
+            events_open = 1;
+            hilat_events_add(&events, timestamp, channels, levels);
+        }
+        records_sent++;
+        for (uint8_t m = channels; m; m &= (uint8_t)(m - 1u))
+            events_sent++;
+    }
+    /* Nothing more waiting: send what we have (low rates get low latency, high rates full frames). */
+    if (events_open && !(capture_ev_status_read() & 1))
+        flush_events();
+}
+
+int main(void)
+{
+    static hilat_rx_t rx;
+    hilat_rx_init(&rx);
+    capture_disable_all();
+    for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++)
+        stimulus_stop(ch);
+
+    for (;;) {
+        poll_rx();
+        while (rx_tail != rx_head) {
+            uint8_t c = rx_ring[rx_tail];
+            rx_tail = (uint16_t)((rx_tail + 1u) % sizeof(rx_ring));
+            size_t n = hilat_rx_feed(&rx, c);
+            if (n)
+                handle_frame(rx.buf, n);
+        }
+        if (session)
+            drain_events();
+    }
+    return 0;
+}

@@ -1,0 +1,80 @@
+"""The rig SoC: VexRiscv + UART + Timebase + StimulusGenerator + EdgeCapture.
+
+Board targets and the simulator build this same SoC; they provide the clock domains (``sys`` and
+``ts``, which may be the same clock or not) and the pads:
+
+- ``stimulus`` pads: one output per stimulus channel (to the DUT's interrupt inputs);
+- ``capture`` pads: one input per capture input (DUT pins: ISR entry, task dispatch, spare, tag).
+
+The firmware in ``firmware/`` is built against this SoC's generated ``csr.h`` and baked into ROM
+by :class:`RigBuilder` in place of LiteX's BIOS.
+"""
+
+import os
+import subprocess
+
+from migen import *
+
+from litex.soc.integration.builder import Builder
+from litex.soc.integration.soc_core import SoCCore
+
+from gateware.capture import EdgeCapture
+from gateware.stimulus import StimulusGenerator
+from gateware.timebase import Timebase
+
+FIRMWARE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "firmware"))
+
+# Default capture input roles, in order after the stimulus channels.
+INPUT_NAMES = ["isr", "task", "spare", "tag"]
+
+
+def git_identity():
+    """Short hash of the source tree (with ``-dirty`` when it has changes), or ``unknown``."""
+    root = os.path.dirname(FIRMWARE_DIR)
+    try:
+        rev = subprocess.check_output(["git", "-C", root, "rev-parse", "--short=10", "HEAD"],
+                                      stderr=subprocess.DEVNULL, text=True).strip()
+        dirty = subprocess.call(["git", "-C", root, "diff", "--quiet", "HEAD", "--", "gateware", "firmware"],
+                                stderr=subprocess.DEVNULL) != 0
+        return rev + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+class RigSoC(SoCCore):
+    def __init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
+                 board="unknown", fifo_depth=1024, glitch_max=15, cpu_variant="standard",
+                 identity=None, **kwargs):
+        kwargs.setdefault("integrated_rom_size", 0x8000)
+        kwargs.setdefault("integrated_sram_size", 0x2000)
+        kwargs.setdefault("uart_baudrate", 3_000_000)
+        SoCCore.__init__(self, platform, sys_clk_freq, ident=f"hilat rig on {board}",
+                         cpu_type="vexriscv", cpu_variant=cpu_variant, **kwargs)
+
+        n_stimulus = len(stimulus_pads)
+        n_inputs   = len(capture_pads)
+        self.timebase = Timebase("ts")
+        self.stimulus = StimulusGenerator(self.timebase.ts, n_stimulus, "ts")
+        self.capture  = EdgeCapture(self.timebase, inputs=list(capture_pads),
+            internal=self.stimulus.pins, clock_domain="ts", fifo_depth=fifo_depth,
+            glitch_max=glitch_max, tag_channel=n_stimulus + n_inputs - 1)
+        self.capture.add_csr_reader()
+        self.comb += [pad.eq(pin) for pad, pin in zip(stimulus_pads, self.stimulus.pins)]
+
+        # What the firmware reports in IDENTIFY (soc.h), so no number is hard-coded in C.
+        identity = identity or git_identity()
+        self.add_constant("HILAT_TS_CLOCK_FREQUENCY", int(ts_clk_freq))
+        self.add_constant("HILAT_N_STIMULUS", n_stimulus)
+        self.add_constant("HILAT_N_INPUTS", n_inputs)
+        self.add_constant("HILAT_TAG_CHANNEL", self.capture.tag_channel)
+        self.add_constant("HILAT_FIFO_DEPTH", fifo_depth)
+        self.add_constant("HILAT_PIN_TO_STAMP_DELAY", self.capture.PIN_TO_STAMP_DELAY)
+        self.add_constant("HILAT_GATEWARE_IDENTITY", f"{board} {identity}")
+
+
+class RigBuilder(Builder):
+    """LiteX's builder, with the rig firmware as the ROM program instead of the BIOS."""
+    def add_software_package(self, name, src_dir=None):
+        if name == "bios" and src_dir is None:
+            src_dir = FIRMWARE_DIR
+        Builder.add_software_package(self, name, src_dir)

@@ -1,0 +1,761 @@
+"""Rig wire protocol, version 1 (docs/protocol.md): frames, messages and a streaming decoder.
+
+    wire:    COBS(payload || crc32) 0x00
+    payload: version:u8 type:u8 seq:u16 body...      (little-endian)
+
+Every message is a dataclass with ``encode(seq) -> bytes`` (the whole wire frame, delimiter
+included), ``body() -> bytes`` and ``from_body(body)``. ``decode_frame`` decodes one frame and
+raises a ``ProtocolError``; ``FrameDecoder`` splits a byte stream into frames, never raises, and
+keeps the counters of the spec. Pure standard library.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+PROTOCOL_VERSION = 1
+
+HEADER_SIZE = 4  # version, type, seq
+CRC_SIZE = 4
+MIN_FRAME = HEADER_SIZE + CRC_SIZE  # decoded bytes of the shortest frame
+MAX_PAYLOAD = 250  # header + body
+MAX_DECODED = MAX_PAYLOAD + CRC_SIZE  # 254
+MAX_ENCODED = 255  # COBS of MAX_DECODED bytes, delimiter excluded
+MAX_WIRE = 256  # delimiter included
+MAX_CHANNELS = 8  # channel masks are u8
+EVENTS_EMPTY = HEADER_SIZE + 8  # payload of an EVENTS frame without records
+MASK64 = (1 << 64) - 1
+
+# Message types. Host -> rig (>= 0x80).
+MSG_HELLO = 0x81
+MSG_STIM_CONFIG = 0x82
+MSG_CAPTURE_CONFIG = 0x83
+MSG_START = 0x84
+MSG_STOP = 0x85
+MSG_STATUS_REQ = 0x86
+MSG_TIME_REQ = 0x87
+# Rig -> host (< 0x80).
+MSG_IDENTIFY = 0x01
+MSG_EVENTS = 0x02
+MSG_OVERFLOW = 0x03
+MSG_STATUS = 0x04
+MSG_ACK = 0x05
+MSG_TIME = 0x06
+
+# Stimulus modes.
+MODE_PERIODIC = 0
+MODE_DITHER = 1
+MODE_RANDOM = 2
+MODE_BURST = 3
+MODE_ONESHOT = 4
+MODE_NAMES = {
+    MODE_PERIODIC: "periodic",
+    MODE_DITHER: "dither",
+    MODE_RANDOM: "random",
+    MODE_BURST: "burst",
+    MODE_ONESHOT: "oneshot",
+}
+
+# IDENTIFY capability bits.
+CAP_DITHER = 1 << 0
+CAP_RANDOM = 1 << 1
+CAP_BURST = 1 << 2
+CAP_ABSOLUTE_START = 1 << 3
+CAP_GLITCH_FILTER = 1 << 4
+CAP_TAG_CHANNEL = 1 << 5
+CAP_SUBTICK = 1 << 6
+
+# CAPTURE_CONFIG per-channel flags.
+CAPTURE_ENABLE = 1 << 0
+CAPTURE_RISE = 1 << 1
+CAPTURE_FALL = 1 << 2
+
+# STATUS per-stimulus-channel bits.
+STIM_RUNNING = 1 << 0
+STIM_DONE = 1 << 1
+STIM_LATE = 1 << 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+
+class ProtocolError(ValueError):
+    """A frame that cannot be accepted. ``reason`` names the check that failed."""
+
+    reason = "error"
+
+
+class CorruptFrame(ProtocolError):
+    """COBS decoding failed, bad length (< 8 or > 254 decoded bytes) or CRC mismatch."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"corrupt frame ({reason}){': ' + detail if detail else ''}")
+        self.reason = reason  # "cobs", "short", "too_long" or "crc"
+
+
+class WrongVersion(ProtocolError):
+    reason = "version"
+
+    def __init__(self, version: int, msg_type: int, seq: int):
+        super().__init__(f"protocol version {version}, expected {PROTOCOL_VERSION}")
+        self.version, self.msg_type, self.seq = version, msg_type, seq
+
+
+class UnknownType(ProtocolError):
+    reason = "unknown_type"
+
+    def __init__(self, msg_type: int, seq: int):
+        super().__init__(f"unknown message type 0x{msg_type:02x}")
+        self.msg_type, self.seq = msg_type, seq
+
+
+class MalformedFrame(ProtocolError):
+    """Valid frame (CRC matched) whose body does not fit its type."""
+
+    reason = "bad_length"
+
+
+# ---------------------------------------------------------------------------------------------
+# Primitives
+
+
+def crc32(data: bytes) -> int:
+    """CRC-32/ISO-HDLC, as zlib.crc32."""
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def cobs_encode(data: bytes) -> bytes:
+    """COBS without the delimiter. A trailing full block (254 non-zero bytes) is not followed by
+    an empty block, as in the usual reference encoder."""
+    out = bytearray()
+    chunks = bytes(data).split(b"\x00")
+    last = len(chunks) - 1
+    for k, chunk in enumerate(chunks):
+        full = False
+        while len(chunk) >= 254:
+            out.append(0xFF)
+            out += chunk[:254]
+            chunk = chunk[254:]
+            full = True
+        if chunk or not full or k != last:
+            out.append(len(chunk) + 1)
+            out += chunk
+    return bytes(out)
+
+
+def _cobs_decode_slow(data: bytes) -> bytes:
+    out = []
+    i, n = 0, len(data)
+    while i < n:
+        code = data[i]
+        end = i + code
+        if end > n:
+            raise CorruptFrame("cobs", "truncated block")
+        out.append(data[i + 1 : end])
+        i = end
+        if code != 0xFF and i < n:
+            out.append(b"\x00")
+    return b"".join(out)
+
+
+def cobs_decode(data: bytes) -> bytes:
+    """Inverse of cobs_encode (delimiter excluded). Raises CorruptFrame("cobs")."""
+    n = len(data)
+    if n == 0 or b"\x00" in data:
+        raise CorruptFrame("cobs", "empty or contains 0x00")
+    # Fast path (no 0xFF block): every code byte but the first becomes the zero it stands for.
+    buf = bytearray(data)
+    i = 0
+    while i < n:
+        code = buf[i]
+        if code == 0xFF:
+            return _cobs_decode_slow(data)
+        buf[i] = 0
+        i += code
+    if i != n:
+        raise CorruptFrame("cobs", "truncated block")
+    del buf[0]
+    return bytes(buf)
+
+
+def uleb128(value: int) -> bytes:
+    if value < 0:
+        raise ValueError("uleb128 of a negative value")
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _pack_str(s: str) -> bytes:
+    b = s.encode("utf-8")
+    if len(b) > 255:
+        raise ValueError(f"string longer than 255 bytes: {s[:20]!r}...")
+    return bytes((len(b),)) + b
+
+
+def _unpack_str(body: bytes, i: int) -> tuple[str, int]:
+    if i >= len(body):
+        raise MalformedFrame("missing string")
+    end = i + 1 + body[i]
+    if end > len(body):
+        raise MalformedFrame("truncated string")
+    return body[i + 1 : end].decode("utf-8", errors="replace"), end
+
+
+_HEADER = struct.Struct("<BBH")
+
+
+def encode_frame(msg_type: int, seq: int, body: bytes, version: int = PROTOCOL_VERSION) -> bytes:
+    """The wire bytes of one frame, delimiter included."""
+    if not 0 <= seq <= 0xFFFF:
+        raise ValueError(f"seq out of range: {seq}")
+    payload = _HEADER.pack(version, msg_type, seq) + body
+    if len(payload) > MAX_PAYLOAD:
+        raise ValueError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
+    return cobs_encode(payload + crc32(payload).to_bytes(4, "little")) + b"\x00"
+
+
+def decode_payload(frame: bytes) -> tuple[int, int, int, bytes]:
+    """COBS-decode and check one frame (without delimiter): (version, type, seq, body).
+
+    Raises CorruptFrame; does not check the version."""
+    if len(frame) > MAX_ENCODED:
+        raise CorruptFrame("too_long", f"{len(frame)} encoded bytes")
+    dec = cobs_decode(frame)
+    if len(dec) < MIN_FRAME:
+        raise CorruptFrame("short", f"{len(dec)} bytes")
+    if zlib.crc32(dec[:-4]) != int.from_bytes(dec[-4:], "little"):
+        raise CorruptFrame("crc")
+    version, msg_type, seq = _HEADER.unpack_from(dec)
+    return version, msg_type, seq, dec[HEADER_SIZE:-CRC_SIZE]
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages
+
+
+class Message:
+    """Base of every message dataclass."""
+
+    __slots__ = ()
+    TYPE: ClassVar[int]
+    NAME: ClassVar[str]
+
+    def body(self) -> bytes:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @classmethod
+    def from_body(cls, body: bytes) -> Message:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def encode(self, seq: int) -> bytes:
+        """Whole wire frame, delimiter included."""
+        try:
+            body = self.body()
+        except struct.error as e:
+            raise ValueError(f"{self.NAME}: field out of range: {e}") from None
+        return encode_frame(self.TYPE, seq, body)
+
+
+def _fixed(cls, st: struct.Struct, body: bytes):
+    if len(body) != st.size:
+        raise MalformedFrame(f"{cls.NAME}: body of {len(body)} bytes, expected {st.size}")
+    return cls(*st.unpack(body))
+
+
+# Host -> rig ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Hello(Message):
+    TYPE: ClassVar[int] = MSG_HELLO
+    NAME: ClassVar[str] = "HELLO"
+    _S: ClassVar[struct.Struct] = struct.Struct("<B")
+    version: int = PROTOCOL_VERSION
+
+    def body(self) -> bytes:
+        return self._S.pack(self.version)
+
+    @classmethod
+    def from_body(cls, body: bytes) -> Hello:
+        return _fixed(cls, cls._S, body)
+
+
+@dataclass(slots=True)
+class StimConfig(Message):
+    TYPE: ClassVar[int] = MSG_STIM_CONFIG
+    NAME: ClassVar[str] = "STIM_CONFIG"
+    _S: ClassVar[struct.Struct] = struct.Struct("<BBBIIIIHIII")
+    channel: int
+    mode: int
+    invert: int = 0
+    width: int = 1
+    period: int = 0
+    jitter: int = 0
+    probability: int = 0
+    burst_count: int = 0
+    burst_spacing: int = 0
+    count: int = 0
+    seed: int = 0
+
+    def body(self) -> bytes:
+        return self._S.pack(
+            self.channel, self.mode, self.invert, self.width, self.period, self.jitter,
+            self.probability, self.burst_count, self.burst_spacing, self.count, self.seed,
+        )
+
+    @classmethod
+    def from_body(cls, body: bytes) -> StimConfig:
+        return _fixed(cls, cls._S, body)
+
+
+@dataclass(slots=True)
+class CaptureConfig(Message):
+    """channels: one (flags, glitch) per capture channel, channel 0 first."""
+
+    TYPE: ClassVar[int] = MSG_CAPTURE_CONFIG
+    NAME: ClassVar[str] = "CAPTURE_CONFIG"
+    channels: list[tuple[int, int]] = field(default_factory=list)
+
+    def body(self) -> bytes:
+        out = bytearray((len(self.channels),))
+        for flags, glitch in self.channels:
+            out += struct.pack("<BB", flags, glitch)
+        return bytes(out)
+
+    @classmethod
+    def from_body(cls, body: bytes) -> CaptureConfig:
+        if len(body) < 1 or len(body) != 1 + 2 * body[0]:
+            raise MalformedFrame(f"CAPTURE_CONFIG: body of {len(body)} bytes")
+        return cls([(body[1 + 2 * i], body[2 + 2 * i]) for i in range(body[0])])
+
+
+@dataclass(slots=True)
+class Start(Message):
+    TYPE: ClassVar[int] = MSG_START
+    NAME: ClassVar[str] = "START"
+    _S: ClassVar[struct.Struct] = struct.Struct("<BBQ")
+    channels: int
+    at_time: int = 0
+    start: int = 0
+
+    def body(self) -> bytes:
+        return self._S.pack(self.channels, self.at_time, self.start)
+
+    @classmethod
+    def from_body(cls, body: bytes) -> Start:
+        return _fixed(cls, cls._S, body)
+
+
+@dataclass(slots=True)
+class Stop(Message):
+    TYPE: ClassVar[int] = MSG_STOP
+    NAME: ClassVar[str] = "STOP"
+    _S: ClassVar[struct.Struct] = struct.Struct("<B")
+    channels: int
+
+    def body(self) -> bytes:
+        return self._S.pack(self.channels)
+
+    @classmethod
+    def from_body(cls, body: bytes) -> Stop:
+        return _fixed(cls, cls._S, body)
+
+
+@dataclass(slots=True)
+class StatusReq(Message):
+    TYPE: ClassVar[int] = MSG_STATUS_REQ
+    NAME: ClassVar[str] = "STATUS_REQ"
+
+    def body(self) -> bytes:
+        return b""
+
+    @classmethod
+    def from_body(cls, body: bytes) -> StatusReq:
+        if body:
+            raise MalformedFrame(f"STATUS_REQ: body of {len(body)} bytes")
+        return cls()
+
+
+@dataclass(slots=True)
+class TimeReq(Message):
+    TYPE: ClassVar[int] = MSG_TIME_REQ
+    NAME: ClassVar[str] = "TIME_REQ"
+
+    def body(self) -> bytes:
+        return b""
+
+    @classmethod
+    def from_body(cls, body: bytes) -> TimeReq:
+        if body:
+            raise MalformedFrame(f"TIME_REQ: body of {len(body)} bytes")
+        return cls()
+
+
+# Rig -> host ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Identify(Message):
+    TYPE: ClassVar[int] = MSG_IDENTIFY
+    NAME: ClassVar[str] = "IDENTIFY"
+    _S: ClassVar[struct.Struct] = struct.Struct("<BIIBBBHBI")
+    version: int
+    ts_hz: int
+    sys_hz: int
+    n_stimulus: int
+    n_inputs: int
+    tag_channel: int
+    fifo_depth: int
+    pin_to_stamp_delay: int
+    capabilities: int
+    firmware: str = ""
+    gateware: str = ""
+
+    def body(self) -> bytes:
+        return (
+            self._S.pack(
+                self.version, self.ts_hz, self.sys_hz, self.n_stimulus, self.n_inputs,
+                self.tag_channel, self.fifo_depth, self.pin_to_stamp_delay, self.capabilities,
+            )
+            + _pack_str(self.firmware)
+            + _pack_str(self.gateware)
+        )
+
+    @classmethod
+    def from_body(cls, body: bytes) -> Identify:
+        n = cls._S.size
+        if len(body) < n:
+            raise MalformedFrame(f"IDENTIFY: body of {len(body)} bytes")
+        fixed = cls._S.unpack_from(body)
+        firmware, i = _unpack_str(body, n)
+        gateware, i = _unpack_str(body, i)
+        if i != len(body):
+            raise MalformedFrame("IDENTIFY: trailing bytes")
+        return cls(*fixed, firmware, gateware)
+
+
+@dataclass(slots=True)
+class Events(Message):
+    """records: (timestamp, channels, levels), absolute timestamps. On the wire each record
+    carries delta = (timestamp - previous) mod 2**64, previous being ``base`` for the first."""
+
+    TYPE: ClassVar[int] = MSG_EVENTS
+    NAME: ClassVar[str] = "EVENTS"
+    base: int
+    records: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def body(self) -> bytes:
+        out = bytearray(struct.pack("<Q", self.base))
+        prev = self.base
+        for ts, channels, levels in self.records:
+            if not 0 <= ts <= MASK64:
+                raise ValueError(f"timestamp out of range: {ts}")
+            out += uleb128((ts - prev) & MASK64)
+            out.append(channels)
+            out.append(levels)
+            prev = ts
+        return bytes(out)
+
+    @classmethod
+    def from_body(cls, body: bytes) -> Events:
+        n = len(body)
+        if n < 8:
+            raise MalformedFrame(f"EVENTS: body of {n} bytes")
+        ts = int.from_bytes(body[:8], "little")
+        base = ts
+        records: list[tuple[int, int, int]] = []
+        append = records.append
+        i = 8
+        try:
+            while i < n:
+                b = body[i]
+                if b < 0x80:  # 1-byte delta
+                    ts += b
+                    i += 1
+                else:
+                    b2 = body[i + 1]
+                    if b2 < 0x80:  # 2-byte delta
+                        ts += (b & 0x7F) | (b2 << 7)
+                        i += 2
+                    else:
+                        delta = (b & 0x7F) | ((b2 & 0x7F) << 7)
+                        shift = 14
+                        i += 2
+                        while True:
+                            b = body[i]
+                            i += 1
+                            delta |= (b & 0x7F) << shift
+                            if b < 0x80:
+                                break
+                            shift += 7
+                            if shift > 63:
+                                raise MalformedFrame("EVENTS: uleb128 longer than 10 bytes")
+                        ts += delta
+                    if ts > MASK64:
+                        ts &= MASK64
+                append((ts, body[i], body[i + 1]))
+                i += 2
+        except IndexError:
+            raise MalformedFrame("EVENTS: truncated record") from None
+        if i != n:
+            raise MalformedFrame("EVENTS: truncated record")
+        return cls(base, records)
+
+    @property
+    def timestamps(self) -> list[int]:
+        return [r[0] for r in self.records]
+
+
+@dataclass(slots=True)
+class Overflow(Message):
+    TYPE: ClassVar[int] = MSG_OVERFLOW
+    NAME: ClassVar[str] = "OVERFLOW"
+    _S: ClassVar[struct.Struct] = struct.Struct("<QB")
+    timestamp: int
+    channels: int
+
+    def body(self) -> bytes:
+        return self._S.pack(self.timestamp, self.channels)
+
+    @classmethod
+    def from_body(cls, body: bytes) -> Overflow:
+        return _fixed(cls, cls._S, body)
+
+
+@dataclass(slots=True)
+class Status(Message):
+    TYPE: ClassVar[int] = MSG_STATUS
+    NAME: ClassVar[str] = "STATUS"
+    _S: ClassVar[struct.Struct] = struct.Struct("<IIIBB")
+    records_sent: int
+    events_sent: int
+    frames_sent: int
+    overflow: int
+    dropped: list[int] = field(default_factory=list)  # per capture channel
+    stim_status: list[int] = field(default_factory=list)  # STIM_* bits per stimulus channel
+
+    def body(self) -> bytes:
+        return (
+            self._S.pack(
+                self.records_sent, self.events_sent, self.frames_sent, self.overflow, len(self.dropped)
+            )
+            + struct.pack(f"<{len(self.dropped)}I", *self.dropped)
+            + struct.pack("<B", len(self.stim_status))
+            + bytes(self.stim_status)
+        )
+
+    @classmethod
+    def from_body(cls, body: bytes) -> Status:
+        k = cls._S.size
+        if len(body) < k + 1:
+            raise MalformedFrame(f"STATUS: body of {len(body)} bytes")
+        records, events, frames, overflow, n = cls._S.unpack_from(body)
+        j = k + 4 * n
+        if len(body) < j + 1 or len(body) != j + 1 + body[j]:
+            raise MalformedFrame(f"STATUS: body of {len(body)} bytes")
+        dropped = list(struct.unpack_from(f"<{n}I", body, k))
+        return cls(records, events, frames, overflow, dropped, list(body[j + 1 :]))
+
+
+@dataclass(slots=True)
+class Ack(Message):
+    TYPE: ClassVar[int] = MSG_ACK
+    NAME: ClassVar[str] = "ACK"
+    _S: ClassVar[struct.Struct] = struct.Struct("<HB")
+    command_seq: int
+    code: int = 0
+    message: str = ""
+
+    def body(self) -> bytes:
+        return self._S.pack(self.command_seq, self.code) + _pack_str(self.message)
+
+    @classmethod
+    def from_body(cls, body: bytes) -> Ack:
+        if len(body) < 3:
+            raise MalformedFrame(f"ACK: body of {len(body)} bytes")
+        command_seq, code = cls._S.unpack_from(body)
+        message, i = _unpack_str(body, 3)
+        if i != len(body):
+            raise MalformedFrame("ACK: trailing bytes")
+        return cls(command_seq, code, message)
+
+
+@dataclass(slots=True)
+class Time(Message):
+    TYPE: ClassVar[int] = MSG_TIME
+    NAME: ClassVar[str] = "TIME"
+    _S: ClassVar[struct.Struct] = struct.Struct("<HQ")
+    command_seq: int
+    now: int
+
+    def body(self) -> bytes:
+        return self._S.pack(self.command_seq, self.now)
+
+    @classmethod
+    def from_body(cls, body: bytes) -> Time:
+        return _fixed(cls, cls._S, body)
+
+
+HOST_MESSAGES: dict[int, type[Message]] = {
+    c.TYPE: c for c in (Hello, StimConfig, CaptureConfig, Start, Stop, StatusReq, TimeReq)
+}
+RIG_MESSAGES: dict[int, type[Message]] = {c.TYPE: c for c in (Identify, Events, Overflow, Status, Ack, Time)}
+MESSAGES: dict[int, type[Message]] = {**HOST_MESSAGES, **RIG_MESSAGES}
+MESSAGES_BY_NAME: dict[str, type[Message]] = {c.NAME: c for c in MESSAGES.values()}
+
+
+def pack_events(records: list[tuple[int, int, int]], base: int | None = None) -> list[Events]:
+    """Split records into as few EVENTS messages as fit MAX_PAYLOAD. Each frame's base is the
+    given base (first frame) or its first record's timestamp, as the firmware does."""
+    frames: list[Events] = []
+    cur: Events | None = None
+    size = prev = 0
+    for rec in records:
+        ts = rec[0]
+        if cur is not None:
+            need = len(uleb128((ts - prev) & MASK64)) + 2
+            if size + need > MAX_PAYLOAD:
+                cur = None
+        if cur is None:
+            b = ts if base is None or frames else base
+            cur = Events(b, [])
+            frames.append(cur)
+            size, prev = EVENTS_EMPTY, b
+            need = len(uleb128((ts - prev) & MASK64)) + 2
+        cur.records.append(rec)
+        size += need
+        prev = ts
+    return frames
+
+
+# ---------------------------------------------------------------------------------------------
+# Frames
+
+
+@dataclass(slots=True)
+class Frame:
+    seq: int
+    msg: Message
+
+    @property
+    def type(self) -> int:
+        return self.msg.TYPE
+
+
+def decode_frame(frame: bytes, messages: dict[int, type[Message]] = MESSAGES) -> Frame:
+    """Decode one wire frame (a trailing 0x00 delimiter is accepted). Raises a ProtocolError:
+    CorruptFrame, WrongVersion, UnknownType or MalformedFrame."""
+    if frame.endswith(b"\x00"):
+        frame = frame[:-1]
+    version, msg_type, seq, body = decode_payload(frame)
+    if version != PROTOCOL_VERSION:
+        raise WrongVersion(version, msg_type, seq)
+    cls = messages.get(msg_type)
+    if cls is None:
+        raise UnknownType(msg_type, seq)
+    return Frame(seq, cls.from_body(body))
+
+
+class FrameDecoder:
+    """Splits a byte stream at 0x00 into frames; never raises on bad input.
+
+    Counters: ``frames_ok``; ``corrupt`` (COBS, CRC, shorter than 8 or longer than 254 decoded
+    bytes); ``wrong_version``; ``unknown_type`` (a type of the other direction included);
+    ``malformed`` (CRC matched but the body does not fit its type); ``lost`` (sequence gaps,
+    (seq - expected) mod 2**16); ``resync_bytes`` (bytes of corrupt frames, delimiter included).
+    Every non-empty frame is counted in exactly one of frames_ok, corrupt, wrong_version,
+    unknown_type, malformed. Empty frames (consecutive 0x00) are ignored. The sequence is tracked
+    across all frames whose CRC and version are valid; the first one sets it, unless
+    ``expected_seq`` is given (e.g. 0 right after sending HELLO: see ``reset_sequence``).
+    """
+
+    def __init__(self, from_host: bool = False, expected_seq: int | None = None):
+        self.messages = HOST_MESSAGES if from_host else RIG_MESSAGES
+        self.expected_seq = expected_seq
+        self.frames_ok = 0
+        self.corrupt = 0
+        self.wrong_version = 0
+        self.unknown_type = 0
+        self.malformed = 0
+        self.lost = 0
+        self.resync_bytes = 0
+        self._pending = b""
+        self._overlong = 0  # bytes dropped from the current (overlong) frame
+
+    def reset_sequence(self, expected_seq: int | None = 0) -> None:
+        """Expect ``expected_seq`` next (None: take the next frame's seq without counting)."""
+        self.expected_seq = expected_seq
+
+    def counters(self) -> dict[str, int]:
+        return {
+            "frames_ok": self.frames_ok,
+            "corrupt": self.corrupt,
+            "wrong_version": self.wrong_version,
+            "unknown_type": self.unknown_type,
+            "malformed": self.malformed,
+            "lost": self.lost,
+            "resync_bytes": self.resync_bytes,
+        }
+
+    @property
+    def pending(self) -> int:
+        """Bytes received of a frame not yet terminated."""
+        return len(self._pending) + self._overlong
+
+    def feed(self, data: bytes) -> list[Frame]:
+        out: list[Frame] = []
+        parts = bytes(data).split(b"\x00")
+        tail = parts.pop()
+        if parts:
+            first = self._pending + parts[0]
+            if self._overlong:
+                self._bad(self._overlong + len(first))
+                self._overlong = 0
+            elif first:
+                self._frame(first, out)
+            for p in parts[1:]:
+                if p:
+                    self._frame(p, out)
+            self._pending = b""
+        self._pending += tail
+        if len(self._pending) > MAX_ENCODED:  # keep memory bounded: only count the bytes
+            self._overlong += len(self._pending)
+            self._pending = b""
+        return out
+
+    def _bad(self, n: int) -> None:
+        self.corrupt += 1
+        self.resync_bytes += n + 1
+
+    def _frame(self, enc: bytes, out: list[Frame]) -> None:
+        try:
+            version, msg_type, seq, body = decode_payload(enc)
+        except CorruptFrame:
+            self._bad(len(enc))
+            return
+        if version != PROTOCOL_VERSION:
+            self.wrong_version += 1
+            return
+        expected = self.expected_seq
+        if expected is not None and seq != expected:
+            self.lost += (seq - expected) & 0xFFFF
+        self.expected_seq = (seq + 1) & 0xFFFF
+        cls = self.messages.get(msg_type)
+        if cls is None:
+            self.unknown_type += 1
+            return
+        try:
+            msg = cls.from_body(body)
+        except ProtocolError:
+            self.malformed += 1
+            return
+        self.frames_ok += 1
+        out.append(Frame(seq, msg))

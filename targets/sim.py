@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""The simulated rig: the rig SoC in Verilator (LiteX SimPlatform), with a simulated DUT attached.
+
+The UART is bridged to a TCP port on 127.0.0.1 (``hilat_serial2tcp``, LiteX's serial2tcp bound to
+the loopback interface). The DUT model is a Verilog module with a fixed port list (see
+``targets/dut/hilat_dut_model.v``), chosen with ``--dut-model``/``--dut-top``; its settings are
+plusargs (``+dut_isr_base=50`` ...), so changing them needs no rebuild.
+
+The build is cached under ``build/sim/<key>``: the key hashes the gateware, the firmware, this file
+and the DUT model, so a second run starts within seconds and any change rebuilds.
+
+    python -m targets.sim --build                  # build (or reuse) the simulator
+    python -m targets.sim --run --port 0           # run it; prints the URL to connect to
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from migen import *
+
+from litex.build.generic_platform import Pins, Subsignal
+from litex.build.sim import SimPlatform
+from litex.build.sim.config import SimConfig
+
+ROOT           = Path(__file__).resolve().parent.parent
+DEFAULT_DUT    = ROOT / "targets" / "dut" / "hilat_dut_model.v"
+SIM_MODULES    = ROOT / "targets" / "sim_modules"
+SERIAL_MODULE  = "hilat_serial2tcp"
+SYS_CLK_FREQ   = int(50e6)
+TS_CLK_FREQ    = int(50e6)
+N_STIMULUS     = 2
+N_INPUTS       = 4
+
+_io = [
+    ("sys_clk", 0, Pins(1)),
+    ("sys_rst", 0, Pins(1)),
+    ("serial", 0,
+        Subsignal("source_valid", Pins(1)),
+        Subsignal("source_ready", Pins(1)),
+        Subsignal("source_data",  Pins(8)),
+        Subsignal("sink_valid",   Pins(1)),
+        Subsignal("sink_ready",   Pins(1)),
+        Subsignal("sink_data",    Pins(8)),
+    ),
+]
+
+
+class Platform(SimPlatform):
+    def __init__(self):
+        SimPlatform.__init__(self, "SIM", _io)
+
+
+def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024):
+    from gateware.soc import RigSoC
+
+    platform = Platform()
+
+    class SimRig(RigSoC):
+        def __init__(self):
+            # sys and ts share the simulator's clock here (the gateware tests cover unequal
+            # clocks); the timebase still runs in its own `ts` domain, as on a board.
+            self.cd_sys = ClockDomain()
+            self.cd_ts  = ClockDomain()
+            clk, rst = platform.request("sys_clk"), platform.request("sys_rst")
+            self.comb += [
+                self.cd_sys.clk.eq(clk), self.cd_sys.rst.eq(rst),
+                self.cd_ts.clk.eq(clk),  self.cd_ts.rst.eq(rst),
+            ]
+            stimulus_pads = [Signal(name=f"stimulus{i}") for i in range(N_STIMULUS)]
+            capture_pads  = [Signal(name=f"capture{i}") for i in range(N_INPUTS)]
+            RigSoC.__init__(self, platform, SYS_CLK_FREQ, TS_CLK_FREQ, stimulus_pads, capture_pads,
+                            board="sim", fifo_depth=fifo_depth, uart_name="sim")
+            self.specials += Instance(dut_top,
+                i_clk       = ClockSignal("ts"),
+                i_rst       = ResetSignal("ts"),
+                i_stim      = Cat(*stimulus_pads),
+                o_isr_pin   = capture_pads[0],
+                o_task_pin  = capture_pads[1],
+                o_spare_pin = capture_pads[2],
+                o_tag_pin   = capture_pads[3],
+            )
+            platform.add_source(str(dut_model))
+
+    return SimRig()
+
+
+def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model"):
+    """Hash of everything the simulator binary depends on."""
+    h = hashlib.sha256()
+    files = sorted(list((ROOT / "gateware").glob("*.py")) + list((ROOT / "firmware").glob("*.[chS]"))
+                   + [ROOT / "firmware" / "Makefile", Path(__file__).resolve(), Path(dut_model)]
+                   + list(SIM_MODULES.rglob("*")))
+    for f in files:
+        if f.is_file():
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+    h.update(dut_top.encode())
+    import litex
+    h.update(str(getattr(litex, "__version__", "")).encode())
+    return h.hexdigest()[:16]
+
+
+def _log(msg):
+    print(f"sim: {msg}", file=sys.stderr, flush=True)
+
+
+def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", force=False):
+    """Build (or reuse) the simulator; return its directory (with ``obj_dir/Vsim``)."""
+    from gateware.soc import RigBuilder
+
+    build_root = Path(build_root or ROOT / "build" / "sim")
+    out = build_root / build_key(dut_model, dut_top)
+    binary = out / "gateware" / "obj_dir" / "Vsim"
+    if binary.exists() and not force:
+        return out
+    _log(f"building the simulated rig in {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}"
+         " (about a minute)")
+    shutil.rmtree(out, ignore_errors=True)
+    # LiteX runs meson/ninja from PATH: use the ones installed next to this Python.
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    soc = build_soc(dut_model, dut_top)
+    builder = RigBuilder(soc, output_dir=str(out), compile_gateware=False)
+    sim_config = _sim_config(port=0)
+    with _quiet():
+        builder.build(sim_config=sim_config, run=False, interactive=False,
+                      extra_mods=[SERIAL_MODULE], extra_mods_path=str(SIM_MODULES))
+    gateware = out / "gateware"
+    result = subprocess.run(["bash", "build_sim.sh"], cwd=gateware, capture_output=True, text=True)
+    if result.returncode != 0 or not binary.exists():
+        (out / "build.log").write_text(result.stdout + result.stderr)
+        raise RuntimeError(f"simulator build failed, see {out / 'build.log'}")
+    return out
+
+
+class _quiet:
+    """LiteX prints its build chatter on stdout; keep stdout for results (it goes to stderr)."""
+    def __enter__(self):
+        sys.stdout.flush()
+        self.saved = os.dup(1)
+        os.dup2(2, 1)
+
+    def __exit__(self, *exc):
+        sys.stdout.flush()
+        os.dup2(self.saved, 1)
+        os.close(self.saved)
+
+
+def _sim_config(port):
+    cfg = SimConfig()
+    cfg.add_clocker("sys_clk", freq_hz=SYS_CLK_FREQ)
+    cfg.add_module(SERIAL_MODULE, "serial", args={"port": port})
+    return cfg
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SimulatedRig:
+    """A running simulator process. ``url`` is what ``hilat`` connects to."""
+
+    def __init__(self, sim_dir, run_dir, port=None, dut_args=None, dut_log=None):
+        self.sim_dir = Path(sim_dir)
+        self.run_dir = Path(run_dir)
+        self.port = port or free_port()
+        self.dut_args = dict(dut_args or {})
+        self.dut_log = Path(dut_log) if dut_log else None
+        self.process = None
+
+    @property
+    def url(self):
+        return f"socket://127.0.0.1:{self.port}"
+
+    def start(self, timeout=60):
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        modules = self.run_dir / "modules"
+        if not modules.exists():
+            modules.symlink_to(self.sim_dir / "gateware" / "modules")
+        for attempt in range(5):
+            (self.run_dir / "sim_config.js").write_text(_sim_config(self.port).get_json())
+            args = [str(self.sim_dir / "gateware" / "obj_dir" / "Vsim")]
+            args += [f"+dut_{k}={v}" for k, v in self.dut_args.items()]
+            if self.dut_log:
+                args.append(f"+dut_log={self.dut_log.resolve()}")
+            self.stderr = open(self.run_dir / "sim.log", "w")
+            self.process = subprocess.Popen(args, cwd=self.run_dir, stdin=subprocess.DEVNULL,
+                                            stdout=self.stderr, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    break
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                        pass
+                    # The probe connection is closed again; the bridge accepts the next client.
+                    return self
+                except OSError:
+                    time.sleep(0.05)
+            self.stop()
+            log = (self.run_dir / "sim.log").read_text(errors="replace")
+            if "bind" in log.lower():  # port taken meanwhile: pick another one
+                self.port = free_port()
+                continue
+            raise RuntimeError(f"simulator did not start: {log[-2000:]}")
+        raise RuntimeError("simulator could not bind a TCP port")
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if getattr(self, "stderr", None):
+            self.stderr.close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="hilat simulated rig (Verilator)")
+    parser.add_argument("--build", action="store_true", help="build (or reuse) the simulator")
+    parser.add_argument("--rebuild", action="store_true", help="build even if a cached build exists")
+    parser.add_argument("--run", action="store_true", help="run the simulator until interrupted")
+    parser.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: pick a free one)")
+    parser.add_argument("--dut-model", default=str(DEFAULT_DUT), help="Verilog file of the DUT model")
+    parser.add_argument("--dut-top", default="hilat_dut_model", help="module name of the DUT model")
+    parser.add_argument("--dut", action="append", default=[], metavar="NAME=VALUE",
+                        help="DUT model setting, e.g. --dut isr_base=80 (repeatable)")
+    args = parser.parse_args(argv)
+    if not (args.build or args.run or args.rebuild):
+        parser.error("nothing to do: give --build and/or --run")
+    sim_dir = build(dut_model=args.dut_model, dut_top=args.dut_top, force=args.rebuild)
+    print(json.dumps({"sim_dir": str(sim_dir)}))
+    if args.run:
+        dut_args = dict(kv.split("=", 1) for kv in args.dut)
+        rig = SimulatedRig(sim_dir, sim_dir / "run", port=args.port or None, dut_args=dut_args)
+        with rig:
+            print(rig.url, flush=True)
+            try:
+                rig.process.wait()
+            except KeyboardInterrupt:
+                pass
+
+
+if __name__ == "__main__":
+    main()

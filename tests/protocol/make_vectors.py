@@ -1,0 +1,365 @@
+"""Generate tests/vectors/*.json with the Python encoder (run once; the files are checked in).
+
+    .venv/bin/python tests/protocol/make_vectors.py
+
+The tests then hold both codecs (Python and firmware/protocol.c) to these bytes; a few vectors
+are also derived by hand in test_protocol.py so that the files are not only Python agreeing with
+itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import re
+from pathlib import Path
+
+from hilat import protocol as p
+
+OUT = Path(__file__).resolve().parent.parent / "vectors"
+U64 = (1 << 64) - 1
+U32 = (1 << 32) - 1
+
+
+def fields_of(msg: p.Message) -> dict:
+    def conv(v):
+        if isinstance(v, (list, tuple)):
+            return [conv(x) for x in v]
+        return v
+
+    return {f.name: conv(getattr(msg, f.name)) for f in dataclasses.fields(msg)}
+
+
+def vec(name: str, seq: int, msg: p.Message, note: str = "") -> dict:
+    wire = msg.encode(seq)
+    d = {"name": name, "seq": seq, "fields": fields_of(msg), "wire": wire.hex()}
+    if note:
+        d["note"] = note
+    return d
+
+
+def crc_ok_seq(build, start: int = 0x0101) -> int:
+    """First seq from start whose frame, CRC included, has no 0x00 (a single COBS block)."""
+    seq = start
+    while True:
+        payload = p.cobs_decode(build().encode(seq)[:-1])
+        if 0 not in payload:
+            return seq
+        seq += 1
+
+
+def identify() -> list[dict]:
+    base = dict(version=1, ts_hz=100_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4,
+                tag_channel=5, fifo_depth=512, pin_to_stamp_delay=17, capabilities=0x3F)
+    out = [
+        vec("typical", 0, p.Identify(**base, firmware="hilat-fw 0.1.0", gateware="hilat-gw 0.1.0 arty")),
+        vec("empty strings", 0, p.Identify(**base)),
+        vec("utf8 strings", 3, p.Identify(**base, firmware="µ-fw ✓", gateware="ΔT")),
+        vec(
+            "all ones",
+            0xFFFF,
+            p.Identify(255, U32, U32, 255, 255, 255, 0xFFFF, 255, U32, "\x7f", "\x7f"),
+        ),
+        vec(
+            "zeros",
+            0,
+            p.Identify(0, 0, 0, 0, 0, 0, 0, 0, 0, "", ""),
+            note="mostly 0x00: every COBS block is short",
+        ),
+    ]
+
+    # Max payload (250 bytes): 4 + 19 + 1 + 1 + 225 string bytes; every byte non-zero so the
+    # frame is one 254-byte COBS run: code 0xFF and no trailing block (256 bytes on the wire).
+    def full():
+        return p.Identify(1, 0x05F5E101, 0x02FAF081, 2, 4, 5, 0x0201, 17, 0x0101017F, "f" * 200, "g" * 25)
+
+    seq = crc_ok_seq(full)
+    out.append(vec("max size, one 254-byte COBS run", seq, full()))
+    return out
+
+
+def events() -> list[dict]:
+    out = [
+        vec("no records", 0, p.Events(1000, [])),
+        vec("one record, delta 0", 1, p.Events(1000, [(1000, 0b000100, 0b000100)])),
+        vec("typical", 2, p.Events(5_000_000, [(5_000_000 + 2000 * k, 1 << (k % 6), k & 0x3F)
+                                               for k in range(8)])),
+    ]
+    # Deltas needing 1..10 uleb128 bytes (boundaries on both sides).
+    ts, recs = 0, []
+    for nbytes in range(1, 11):
+        for d in ((1 << (7 * nbytes)) - 1, 1 << (7 * (nbytes - 1))):
+            if d > U64:
+                d = U64
+            ts = (ts + d) & U64
+            recs.append((ts, 0x21, 0x01))
+    out.append(vec("deltas of 1..5 uleb128 bytes", 7, p.Events(0, recs[:10])))
+    out.append(vec("deltas of 6..10 uleb128 bytes", 8, p.Events(recs[9][0], recs[10:])))
+    out.append(
+        vec(
+            "delta 2**64-1 (10 bytes), base 1: wraps to 0",
+            9,
+            p.Events(1, [(0, 1, 0)]),
+        )
+    )
+    out.append(
+        vec(
+            "timestamps near 2**64, wrapping",
+            10,
+            p.Events(U64 - 3000, [(U64 - 2000, 1, 1), (U64, 2, 3), (1999, 1, 2), (3999, 2, 0)]),
+            note="deltas are (timestamp - previous) mod 2**64",
+        )
+    )
+    # Max-size frames: payload exactly 250 bytes.
+    recs = [(10_000 + 2000 * (k + 1), 1 << (k & 1), (k & 1) + 1) for k in range(58)]
+    recs += [(recs[-1][0] + 5, 4, 4), (recs[-1][0] + 9, 8, 12)]
+    out.append(vec("max size: 58 records of 4 bytes + 2 of 3 (60 records)", 11, p.Events(10_000, recs)))
+    recs = [(k * 100, 1, k & 1) for k in range(1, 79)] + [(7800 + 300, 2, 2)]
+    out.append(vec("max size: 78 records of 3 bytes + 1 of 4 (79 records)", 12, p.Events(0, recs)))
+
+    def full():
+        # 12 + 2 * 3 + 58 * 4 = 250 bytes; deltas 127 and 2000.., every byte non-zero.
+        t, r = 0x0101010101010101, []
+        for k in range(60):
+            t += 0x7F if k < 2 else 2000 + k
+            r.append((t, 0x11 + k, 0x22))
+        return p.Events(0x0101010101010101, r)
+
+    seq = crc_ok_seq(full)
+    out.append(vec("no zero byte in payload and CRC: 254-byte COBS run", seq, full()))
+    # Zeros everywhere: channels/levels 0, deltas 0, seq 0.
+    out.append(vec("zeros", 0, p.Events(0, [(0, 0, 0)] * 10)))
+    rng = random.Random(1)
+    t, recs = 1 << 40, []
+    for _ in range(40):
+        t += rng.choice([0, 1, 17, 127, 128, 1999, 2000, 2001, 16383, 16384, 1 << 21, 1 << 30])
+        recs.append((t, rng.randrange(256), rng.randrange(256)))
+    out.append(vec("random mix", 0x1234, p.Events(1 << 40, recs)))
+    return out
+
+
+def overflow() -> list[dict]:
+    return [
+        vec("typical", 5, p.Overflow(123_456_789, 0b001100)),
+        vec("zero", 0, p.Overflow(0, 0)),
+        vec("timestamp 2**64-1", 0xFFFF, p.Overflow(U64, 0xFF)),
+    ]
+
+
+def status() -> list[dict]:
+    return [
+        vec("empty lists", 0, p.Status(0, 0, 0, 0, [], [])),
+        vec(
+            "typical",
+            42,
+            p.Status(123_456, 130_000, 2100, 0, [0, 0, 0, 0, 0, 0], [p.STIM_RUNNING, p.STIM_DONE]),
+        ),
+        vec(
+            "overflow, late, max values, 8 + 8 channels",
+            0xFFFF,
+            p.Status(U32, U32, U32, 1, [U32, 1, 2, 3, 0, 1 << 24, 255, 256],
+                     [p.STIM_RUNNING | p.STIM_LATE, 7, 0, 1, 2, 3, 4, 5]),
+        ),
+    ]
+
+
+def ack() -> list[dict]:
+    out = [
+        vec("done", 1, p.Ack(0, 0, "")),
+        vec("error with message", 3, p.Ack(2, 1, "period < MIN_INTERVAL")),
+        vec("utf8 message", 4, p.Ack(0x0100, 7, "ΔT ≥ 4 ticks")),
+        vec("command_seq 0xffff", 0x0100, p.Ack(0xFFFF, 255, "x")),
+    ]
+
+    def full():
+        return p.Ack(0x0203, 1, "m" * 242)  # 4 + 3 + 1 + 242 = 250
+
+    out.append(vec("max size message (242 bytes), one 254-byte COBS run", crc_ok_seq(full), full()))
+    return out
+
+
+def time_() -> list[dict]:
+    return [
+        vec("typical", 9, p.Time(8, 1_234_567_890_123)),
+        vec("zeros", 0, p.Time(0, 0)),
+        vec("max", 0xFFFF, p.Time(0xFFFF, U64)),
+    ]
+
+
+def hello() -> list[dict]:
+    return [
+        vec("version 1, seq 0", 0, p.Hello(1)),
+        vec("version 2 in the body (header stays 1)", 0, p.Hello(2)),
+        vec("seq 0xffff", 0xFFFF, p.Hello(1)),
+    ]
+
+
+def stim_config() -> list[dict]:
+    return [
+        vec("periodic", 1, p.StimConfig(0, p.MODE_PERIODIC, 0, 10, 1000)),
+        vec("dither", 2, p.StimConfig(1, p.MODE_DITHER, 1, 5, 2000, 500, 0, 0, 0, 0, 0xDEADBEEF)),
+        vec("random", 3, p.StimConfig(0, p.MODE_RANDOM, 0, 4, 100, 0, 1 << 24, 0, 0, 1000, 1)),
+        vec("burst", 4, p.StimConfig(1, p.MODE_BURST, 0, 2, 100_000, 0, 0, 5, 50, 0, 0)),
+        vec("oneshot", 5, p.StimConfig(0, p.MODE_ONESHOT, 1, 100, 0, 0, 0, 0, 0, 1, 0)),
+        vec("all ones", 0xFFFF, p.StimConfig(255, 255, 255, U32, U32, U32, U32, 0xFFFF, U32, U32, U32)),
+        vec("all zeros", 0, p.StimConfig(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)),
+    ]
+
+
+def capture_config() -> list[dict]:
+    e, r, f = p.CAPTURE_ENABLE, p.CAPTURE_RISE, p.CAPTURE_FALL
+    return [
+        vec("no channels", 0, p.CaptureConfig([])),
+        vec("six channels", 6, p.CaptureConfig([(e | r | f, 0), (e | r | f, 0), (e | r, 3), (e | f, 15),
+                                                (0, 0), (e | r | f, 0)])),
+        vec("eight channels, max glitch", 0x0101, p.CaptureConfig([(7, 255)] * 8)),
+    ]
+
+
+def start() -> list[dict]:
+    return [
+        vec("now", 10, p.Start(0b11, 0, 0)),
+        vec("at time", 11, p.Start(0b01, 1, 123_456_789_012)),
+        vec("at time near 2**64", 12, p.Start(0xFF, 1, U64 - 1)),
+    ]
+
+
+def stop() -> list[dict]:
+    return [vec("both", 13, p.Stop(0b11)), vec("none", 0, p.Stop(0))]
+
+
+def status_req() -> list[dict]:
+    return [vec("seq 0", 0, p.StatusReq()), vec("seq 0x1234", 0x1234, p.StatusReq())]
+
+
+def time_req() -> list[dict]:
+    return [vec("seq 0", 0, p.TimeReq()), vec("seq 0xffff", 0xFFFF, p.TimeReq())]
+
+
+def _raw(version: int, msg_type: int, seq: int, body: bytes, crc_xor: int = 0) -> str:
+    payload = bytes((version, msg_type)) + seq.to_bytes(2, "little") + body
+    crc = (p.crc32(payload) ^ crc_xor).to_bytes(4, "little")
+    return p.cobs_encode(payload + crc).hex()
+
+
+def invalid() -> list[dict]:
+    """Host -> rig frames both parsers must refuse (wire without the delimiter)."""
+    good = p.Stop(3).encode(5)[:-1]
+    flipped = bytearray(good)
+    flipped[-1] ^= 0x01 if flipped[-1] != 0x01 else 0x03  # a CRC byte, still non-zero
+    return [
+        {"name": "empty frame", "wire": "", "error": "cobs"},
+        {"name": "COBS block runs past the end", "wire": "0611223344", "error": "cobs"},
+        {"name": "COBS code 0xff, 3 bytes", "wire": "ff0102", "error": "cobs"},
+        {"name": "too long (256 encoded bytes)", "wire": "01" * 256, "error": "too_long"},
+        {"name": "7 decoded bytes", "wire": p.cobs_encode(bytes(range(1, 8))).hex(), "error": "short"},
+        {"name": "header only, no CRC", "wire": p.cobs_encode(b"\x01\x86\x00\x00").hex(), "error": "short"},
+        {"name": "CRC byte flipped", "wire": bytes(flipped).hex(), "error": "crc"},
+        {"name": "CRC inverted", "wire": _raw(1, p.MSG_STOP, 5, b"\x03", crc_xor=U32), "error": "crc"},
+        {"name": "version 2", "wire": _raw(2, p.MSG_STOP, 5, b"\x03"), "error": "version",
+         "type": p.MSG_STOP, "seq": 5},
+        {"name": "version 0", "wire": _raw(0, p.MSG_HELLO, 0, b"\x01"), "error": "version",
+         "type": p.MSG_HELLO, "seq": 0},
+        {"name": "unknown type 0x88", "wire": _raw(1, 0x88, 7, b""), "error": "unknown_type",
+         "type": 0x88, "seq": 7},
+        {"name": "rig type sent to the rig", "wire": _raw(1, p.MSG_ACK, 8, b"\x00\x00\x00\x00"),
+         "error": "unknown_type", "type": p.MSG_ACK, "seq": 8},
+        {"name": "HELLO with 2 body bytes", "wire": _raw(1, p.MSG_HELLO, 1, b"\x01\x00"),
+         "error": "bad_length", "type": p.MSG_HELLO, "seq": 1},
+        {"name": "HELLO without body", "wire": _raw(1, p.MSG_HELLO, 1, b""),
+         "error": "bad_length", "type": p.MSG_HELLO, "seq": 1},
+        {"name": "STIM_CONFIG one byte short", "wire": _raw(1, p.MSG_STIM_CONFIG, 2, bytes(32)),
+         "error": "bad_length", "type": p.MSG_STIM_CONFIG, "seq": 2},
+        {"name": "CAPTURE_CONFIG n=2 with one entry",
+         "wire": _raw(1, p.MSG_CAPTURE_CONFIG, 3, b"\x02\x07\x00"),
+         "error": "bad_length", "type": p.MSG_CAPTURE_CONFIG, "seq": 3},
+        {"name": "CAPTURE_CONFIG without n", "wire": _raw(1, p.MSG_CAPTURE_CONFIG, 3, b""),
+         "error": "bad_length", "type": p.MSG_CAPTURE_CONFIG, "seq": 3},
+        {"name": "START 9 bytes", "wire": _raw(1, p.MSG_START, 4, bytes(9)),
+         "error": "bad_length", "type": p.MSG_START, "seq": 4},
+        {"name": "STATUS_REQ with a body byte", "wire": _raw(1, p.MSG_STATUS_REQ, 6, b"\x00"),
+         "error": "bad_length", "type": p.MSG_STATUS_REQ, "seq": 6},
+    ]
+
+
+def primitives() -> dict:
+    rng = random.Random(7)
+    data = [
+        b"",
+        b"\x00",
+        b"\x00\x00",
+        bytes(range(1, 254)),  # 253 non-zero: code 0xfe
+        bytes(range(1, 255)),  # 254: code 0xff, no trailing block
+        bytes(range(1, 256)),  # 255: 0xff block then 0x02 block
+        bytes(range(1, 255)) + b"\x00",
+        b"\x00" + bytes(range(1, 255)),
+        bytes([0x42]) * 508,
+        bytes([0x42]) * 509,
+        bytes([0x42]) * 254 + b"\x00" + bytes([0x43]) * 254,
+        bytes(300),
+        bytes(rng.randrange(256) for _ in range(600)),
+    ]
+    return {
+        "description": "COBS (no delimiter) and CRC-32/ISO-HDLC of raw byte strings",
+        "cobs": [{"data": d.hex(), "encoded": p.cobs_encode(d).hex()} for d in data],
+        "crc32": [{"data": d.hex(), "crc32": f"{p.crc32(d):08x}"} for d in data + [b"123456789"]],
+    }
+
+
+MESSAGES = {
+    "IDENTIFY": identify,
+    "EVENTS": events,
+    "OVERFLOW": overflow,
+    "STATUS": status,
+    "ACK": ack,
+    "TIME": time_,
+    "HELLO": hello,
+    "STIM_CONFIG": stim_config,
+    "CAPTURE_CONFIG": capture_config,
+    "START": start,
+    "STOP": stop,
+    "STATUS_REQ": status_req,
+    "TIME_REQ": time_req,
+}
+
+
+FORMAT = (
+    "fields: the message's fields in spec order (str as text, lists as JSON arrays; EVENTS records as "
+    "[timestamp, channels, levels] with absolute timestamps); wire: the whole frame in hex, 0x00 "
+    "delimiter included"
+)
+
+
+def dump(doc) -> str:
+    """Indented JSON with every list of numbers (records included) kept on one line."""
+    text = json.dumps(doc, indent=1, ensure_ascii=False)
+    flat = re.compile(r"\[[\s\d,]*\]")
+    for _ in range(2):  # lists of numbers, then lists of those
+        text = flat.sub(lambda m: re.sub(r"\s+", "", m.group(0)).replace(",", ", "), text)
+        flat = re.compile(r"\[(?:\s*\[[\d, ]*\],?)*\s*\]")
+    return text + "\n"
+
+
+def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    for name, fn in MESSAGES.items():
+        cls = p.MESSAGES_BY_NAME[name]
+        doc = {
+            "message": name,
+            "type": cls.TYPE,
+            "direction": "host->rig" if cls.TYPE >= 0x80 else "rig->host",
+            "format": FORMAT,
+            "vectors": fn(),
+        }
+        (OUT / f"{name.lower()}.json").write_text(dump(doc), encoding="utf-8")
+    doc = {
+        "description": "host->rig frames that must be refused (wire without the 0x00 delimiter)",
+        "vectors": invalid(),
+    }
+    (OUT / "invalid_commands.json").write_text(dump(doc), encoding="utf-8")
+    (OUT / "primitives.json").write_text(dump(primitives()), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,751 @@
+"""Wire protocol v1 (docs/protocol.md): Python codec and firmware/protocol.c against the vectors.
+
+tests/vectors/*.json were generated once by make_vectors.py; test_hand_* below derive a few
+frames by hand (COBS examples from the COBS paper / Wikipedia, the CRC-32 check value and a
+bitwise CRC) so that the vectors are not only the Python encoder agreeing with itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from hilat import protocol as p
+
+ROOT = Path(__file__).resolve().parents[2]
+VECTORS = ROOT / "tests" / "vectors"
+TOOL_SRC = ROOT / "tests" / "protocol" / "vector_tool.c"
+FIRMWARE = ROOT / "firmware"
+CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-O2"]
+
+MESSAGE_FILES = sorted(
+    f for f in VECTORS.glob("*.json") if "message" in json.loads(f.read_text(encoding="utf-8"))
+)
+
+
+def _load_message_vectors():
+    out = []
+    for f in MESSAGE_FILES:
+        doc = json.loads(f.read_text(encoding="utf-8"))
+        cls = p.MESSAGES_BY_NAME[doc["message"]]
+        assert doc["type"] == cls.TYPE
+        for v in doc["vectors"]:
+            out.append(pytest.param(cls, v, id=f"{doc['message']}:{v['name']}"))
+    return out
+
+
+MESSAGE_VECTORS = _load_message_vectors()
+INVALID = json.loads((VECTORS / "invalid_commands.json").read_text(encoding="utf-8"))["vectors"]
+PRIMITIVES = json.loads((VECTORS / "primitives.json").read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def from_fields(cls, fields: dict) -> p.Message:
+    kw = {}
+    for f in dataclasses.fields(cls):
+        v = fields[f.name]
+        if isinstance(v, list):
+            v = [tuple(x) if isinstance(x, list) else x for x in v]
+        kw[f.name] = v
+    assert set(fields) == set(kw), "vector fields do not match the dataclass"
+    return cls(**kw)
+
+
+def tool_line(msg: p.Message, seq: int) -> str:
+    """The vector tool's line for a message: kind, seq, then the fields in spec order (lists as
+    count then items, strings as UTF-8 hex or '-')."""
+    toks = [msg.NAME.lower(), str(seq)]
+
+    def add(v):
+        if isinstance(v, str):
+            toks.append(v.encode().hex() or "-")
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                add(x)
+        else:
+            toks.append(str(v))
+
+    for f in dataclasses.fields(msg):
+        v = getattr(msg, f.name)
+        if isinstance(v, list):
+            toks.append(str(len(v)))
+        add(v)
+    return " ".join(toks)
+
+
+def compile_tool(out: Path, extra: list[str]) -> Path:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.fail("gcc not found: the C codec cannot be tested")
+    cmd = [gcc, *CFLAGS, *extra, f"-I{FIRMWARE}", str(TOOL_SRC), str(FIRMWARE / "protocol.c"), "-o", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed:\n{r.stderr}")
+    return out
+
+
+class Tool:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def run(self, lines: list[str]) -> list[str]:
+        text = "".join(x + "\n" for x in lines)
+        r = subprocess.run([str(self.path)], input=text, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, f"vector_tool exited {r.returncode}: {r.stdout[-2000:]} {r.stderr[-2000:]}"
+        out = r.stdout.splitlines()
+        assert len(out) == len(lines), r.stdout[-2000:]
+        return out
+
+    def one(self, line: str) -> str:
+        return self.run([line])[0]
+
+
+@pytest.fixture(scope="session")
+def tool(tmp_path_factory) -> Tool:
+    return Tool(compile_tool(tmp_path_factory.mktemp("c") / "vector_tool", []))
+
+
+@pytest.fixture(scope="session")
+def tool_checked(tmp_path_factory, tool) -> Tool:
+    """The tool under AddressSanitizer/UBSan for the corrupted-input tests, where the toolchain
+    supports it (else the plain build, which still must not crash)."""
+    try:
+        path = compile_tool(
+            tmp_path_factory.mktemp("asan") / "vector_tool",
+            ["-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"],
+        )
+        t = Tool(path)
+        assert t.one("crc 00") == "d202ef8d"
+        return t
+    except AssertionError:
+        return tool
+
+
+def c_stream(tool: Tool, data: bytes) -> tuple[list[int], dict[str, int]]:
+    out = tool.one(f"stream {data.hex() or '-'}")
+    seqs_tok, *rest = out.split()
+    seqs = seqs_tok.removeprefix("seqs=")
+    counters = {k: int(v) for k, v in (t.split("=") for t in rest)}
+    return ([] if seqs == "-" else [int(s) for s in seqs.split(",")]), counters
+
+
+def frames_counted(dec: p.FrameDecoder) -> int:
+    return dec.frames_ok + dec.corrupt + dec.wrong_version + dec.unknown_type + dec.malformed
+
+
+def nonempty_frames(data: bytes) -> int:
+    """Non-empty frames in data, every frame terminated (data ends with 0x00 or is fed one)."""
+    return sum(1 for seg in (data + b"\x00").split(b"\x00")[:-1] if seg)
+
+
+def py_counters(dec: p.FrameDecoder) -> dict[str, int]:
+    c = dec.counters()
+    del c["lost"]
+    return c
+
+
+# ---------------------------------------------------------------------------------------------
+# By hand
+
+
+def bitwise_crc32(data: bytes) -> int:
+    """CRC-32/ISO-HDLC bit by bit, independent of zlib."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0xEDB88320 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+# (data, encoded) from the COBS paper / Wikipedia's examples.
+COBS_BY_HAND = [
+    ("00", "0101"),
+    ("0000", "010101"),
+    ("00110000", "0102110101"),
+    ("11220033", "0311220233"),
+    ("11223344", "0511223344"),
+    ("11000000", "0211010101"),
+    (bytes(range(1, 255)).hex(), "ff" + bytes(range(1, 255)).hex()),
+    ("00" + bytes(range(1, 255)).hex(), "01ff" + bytes(range(1, 255)).hex()),
+    (bytes(range(1, 256)).hex(), "ff" + bytes(range(1, 255)).hex() + "02ff"),
+    (bytes(range(2, 256)).hex() + "00", "ff" + bytes(range(2, 256)).hex() + "0101"),
+    (bytes(range(3, 256)).hex() + "0001", "fe" + bytes(range(3, 256)).hex() + "0201"),
+]
+
+
+@pytest.mark.parametrize("data,encoded", COBS_BY_HAND)
+def test_hand_cobs(data, encoded, tool_checked):
+    d, e = bytes.fromhex(data), bytes.fromhex(encoded)
+    assert p.cobs_encode(d) == e
+    assert p.cobs_decode(e) == d
+    assert tool_checked.run([f"cobs_enc {data}", f"cobs_dec {encoded}"]) == [encoded, data]
+
+
+def test_hand_crc(tool):
+    # The CRC-32/ISO-HDLC check value, and zlib == an independent bitwise CRC.
+    assert bitwise_crc32(b"123456789") == 0xCBF43926
+    assert p.crc32(b"123456789") == 0xCBF43926
+    assert tool.one("crc " + b"123456789".hex()) == "cbf43926"
+    rng = random.Random(3)
+    for n in (0, 1, 7, 250):
+        d = bytes(rng.randrange(256) for _ in range(n))
+        assert p.crc32(d) == bitwise_crc32(d)
+
+
+def test_hand_frame_time_req(tool):
+    # TIME_REQ, seq 0: payload 01 87 00 00; CRC-32 of it = 0x7d82b57c, little-endian 7c b5 82 7d.
+    # COBS: [01 87] 00 | [] 00 | [7c b5 82 7d] -> 03 01 87 | 01 | 05 7c b5 82 7d, then 00.
+    assert bitwise_crc32(bytes.fromhex("01870000")) == 0x7D82B57C
+    wire = "03018701057cb5827d00"
+    assert p.TimeReq().encode(0).hex() == wire
+    assert tool.one("time_req 0") == wire
+    assert tool.one("parse " + wire[:-2]) == "time_req 0"
+    doc = json.loads((VECTORS / "time_req.json").read_text(encoding="utf-8"))
+    assert [v["wire"] for v in doc["vectors"] if v["seq"] == 0] == [wire]
+
+
+def test_hand_frame_events(tool):
+    # EVENTS, seq 1, base 1000 (e8 03 00..), one record: delta 0, channels 4, levels 4.
+    payload = bytes.fromhex("01020100" + "e803000000000000" + "00" + "0404")
+    crc = bitwise_crc32(payload).to_bytes(4, "little")
+    assert 0 not in crc  # so the tail is one block
+    # Blocks: [01 02 01] 00 | [e8 03] 00 | then 6 zeros (5 base bytes + the delta) as empty
+    # blocks, and the last block 04 04 + CRC (6 bytes, code 07).
+    wire = bytes.fromhex("04010201" + "03e803" + "01" * 6 + "070404") + crc + b"\x00"
+    msg = p.Events(1000, [(1000, 4, 4)])
+    assert msg.encode(1) == wire
+    assert tool.one("events 1 1000 1 1000 4 4") == wire.hex()
+    doc = json.loads((VECTORS / "events.json").read_text(encoding="utf-8"))
+    assert [v["wire"] for v in doc["vectors"] if v["name"] == "one record, delta 0"] == [wire.hex()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Vectors
+
+
+@pytest.mark.parametrize("cls,v", MESSAGE_VECTORS)
+def test_vector_python(cls, v):
+    msg = from_fields(cls, v["fields"])
+    wire = bytes.fromhex(v["wire"])
+    assert msg.encode(v["seq"]) == wire
+    assert len(wire) <= p.MAX_WIRE and wire.index(0) == len(wire) - 1
+    frame = p.decode_frame(wire)
+    assert frame.seq == v["seq"] and frame.type == cls.TYPE
+    assert frame.msg == msg
+    # The streaming decoder of the right direction gives the same.
+    dec = p.FrameDecoder(from_host=cls.TYPE >= 0x80)
+    assert dec.feed(wire) == [p.Frame(v["seq"], msg)]
+    assert dec.frames_ok == 1 and dec.corrupt == 0
+
+
+@pytest.mark.parametrize("cls,v", MESSAGE_VECTORS)
+def test_vector_c(cls, v, tool):
+    msg = from_fields(cls, v["fields"])
+    line = tool_line(msg, v["seq"])
+    if cls.TYPE >= 0x80:  # commands: the parser gives back the same line
+        enc, parsed = tool.run([line, f"parse {v['wire'][:-2]}"])
+        assert parsed == line
+    else:
+        enc = tool.one(line)
+    assert enc == v["wire"]
+
+
+def test_vectors_cover_edge_cases():
+    wires = {(c.NAME, v["name"]): bytes.fromhex(v["wire"]) for c, v in (x.values for x in MESSAGE_VECTORS)}
+    assert {name for name, _ in wires} == set(p.MESSAGES_BY_NAME)
+    assert any(len(w) == p.MAX_WIRE for (n, _), w in wires.items() if n == "EVENTS")
+    # A frame that is one 254-byte COBS run, and frames with 0x00 in the payload.
+    assert any(w[0] == 0xFF and len(w) == 256 for w in wires.values())
+    assert sum(0 in p.cobs_decode(w[:-1]) for w in wires.values()) > 40
+    # uleb128 deltas of 1..10 bytes.
+    sizes = set()
+    for (n, _), w in wires.items():
+        if n == "EVENTS":
+            prev = None
+            ev = p.decode_frame(w).msg
+            for ts, _, _ in ev.records:
+                sizes.add(len(p.uleb128((ts - (ev.base if prev is None else prev)) % 2**64)))
+                prev = ts
+    assert sizes == set(range(1, 11))
+
+
+@pytest.mark.parametrize("v", INVALID, ids=[v["name"] for v in INVALID])
+def test_invalid_commands(v, tool_checked):
+    wire = bytes.fromhex(v["wire"])
+    with pytest.raises(p.ProtocolError) as e:
+        p.decode_frame(wire, p.HOST_MESSAGES)
+    assert e.value.reason == v["error"]
+    if "type" in v and v["error"] != "bad_length":
+        assert (e.value.msg_type, e.value.seq) == (v["type"], v["seq"])
+    expected = f"err {v['error']}" + (f" {v['type']} {v['seq']}" if "type" in v else "")
+    assert tool_checked.one(f"parse {v['wire'] or '-'}") == expected
+    # In a stream: counted in the right counter, never returned.
+    dec = p.FrameDecoder(from_host=True)
+    assert dec.feed(wire + b"\x00") == []
+    counter = {"version": "wrong_version", "unknown_type": "unknown_type", "bad_length": "malformed"}
+    if wire:
+        assert dec.counters()[counter.get(v["error"], "corrupt")] == 1
+
+
+@pytest.mark.parametrize("i", range(len(PRIMITIVES["cobs"])))
+def test_primitive_cobs(i, tool_checked):
+    v = PRIMITIVES["cobs"][i]
+    d, e = bytes.fromhex(v["data"]), bytes.fromhex(v["encoded"])
+    assert p.cobs_encode(d) == e and p.cobs_decode(e) == d
+    assert 0 not in e and len(e) <= len(d) + len(d) // 254 + 1
+    out = tool_checked.run([f"cobs_enc {v['data'] or '-'}", f"cobs_dec {v['encoded']}"])
+    assert out == [v["encoded"], v["data"] or "-"]
+
+
+def test_primitive_crc(tool):
+    lines = [f"crc {v['data'] or '-'}" for v in PRIMITIVES["crc32"]]
+    expected = [v["crc32"] for v in PRIMITIVES["crc32"]]
+    assert [f"{p.crc32(bytes.fromhex(v['data'])):08x}" for v in PRIMITIVES["crc32"]] == expected
+    assert tool.run(lines) == expected
+
+
+def test_cobs_random_roundtrip(tool_checked):
+    rng = random.Random(11)
+    datas = []
+    for _ in range(200):
+        n = rng.randrange(0, 700)
+        zero_p = rng.choice([0.0, 0.001, 0.05, 0.5])
+        datas.append(bytes(0 if rng.random() < zero_p else rng.randrange(1, 256) for _ in range(n)))
+    out = tool_checked.run([f"cobs_enc {d.hex() or '-'}" for d in datas])
+    for d, e in zip(datas, out):
+        assert p.cobs_encode(d).hex() == e
+        assert p.cobs_decode(p.cobs_encode(d)) == d
+
+
+def test_cobs_decode_errors(tool_checked):
+    for bad in ["", "00", "0200", "05112233", "ff" + "11" * 253, "0311"]:
+        with pytest.raises(p.CorruptFrame):
+            p.cobs_decode(bytes.fromhex(bad))
+        assert tool_checked.one(f"cobs_dec {bad or '-'}") == "err cobs"
+
+
+# ---------------------------------------------------------------------------------------------
+# EVENTS packing and limits
+
+
+def test_events_60_records_of_2000_ticks_do_not_fit(tool):
+    """docs/protocol.md: "a frame of 60 records is about 260 bytes". With 250 payload bytes a
+    frame takes 59 records of 4 bytes (2-byte deltas): 12 + 59 * 4 = 248."""
+    recs = [(1_000_000 + 2000 * k, 1 << (k % 2), k % 2) for k in range(60)]
+    with pytest.raises(ValueError):
+        p.Events(1_000_000 - 2000, recs).encode(0)
+    line = tool_line(p.Events(1_000_000 - 2000, recs), 0)
+    assert tool.one(line) == "err nofit 59"
+    w59 = p.Events(1_000_000 - 2000, recs[:59]).encode(0)
+    assert len(w59) == 254 and tool.one(tool_line(p.Events(1_000_000 - 2000, recs[:59]), 0)) == w59.hex()
+    # base = first timestamp (delta 0, 3 bytes): 60 records need 251 bytes, still one too many.
+    assert tool.one(tool_line(p.Events(recs[0][0], recs), 0)) == "err nofit 59"
+
+
+def test_pack_events(tool):
+    rng = random.Random(5)
+    t, recs = 2**64 - 50_000, []
+    for _ in range(3000):
+        t = (t + rng.choice([0, 3, 100, 2000, 2100, 70_000, 1 << 40])) % 2**64
+        recs.append((t, rng.randrange(1, 64), rng.randrange(64)))
+    frames = p.pack_events(recs)
+    assert [r for f in frames for r in f.records] == recs
+    wires = [f.encode(k) for k, f in enumerate(frames)]
+    assert all(len(w) <= p.MAX_WIRE for w in wires)
+    # Full: the next record would not have fitted.
+    for f, nxt in zip(frames, frames[1:]):
+        size = len(f.body()) + 4 + len(p.uleb128((nxt.records[0][0] - f.records[-1][0]) % 2**64)) + 2
+        assert size > p.MAX_PAYLOAD
+    # The C incremental builder makes the same frames (base = first timestamp).
+    assert tool.run([tool_line(f, k) for k, f in enumerate(frames)]) == [w.hex() for w in wires]
+    dec = p.FrameDecoder()
+    got = dec.feed(b"".join(wires))
+    assert [r for fr in got for r in fr.msg.records] == recs
+    assert dec.counters() == dict(p.FrameDecoder().counters(), frames_ok=len(frames))
+
+
+def test_events_decode_speed():
+    """100k records/s must be easy for the host: decode 100k records well within a second."""
+    recs, t = [], 0
+    for k in range(100_000):
+        t += 1900 + (k * 37) % 200
+        recs.append((t, 1 << (k % 6), k & 0x3F))
+    stream = b"".join(f.encode(k % 65536) for k, f in enumerate(p.pack_events(recs)))
+    dec = p.FrameDecoder()
+    t0 = time.perf_counter()
+    n = sum(len(f.msg.records) for f in dec.feed(stream))
+    dt = time.perf_counter() - t0
+    assert n == 100_000 and dec.corrupt == 0
+    assert dt < 1.0, f"{dt:.2f} s for 100k records"
+
+
+# ---------------------------------------------------------------------------------------------
+# FrameDecoder
+
+
+def rig_frames(n: int, seed: int, seq0: int = 0) -> list[tuple[int, p.Message, bytes]]:
+    rng = random.Random(seed)
+    out = []
+    t = rng.randrange(2**64)
+    for k in range(n):
+        seq = (seq0 + k) % 65536
+        kind = rng.randrange(6)
+        if kind == 0:
+            recs = []
+            for _ in range(rng.randrange(0, 50)):
+                t = (t + rng.choice([0, 1, 127, 128, 2000, 1 << 20, 1 << 50])) % 2**64
+                recs.append((t, rng.randrange(256), rng.randrange(256)))
+            msg: p.Message = p.pack_events(recs)[0] if recs else p.Events(t, [])
+        elif kind == 1:
+            msg = p.Overflow(rng.randrange(2**64), rng.randrange(256))
+        elif kind == 2:
+            msg = p.Status(*(rng.randrange(2**32) for _ in range(3)), rng.randrange(2),
+                           [rng.randrange(2**32) for _ in range(rng.randrange(9))],
+                           [rng.randrange(8) for _ in range(rng.randrange(9))])
+        elif kind == 3:
+            msg = p.Ack(rng.randrange(65536), rng.randrange(4), "x" * rng.randrange(30))
+        elif kind == 4:
+            msg = p.Time(rng.randrange(65536), rng.randrange(2**64))
+        else:
+            msg = p.Identify(1, 10**8, 5 * 10**7, 2, 4, 5, 512, 17, 0x3F, "fw", "gw" * rng.randrange(50))
+        out.append((seq, msg, msg.encode(seq)))
+    return out
+
+
+def test_decoder_garbage_between_frames():
+    frames = rig_frames(6, 1)
+    garbage = [b"\xde\xad\xbe\xef\x00", b"\x00\x00", b"\x55" * 10 + b"\x00", b"\x01\x00", b"\xff\xff\xff\x00"]
+    stream = garbage[0]
+    for k, (_, _, w) in enumerate(frames):
+        stream += w + (garbage[k + 1] if k + 1 < len(garbage) else b"")
+    dec = p.FrameDecoder()
+    got = dec.feed(stream)
+    assert [(f.seq, f.msg) for f in got] == [(s, m) for s, m, _ in frames]
+    # Garbage frames: deadbeef, 55*10, 01 (COBS "01" = empty payload: short), ffffff; empty ignored.
+    assert dec.counters() == dict(
+        frames_ok=6, corrupt=4, wrong_version=0, unknown_type=0, malformed=0, lost=0,
+        resync_bytes=5 + 11 + 2 + 4,
+    )
+
+
+def test_decoder_joins_mid_stream_and_byte_by_byte():
+    frames = rig_frames(20, 2, seq0=65530)
+    stream = b"".join(w for _, _, w in frames)
+    cut = stream[7:]  # joined in the middle of the first frame
+    whole = p.FrameDecoder()
+    got = whole.feed(cut)
+    assert [f.seq for f in got] == [s for s, _, _ in frames[1:]]
+    assert whole.corrupt == 1 and whole.resync_bytes == len(frames[0][2]) - 7 and whole.lost == 0
+    for chunking in (1, 2, 3, 17, 255, 256, 1000):
+        dec = p.FrameDecoder()
+        got2 = []
+        for i in range(0, len(cut), chunking):
+            got2 += dec.feed(cut[i : i + chunking])
+        assert got2 == got and dec.counters() == whole.counters()
+        assert dec.pending == 0
+
+
+def test_decoder_crc_and_truncation():
+    frames = rig_frames(8, 3)
+    w = [bytearray(x) for _, _, x in frames]
+    # Frame 1: a byte flipped (kept non-zero): CRC mismatch.
+    w[1][len(w[1]) // 2] = w[1][len(w[1]) // 2] % 255 + 1
+    # Frame 3: truncated, its delimiter kept. Frame 5: truncated without delimiter, so it merges
+    # with frame 6 into one corrupt frame.
+    w[3] = w[3][:5] + b"\x00"
+    w[5] = w[5][:-4]
+    dec = p.FrameDecoder()
+    got = dec.feed(b"".join(bytes(x) for x in w))
+    assert [f.seq for f in got] == [0, 2, 4, 7]
+    assert dec.corrupt == 3 and dec.lost == 4
+    assert dec.resync_bytes == len(w[1]) + len(w[3]) + len(w[5]) + len(w[6])
+
+
+def test_decoder_wrong_version_unknown_type_malformed():
+    good = [m.encode(s) for s, m, _ in rig_frames(3, 4)]
+    v2 = p.encode_frame(p.MSG_TIME, 1, p.Time(0, 5).body(), version=2)
+    unknown = p.encode_frame(0x7F, 1, b"\x01\x02")
+    command = p.Hello().encode(2)  # a host -> rig type on the rig -> host decoder
+    bad_events = p.encode_frame(p.MSG_EVENTS, 3, bytes(8) + b"\x80")  # truncated uleb128
+    bad_status = p.encode_frame(p.MSG_STATUS, 4, bytes(16))  # 15 would be n = stim_n = 0
+    stream = good[0] + v2 + unknown + command + bad_events + bad_status + p.Time(0, 1).encode(5)
+    dec = p.FrameDecoder()
+    got = dec.feed(stream)
+    assert [f.seq for f in got] == [0, 5]
+    # v2 is refused and its seq not taken; the others are valid frames: their seqs count.
+    assert dec.counters() == dict(
+        frames_ok=2, corrupt=0, wrong_version=1, unknown_type=2, malformed=2, lost=0, resync_bytes=0
+    )
+    with pytest.raises(p.WrongVersion):
+        p.decode_frame(v2)
+    with pytest.raises(p.UnknownType):
+        p.decode_frame(unknown)
+    with pytest.raises(p.MalformedFrame):
+        p.decode_frame(bad_events)
+
+
+def test_decoder_sequence_gaps():
+    def lost(seqs, expected=None):
+        dec = p.FrameDecoder(expected_seq=expected)
+        got = dec.feed(b"".join(p.Time(0, s).encode(s) for s in seqs))
+        assert [f.seq for f in got] == seqs
+        return dec.lost
+
+    assert lost([0, 1, 2, 3]) == 0
+    assert lost([0, 1, 2, 5, 6, 10]) == 2 + 3
+    assert lost([65534, 65535, 0, 3]) == 2  # wraps at 2**16
+    assert lost([65535, 1]) == 1
+    assert lost([3, 4], expected=0) == 3  # right after HELLO
+    assert lost([7, 7]) == 65535  # a repeat is (seq - expected) mod 2**16, as specified
+    # A version-2 frame in the middle: refused, its seq not taken, so counted as lost too.
+    dec = p.FrameDecoder()
+    dec.feed(p.Time(0, 0).encode(0) + p.encode_frame(p.MSG_TIME, 1, p.Time(0, 0).body(), version=2))
+    dec.feed(p.Time(0, 0).encode(2))
+    assert (dec.frames_ok, dec.wrong_version, dec.lost) == (2, 1, 1)
+    dec.reset_sequence(0)
+    dec.feed(p.Time(0, 0).encode(0))
+    assert dec.lost == 1
+
+
+def test_decoder_overlong_is_bounded():
+    dec = p.FrameDecoder()
+    frame = p.Time(1, 2).encode(0)
+    for _ in range(100):
+        assert dec.feed(b"\x42" * 1000) == []
+        assert len(dec._pending) <= p.MAX_ENCODED
+    assert dec.pending == 100_000
+    got = dec.feed(b"\x00" + frame)
+    assert [f.seq for f in got] == [0]
+    assert dec.corrupt == 1 and dec.resync_bytes == 100_001
+    # Exactly 255 encoded bytes is a legal length; 256 is not.
+    dec = p.FrameDecoder()
+    dec.feed(b"\x42" * 256 + b"\x00" + b"\x42" * 255 + b"\x00")
+    assert dec.corrupt == 2 and dec.resync_bytes == 257 + 256
+
+
+def test_decoder_fuzz_random_bytes():
+    rng = random.Random(1234)
+    for it in range(300):
+        n = rng.randrange(0, 3000)
+        zero_p = rng.choice([0.0, 0.004, 0.05, 0.3])
+        data = bytes(0 if rng.random() < zero_p else rng.randrange(1, 256) for _ in range(n))
+        dec = p.FrameDecoder(from_host=bool(it % 2))
+        got = []
+        i = 0
+        while i < n:
+            k = rng.randrange(1, 600)
+            got += dec.feed(data[i : i + k])
+            i += k
+        got += dec.feed(b"\x00")
+        assert frames_counted(dec) == nonempty_frames(data)
+        assert len(got) == dec.frames_ok
+
+
+def mutate(stream: bytes, rng: random.Random, n_mut: int) -> list[tuple[int, int | None]]:
+    """Random flips, insertions (zeros too) and deletions; returns (byte, original index or None)."""
+    s: list[tuple[int, int | None]] = [(b, i) for i, b in enumerate(stream)]
+    for _ in range(n_mut):
+        pos = rng.randrange(len(s) + 1)
+        op = rng.randrange(5)
+        if op == 0 and pos < len(s):  # flip to another value
+            s[pos] = ((s[pos][0] + rng.randrange(1, 256)) % 256, None)
+        elif op == 1:
+            s.insert(pos, (rng.randrange(256), None))
+        elif op == 2:
+            s.insert(pos, (0, None))
+        elif op == 3 and pos < len(s):
+            del s[pos]
+        elif op == 4:
+            s[pos:pos] = [(rng.randrange(256), None) for _ in range(rng.randrange(1, 40))]
+    return s
+
+
+def intact_frames(frames, mutated) -> set[int]:
+    """Indices of the original frames that still stand alone and untouched in the mutated stream."""
+    start, spans = 0, {}
+    for k, (_, _, w) in enumerate(frames):
+        spans[(start, start + len(w) - 1)] = k  # body range, delimiter at the end
+        start += len(w)
+    out, seg = set(), []
+    for b, origin in mutated:
+        if b != 0:
+            seg.append(origin)
+            continue
+        if seg and None not in seg and origin is not None:
+            first, last = seg[0], seg[-1]
+            k = spans.get((first, last + 1))
+            if k is not None and last - first + 1 == len(seg) and origin == last + 1:
+                out.add(k)
+        seg = []
+    return out
+
+
+def test_decoder_fuzz_mutations():
+    rng = random.Random(99)
+    total_intact = 0
+    for it in range(120):
+        frames = rig_frames(rng.randrange(1, 25), 1000 + it, seq0=rng.randrange(65536))
+        stream = b"".join(w for _, _, w in frames)
+        mutated = mutate(stream, rng, rng.randrange(0, 12))
+        data = bytes(b for b, _ in mutated)
+        dec = p.FrameDecoder()
+        got = []
+        for i in range(0, len(data), 97):
+            got += dec.feed(data[i : i + 97])
+        got += dec.feed(b"\x00")
+        expected = intact_frames(frames, mutated)
+        total_intact += len(expected)
+        by_seq = {f.seq: f.msg for f in got}
+        for k in expected:
+            seq, msg, _ = frames[k]
+            assert by_seq.get(seq) == msg, f"iteration {it}: intact frame {k} not decoded"
+        # Nothing invented: every decoded frame is one of the originals.
+        originals = {s: m for s, m, _ in frames}
+        assert all(originals.get(f.seq) == f.msg for f in got)
+        # Consecutive seqs were sent: lost = span of the accepted seqs - accepted frames.
+        if got:
+            span = ((got[-1].seq - got[0].seq) % 65536) + 1
+            assert dec.lost == span - len(got)
+        assert frames_counted(dec) == nonempty_frames(data)
+    assert total_intact > 500
+
+
+def test_decode_frame_never_raises_other_errors():
+    rng = random.Random(8)
+    for _ in range(3000):
+        data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 300)))
+        try:
+            p.decode_frame(data)
+        except p.ProtocolError:
+            pass
+
+
+# ---------------------------------------------------------------------------------------------
+# C receiver + parser on streams
+
+
+def command_stream(seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    out = []
+    for k in range(rng.randrange(5, 30)):
+        kind = rng.randrange(7)
+        if kind == 0:
+            msg: p.Message = p.Hello(rng.randrange(1, 3))
+        elif kind == 1:
+            u32 = [rng.randrange(2**32) for _ in range(7)]
+            ch, mode = rng.randrange(2), rng.randrange(5)
+            msg = p.StimConfig(ch, mode, 0, *u32[:4], rng.randrange(65536), *u32[4:])
+        elif kind == 2:
+            msg = p.CaptureConfig([(rng.randrange(8), rng.randrange(16)) for _ in range(rng.randrange(9))])
+        elif kind == 3:
+            msg = p.Start(rng.randrange(4), rng.randrange(2), rng.randrange(2**64))
+        elif kind == 4:
+            msg = p.Stop(rng.randrange(4))
+        elif kind == 5:
+            msg = p.StatusReq()
+        else:
+            msg = p.TimeReq()
+        out.append(msg.encode(k))
+    return out
+
+
+def test_c_stream_mixed(tool_checked):
+    cmds = command_stream(0)
+    longest = p.encode_frame(0x90, 60, bytes(range(1, 247)))  # unknown type, 250-byte payload
+    assert len(longest) == p.MAX_WIRE
+    stream = (
+        b"\x13\x37" + b"\x00"  # garbage
+        + cmds[0]
+        + b"\x00\x00"  # empty frames: ignored
+        + p.encode_frame(p.MSG_STOP, 50, b"\x03", version=2)
+        + p.encode_frame(0x88, 51, b"")  # unknown
+        + p.encode_frame(p.MSG_ACK, 52, b"\x00\x00\x00\x00")  # rig type
+        + p.encode_frame(p.MSG_HELLO, 53, b"")  # bad length
+        + cmds[1][:-3] + b"\x00"  # truncated
+        + b"\x42" * 300 + b"\x00"  # overlong
+        + b"\x42" * 255 + b"\x00"  # 255 bytes: a legal length, bad COBS
+        + longest  # 255 bytes, valid: must not be taken for an overlong frame
+        + b"".join(cmds[2:])
+    )
+    seqs, c = c_stream(tool_checked, stream)
+    dec = p.FrameDecoder(from_host=True)
+    got = dec.feed(stream)
+    assert seqs == [f.seq for f in got] == [0] + list(range(2, len(cmds)))
+    assert c == py_counters(dec)
+    assert c["corrupt"] == 4 and c["wrong_version"] == 1 and c["unknown_type"] == 3 and c["malformed"] == 1
+    assert c["resync_bytes"] == 3 + len(cmds[1]) - 2 + 301 + 256
+
+
+def test_c_stream_fuzz(tool_checked):
+    rng = random.Random(77)
+    lines, decs = [], []
+    for it in range(150):
+        if it % 3 == 0:
+            data = bytes(0 if rng.random() < 0.02 else rng.randrange(256) for _ in range(rng.randrange(3000)))
+        else:
+            stream = b"".join(command_stream(it))
+            data = bytes(b for b, _ in mutate(stream, rng, rng.randrange(0, 10)))
+        data += b"\x00"
+        dec = p.FrameDecoder(from_host=True)
+        got = dec.feed(data)
+        decs.append(([f.seq for f in got], py_counters(dec)))
+        lines.append(f"stream {data.hex()}")
+    out = tool_checked.run(lines)
+    for line, (seqs, counters) in zip(out, decs):
+        tok, *rest = line.split()
+        s = tok.removeprefix("seqs=")
+        assert ([] if s == "-" else [int(x) for x in s.split(",")]) == seqs
+        assert {k: int(v) for k, v in (t.split("=") for t in rest)} == counters
+
+
+def test_c_parse_random_frames(tool_checked):
+    """Random payloads with a valid CRC reach the body parser: Python and C agree on each."""
+    rng = random.Random(21)
+    lines, expect = [], []
+    for _ in range(400):
+        msg_type = rng.choice([*p.HOST_MESSAGES, 0x80, 0x88, 0x02])
+        seq = rng.randrange(65536)
+        body = bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 2, 9, 10, 11, 17, 32, 33, 34])))
+        if msg_type == p.MSG_CAPTURE_CONFIG and body and rng.random() < 0.7:
+            body = bytes([rng.randrange(9)]) + body[1:]
+            body = body[: 1 + 2 * body[0]] + bytes(max(0, 1 + 2 * body[0] - len(body)))
+        wire = p.encode_frame(msg_type, seq, body, version=rng.choice([1, 1, 1, 2]))
+        lines.append(f"parse {wire[:-1].hex()}")
+        try:
+            f = p.decode_frame(wire, p.HOST_MESSAGES)
+            if isinstance(f.msg, p.CaptureConfig) and len(f.msg.channels) > 8:
+                expect.append(f"err range {msg_type} {seq}")  # C holds at most 8 channels
+            else:
+                expect.append(tool_line(f.msg, f.seq))
+        except p.ProtocolError as e:
+            expect.append(f"err {e.reason} {msg_type} {seq}")
+    assert tool_checked.run(lines) == expect
+
+
+def test_c_capture_config_range(tool):
+    wire = p.CaptureConfig([(7, 0)] * 9).encode(4)
+    assert p.decode_frame(wire).msg.channels == [(7, 0)] * 9  # Python: any n
+    assert tool.one(f"parse {wire[:-1].hex()}") == f"err range {p.MSG_CAPTURE_CONFIG} 4"  # C: n <= 8
+
+
+def test_riscv_build():
+    """The firmware compiles for the rig's soft CPU (when the cross compiler is installed)."""
+    cc = shutil.which("riscv64-unknown-elf-gcc")
+    if cc is None:
+        return
+    r = subprocess.run(
+        [cc, "-march=rv32i", "-mabi=ilp32", *CFLAGS, "-ffreestanding", "-c", str(FIRMWARE / "protocol.c"),
+         "-o", "/dev/null"],
+        capture_output=True, text=True,
+    )
+    assert r.returncode == 0, r.stderr
