@@ -13,10 +13,9 @@ by :class:`RigBuilder` in place of LiteX's BIOS.
 import os
 import subprocess
 
-from migen import *
-
 from litex.soc.integration.builder import Builder
 from litex.soc.integration.soc_core import SoCCore
+from migen import *
 
 from gateware.capture import EdgeCapture
 from gateware.stimulus import StimulusGenerator

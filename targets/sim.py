@@ -24,11 +24,11 @@ import sys
 import time
 from pathlib import Path
 
-from migen import *
-
 from litex.build.generic_platform import Pins, Subsignal
+from litex.build.io import CRG
 from litex.build.sim import SimPlatform
 from litex.build.sim.config import SimConfig
+from migen import *
 
 ROOT           = Path(__file__).resolve().parent.parent
 DEFAULT_DUT    = ROOT / "targets" / "dut" / "hilat_dut_model.v"
@@ -41,7 +41,6 @@ N_INPUTS       = 4
 
 _io = [
     ("sys_clk", 0, Pins(1)),
-    ("sys_rst", 0, Pins(1)),
     ("serial", 0,
         Subsignal("source_valid", Pins(1)),
         Subsignal("source_ready", Pins(1)),
@@ -67,12 +66,12 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024)
         def __init__(self):
             # sys and ts share the simulator's clock here (the gateware tests cover unequal
             # clocks); the timebase still runs in its own `ts` domain, as on a board.
-            self.cd_sys = ClockDomain()
-            self.cd_ts  = ClockDomain()
-            clk, rst = platform.request("sys_clk"), platform.request("sys_rst")
+            # Power-on reset (the simulator drives no reset pin).
+            self.crg   = CRG(platform.request("sys_clk"))
+            self.cd_ts = ClockDomain()
             self.comb += [
-                self.cd_sys.clk.eq(clk), self.cd_sys.rst.eq(rst),
-                self.cd_ts.clk.eq(clk),  self.cd_ts.rst.eq(rst),
+                self.cd_ts.clk.eq(ClockSignal("sys")),
+                self.cd_ts.rst.eq(ResetSignal("sys")),
             ]
             stimulus_pads = [Signal(name=f"stimulus{i}") for i in range(N_STIMULUS)]
             capture_pads  = [Signal(name=f"capture{i}") for i in range(N_INPUTS)]
@@ -96,8 +95,9 @@ def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model"):
     """Hash of everything the simulator binary depends on."""
     h = hashlib.sha256()
     files = sorted(list((ROOT / "gateware").glob("*.py")) + list((ROOT / "firmware").glob("*.[chS]"))
-                   + [ROOT / "firmware" / "Makefile", Path(__file__).resolve(), Path(dut_model)]
-                   + list(SIM_MODULES.rglob("*")))
+                   + [ROOT / "firmware" / "Makefile", Path(dut_model)] + list(SIM_MODULES.rglob("*")))
+    # This file's build half (everything above the runtime marker) is part of the key too.
+    h.update(Path(__file__).read_text().split(_RUNTIME_MARKER)[0].encode())
     for f in files:
         if f.is_file():
             h.update(f.name.encode())
@@ -166,6 +166,22 @@ def free_port():
         return s.getsockname()[1]
 
 
+_RUNTIME_MARKER = "# ---- runtime: not part of the build key " + "-" * 50
+
+
+# ---- runtime: not part of the build key --------------------------------------------------
+
+
+def _listening(port):
+    """Whether something listens on 127.0.0.1:port (Linux: /proc/net/tcp, state 0A = LISTEN)."""
+    wanted = f"0100007F:{port:04X}"
+    try:
+        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return False
+    return any(line.split()[1] == wanted and line.split()[3] == "0A" for line in lines)
+
+
 class SimulatedRig:
     """A running simulator process. ``url`` is what ``hilat`` connects to."""
 
@@ -183,10 +199,14 @@ class SimulatedRig:
 
     def start(self, timeout=60):
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        modules = self.run_dir / "modules"
-        if not modules.exists():
-            modules.symlink_to(self.sim_dir / "gateware" / "modules")
-        for attempt in range(5):
+        gateware = self.sim_dir / "gateware"
+        # The simulator reads its modules and memory images relative to its working directory.
+        for item in [gateware / "modules", *gateware.glob("*.init")]:
+            link = self.run_dir / item.name
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(item)
+        for _attempt in range(5):
             (self.run_dir / "sim_config.js").write_text(_sim_config(self.port).get_json())
             args = [str(self.sim_dir / "gateware" / "obj_dir" / "Vsim")]
             args += [f"+dut_{k}={v}" for k, v in self.dut_args.items()]
@@ -199,13 +219,9 @@ class SimulatedRig:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
                     break
-                try:
-                    with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                        pass
-                    # The probe connection is closed again; the bridge accepts the next client.
+                if _listening(self.port):  # no probe connection: the first client is the user's
                     return self
-                except OSError:
-                    time.sleep(0.05)
+                time.sleep(0.05)
             self.stop()
             log = (self.run_dir / "sim.log").read_text(errors="replace")
             if "bind" in log.lower():  # port taken meanwhile: pick another one

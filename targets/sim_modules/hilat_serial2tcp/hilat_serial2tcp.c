@@ -1,6 +1,8 @@
 /* hilat_serial2tcp: LiteX's serial2tcp simulator module (litex/build/sim/core/modules/serial2tcp,
  * BSD-2-Clause, Copyright (c) the LiteX developers), changed only to listen on 127.0.0.1 instead
- * of every interface: the simulated rig is reachable from this machine alone.
+ * of every interface (the simulated rig is reachable from this machine alone), and to survive a
+ * client that goes away: the socket is closed and bytes sent meanwhile are dropped (as on a UART
+ * with nobody listening), instead of the simulator dying of SIGPIPE.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +10,7 @@
 #include "error.h"
 #include <unistd.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <event2/listener.h>
 #include <event2/util.h>
 #include <event2/event.h>
@@ -119,6 +122,8 @@ void read_handler(int fd, short event, void *arg)
   read_len = read(fd, buffer, 1024);
   if (read_len == 0) {
     // Received EOF, remote has closed the connection
+    if (fd != s->fd)
+      return;
     ret = event_del(s->ev);
     if (ret != 0) {
       eprintf("read_handler(): Error removing event %d!\n", event);
@@ -126,7 +131,12 @@ void read_handler(int fd, short event, void *arg)
     }
     event_free(s->ev);
     s->ev = NULL;
+    close(s->fd);
+    s->fd = 0;
+    return;
   }
+  if (read_len < 0)
+    return;
   for(i = 0; i < read_len; i++)
   {
     s->databuf[(s->data_start +  s->datalen ) % 2048] = buffer[i];
@@ -145,6 +155,14 @@ static void accept_conn_cb(struct evconnlistener *listener, evutil_socket_t fd, 
   struct session_s *s = (struct session_s*)ctx;
   struct timeval tv = {1, 0};
 
+  if (s->ev) { /* a new client replaces the old one */
+    event_del(s->ev);
+    event_free(s->ev);
+    s->ev = NULL;
+    close(s->fd);
+  }
+  s->data_start = 0;
+  s->datalen = 0;
   s->fd = fd;
   s->ev = event_new(base, fd, EV_READ | EV_PERSIST , event_handler, s);
   event_add(s->ev, &tv);
@@ -249,10 +267,8 @@ static int serial2tcp_tick(void *sess, uint64_t time_ps)
   *s->tx_ready = 1;
   if(s->fd && *s->tx_valid) {
     c = *s->tx;
-    if(-1 ==write(s->fd, &c, 1)) {
-      eprintf("Error writing on socket\n");
-      ret = RC_ERROR;
-      goto out;
+    if(-1 == send(s->fd, &c, 1, MSG_NOSIGNAL)) {
+      /* client gone: drop the byte; the EOF handler closes the socket */
     }
   }
 
@@ -267,7 +283,6 @@ static int serial2tcp_tick(void *sess, uint64_t time_ps)
     }
   }
 
-out:
   return ret;
 }
 

@@ -1,0 +1,344 @@
+"""``hilat capture``: configure the rig, run stimuli, record every edge, write a run directory.
+
+Run directory (``OUT/YYYYmmdd-HHMMSS-LABEL/``):
+
+- ``raw.bin``       every byte received from the rig, appended before anything decodes it;
+- ``events.csv``    decoded edges: tick, channel, level, tag level;
+- ``latencies.csv`` one row per stimulus: its tick and its latencies in ticks (-1: missed);
+- ``meta.json``     rig identity, configuration, label, counters (frames, losses, drops);
+- ``summary.json``, ``summary.txt``  the latency table.
+"""
+
+import csv
+import dataclasses
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from hilat import analysis
+from hilat import protocol as p
+from hilat.rig import Rig, RigError
+from hilat.transport import Transport, TransportError
+
+log = logging.getLogger("hilat")
+
+MODES = {"periodic": p.MODE_PERIODIC, "dither": p.MODE_DITHER, "random": p.MODE_RANDOM,
+         "burst": p.MODE_BURST, "oneshot": p.MODE_ONESHOT}
+
+
+@dataclass
+class StimulusSettings:
+    """Stimulus channel 0, in ticks of the rig's timebase."""
+    mode: str = "dither"
+    period: int = 1500
+    jitter: int = 300
+    width: int = 10
+    probability: int = 0
+    burst_count: int = 1
+    burst_spacing: int = 10
+    seed: int = 1
+    invert: bool = False
+
+
+@dataclass
+class CaptureSettings:
+    count: int | None = 2000           # stimuli; None: until duration
+    duration_ticks: int | None = None
+    deadline_ticks: int | None = None  # response window; default: to the next stimulus
+    glitch: int = 0
+    label: str = ""
+    out_dir: Path = Path("runs")
+    progress: bool = True
+    stimulus: StimulusSettings = field(default_factory=StimulusSettings)
+
+
+class Capture:
+    """One capture run; keeps everything it received even when the run ends badly."""
+
+    def __init__(self, url, settings, extra_meta=None):
+        self.url = url
+        self.settings = settings
+        self.extra_meta = extra_meta or {}
+        self.records = []          # (tick, channels, levels)
+        self.overflows = []        # (tick, channels) gateware overflow markers
+        self.status = None
+        self.identity = None
+        self.start_tick = None
+        self.stim_seen = 0
+        self.last_stim = None
+        self.interrupted = False
+        self.error = None
+        self.run_dir = None
+
+    # set-up ---------------------------------------------------------------------------------------
+
+    def _make_run_dir(self):
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        name = stamp + (f"-{self.settings.label}" if self.settings.label else "")
+        run_dir = Path(self.settings.out_dir) / name
+        suffix = 1
+        while run_dir.exists():
+            suffix += 1
+            run_dir = Path(self.settings.out_dir) / f"{name}-{suffix}"
+        run_dir.mkdir(parents=True)
+        return run_dir
+
+    def _configure(self, rig):
+        ident = self.identity
+        n = ident.n_stimulus + ident.n_inputs
+        flags = p.CAPTURE_ENABLE | p.CAPTURE_RISE | p.CAPTURE_FALL
+        glitch = [0] * ident.n_stimulus + [self.settings.glitch] * ident.n_inputs
+        rig.command(p.CaptureConfig([(flags, glitch[ch]) for ch in range(n)]))
+        s = self.settings.stimulus
+        rig.command(p.StimConfig(channel=0, mode=MODES[s.mode], invert=int(s.invert), width=s.width,
+                                 period=s.period, jitter=s.jitter, probability=s.probability,
+                                 burst_count=s.burst_count, burst_spacing=s.burst_spacing,
+                                 count=self.settings.count or 0, seed=s.seed))
+        # Start at an absolute tick a little ahead, so the start is exact and recorded.
+        margin = max(ident.ts_hz // 1000, 2000)
+        self.start_tick = rig.now() + margin
+        rig.command(p.Start(channels=1, at_time=1, start=self.start_tick))
+
+    # stream ---------------------------------------------------------------------------------------
+
+    def _ingest(self, frame):
+        msg = frame.msg
+        if isinstance(msg, p.Events):
+            stim_ch = 0
+            active = 0 if self.settings.stimulus.invert else 1
+            for rec in msg.records:
+                self.records.append(rec)
+                tick, mask, levels = rec
+                if mask >> stim_ch & 1 and (levels >> stim_ch & 1) == active:
+                    self.stim_seen += 1
+                    self.last_stim = tick
+        elif isinstance(msg, p.Overflow):
+            self.overflows.append((msg.timestamp, msg.channels))
+            log.warning("rig FIFO overflow at tick %d: edges lost on channels %s (counted)",
+                        msg.timestamp, bin(msg.channels))
+        elif isinstance(msg, p.Status):
+            self.status = msg
+
+    def _pump(self, rig):
+        for frame in rig.frames():
+            self._ingest(frame)
+
+    def _done_stimulating(self):
+        s = self.settings
+        if s.count is not None and self.stim_seen >= s.count:
+            return True
+        if s.duration_ticks is not None and self.records:
+            return self.records[-1][0] >= self.start_tick + s.duration_ticks
+        return False
+
+    def _finish(self, rig):
+        """Stop stimuli, then let every response up to the last deadline arrive."""
+        rig.command(p.Stop(channels=1))
+        self._pump_pending(rig)
+        window = self.settings.deadline_ticks or (self.settings.stimulus.period + self.settings.stimulus.jitter)
+        target = (self.last_stim or self.start_tick) + window + 64
+        deadline = time.monotonic() + 30
+        while rig.now() < target:
+            self._pump_pending(rig)
+            if time.monotonic() > deadline:
+                raise RigError("the rig's clock does not advance")
+            time.sleep(0.02)
+        # Records older than `target` are in the FIFO or on the wire: read until quiet.
+        quiet_until = time.monotonic() + 0.3
+        while time.monotonic() < quiet_until:
+            before = len(self.records)
+            self._pump_pending(rig)
+            self._pump(rig)
+            if len(self.records) != before:
+                quiet_until = time.monotonic() + 0.3
+        self.status = rig.status()
+        self._pump_pending(rig)
+
+    def _pump_pending(self, rig):
+        while rig.pending:
+            self._ingest(rig.pending.pop(0))
+
+    # run ------------------------------------------------------------------------------------------
+
+    def run(self):
+        self.run_dir = self._make_run_dir()
+        raw = open(self.run_dir / "raw.bin", "ab", buffering=0)
+        transport = None
+        rig = None
+        t0 = time.time()
+        progress = _Progress(self, enabled=self.settings.progress)
+        try:
+            transport = Transport(self.url)
+            rig = Rig(transport, raw_sink=raw.write)
+            self.identity = rig.hello()
+            log.info("rig: %s, %s; ts %.3f MHz", self.identity.gateware, self.identity.firmware,
+                     self.identity.ts_hz / 1e6)
+            self._configure(rig)
+            while not self._done_stimulating():
+                self._pump(rig)
+                progress.update()
+            self._finish(rig)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            log.warning("interrupted: stopping the rig and keeping what was captured")
+            if rig is not None:
+                try:
+                    rig.command_timeout = 2.0
+                    rig.command(p.Stop(channels=(1 << self.identity.n_stimulus) - 1))
+                    self._pump_pending(rig)
+                    self.status = rig.status()
+                except (RigError, TransportError, KeyboardInterrupt):
+                    pass
+        except (RigError, TransportError) as e:
+            self.error = str(e)
+        finally:
+            progress.close()
+            raw.close()
+            decoder = rig.decoder.counters() if rig else {}
+            if rig is not None:
+                rig.close()
+            elif transport is not None:
+                transport.close()
+            if self.identity is not None or self.records:
+                self._write(decoder, t0)
+            elif self.run_dir is not None:
+                (self.run_dir / "meta.json").write_text(json.dumps(
+                    {"url": self.url, "error": self.error, "label": self.settings.label}, indent=1))
+        return self
+
+    # results --------------------------------------------------------------------------------------
+
+    def pairing(self):
+        ticks, chans, levels = analysis.edges_from_records(self.records)
+        roles = analysis.Channels(stimulus_active=0 if self.settings.stimulus.invert else 1,
+                                  tag=self.identity.tag_channel if self.identity else 5)
+        end = int(self.records[-1][0]) + 1 if self.records else 0
+        return analysis.pair(ticks, chans, levels, roles, self.settings.deadline_ticks, end_tick=end)
+
+    def _write(self, decoder, t0):
+        run = self.run_dir
+        ident = self.identity
+        tag_ch = ident.tag_channel if ident else 5
+        with open(run / "events.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["tick", "channel", "level", "tag"])
+            for tick, mask, levels in self.records:
+                for ch in range(8):
+                    if mask >> ch & 1:
+                        w.writerow([tick, ch, levels >> ch & 1, levels >> tag_ch & 1])
+        pairing = self.pairing()
+        with open(run / "latencies.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["index", "stimulus_tick", "isr_latency_ticks", "task_latency_ticks",
+                        "isr_to_task_ticks", "tag_at_stimulus", "tag_in_window", "isr_duplicates"])
+            for i in range(len(pairing.stim_tick)):
+                w.writerow([i, int(pairing.stim_tick[i]), int(pairing.isr_latency[i]),
+                            int(pairing.task_latency[i]), int(pairing.isr_to_task[i]),
+                            int(pairing.tag_at_stimulus[i]), int(pairing.tag_in_window[i]),
+                            int(pairing.isr_duplicates[i])])
+        ts_hz = ident.ts_hz if ident else 1
+        summary = {"all": analysis.summarize(pairing, ts_hz),
+                   "untagged": analysis.summarize(pairing, ts_hz, exclude_tagged=True)}
+        dropped = list(self.status.dropped) if self.status else None
+        meta = {
+            "format": "hilat-run", "version": 1,
+            "label": self.settings.label, "url": self.url,
+            "started": datetime.fromtimestamp(t0, timezone.utc).isoformat(),
+            "wall_seconds": round(time.time() - t0, 3),
+            "rig": dataclasses.asdict(ident) if ident else None,
+            "settings": _jsonable(dataclasses.asdict(self.settings)),
+            "start_tick": self.start_tick,
+            "stimuli": int(len(pairing.stim_tick)),
+            "records": len(self.records),
+            "interrupted": self.interrupted,
+            "error": self.error,
+            "counters": {
+                "decoder": decoder,
+                "gateware_overflow_markers": len(self.overflows),
+                "gateware_dropped_per_channel": dropped,
+                "gateware_overflow_flag": self.status.overflow if self.status else None,
+                "rig_records_sent": self.status.records_sent if self.status else None,
+                "rig_events_sent": self.status.events_sent if self.status else None,
+                "rig_frames_sent": self.status.frames_sent if self.status else None,
+            },
+            "extra": self.extra_meta,
+        }
+        (run / "meta.json").write_text(json.dumps(meta, indent=1))
+        (run / "summary.json").write_text(json.dumps({"format": "hilat-summary", "version": 1, **summary},
+                                                     indent=1))
+        (run / "summary.txt").write_text(self.report() + "\n")
+
+    def report(self):
+        pairing = self.pairing()
+        ts_hz = self.identity.ts_hz if self.identity else 1
+        title = f"{self.settings.label or 'run'}: {len(pairing.stim_tick)} stimuli"
+        lines = [analysis.format_table(analysis.summarize(pairing, ts_hz), title)]
+        tagged = int(pairing.tag_in_window.sum())
+        if tagged:
+            lines.append("")
+            lines.append(analysis.format_table(analysis.summarize(pairing, ts_hz, exclude_tagged=True),
+                                               f"excluding {tagged} tagged stimuli"))
+        losses = self.loss_lines()
+        if losses:
+            lines += [""] + losses
+        return "\n".join(lines)
+
+    def loss_lines(self):
+        out = []
+        if self.status and (self.status.overflow or any(self.status.dropped)):
+            out.append(f"LOST in gateware (FIFO full): {sum(self.status.dropped)} edges, per channel "
+                       f"{list(self.status.dropped)}")
+        return out
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+class _Progress:
+    """Live count and ISR-latency min/median/max on stderr (a line every 2 s when not a TTY)."""
+
+    def __init__(self, capture, enabled=True):
+        self.capture = capture
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+        self.shown = False
+
+    def update(self):
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.last < (0.25 if self.tty else 2.0):
+            return
+        self.last = now
+        c = self.capture
+        total = f"/{c.settings.count}" if c.settings.count else ""
+        text = f"{c.stim_seen}{total} stimuli"
+        if c.records and c.identity:
+            lat = c.pairing().isr_latency
+            ok = lat[lat >= 0]
+            if len(ok):
+                tick_ns = 1e9 / c.identity.ts_hz
+                text += (f" | ISR latency min {ok.min() * tick_ns:.0f} median {np.median(ok) * tick_ns:.0f}"
+                         f" max {ok.max() * tick_ns:.0f} ns | misses {int((lat < 0).sum())}")
+        if self.tty:
+            sys.stderr.write("\r" + text[:150].ljust(150))
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self):
+        if self.enabled and self.tty and self.shown:
+            sys.stderr.write("\n")

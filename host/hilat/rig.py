@@ -1,0 +1,112 @@
+"""A session with the rig: HELLO/IDENTIFY, commands with their acknowledgements, the frame stream.
+
+Every byte read from the transport is handed to ``raw_sink`` (the run's raw file) *before* it is
+decoded, so nothing the rig sent is lost to a decoder bug.
+"""
+
+import logging
+import time
+
+from hilat import protocol as p
+from hilat.transport import TransportError
+
+log = logging.getLogger("hilat")
+
+
+class RigError(Exception):
+    """The rig did not answer, answered wrongly, or refused a command."""
+
+
+class Rig:
+    def __init__(self, transport, raw_sink=None, hello_timeout=5.0, command_timeout=5.0):
+        self.transport = transport
+        self.raw_sink = raw_sink
+        self.hello_timeout = hello_timeout
+        self.command_timeout = command_timeout
+        self.decoder = p.FrameDecoder()
+        self.tx_seq = 0
+        self.identity = None
+        self.pending = []          # frames read while waiting for a reply, in arrival order
+        self.bytes_received = 0
+
+    # low level ----------------------------------------------------------------------------------
+
+    def _read_frames(self):
+        data = self.transport.read()
+        if data:
+            self.bytes_received += len(data)
+            if self.raw_sink is not None:
+                self.raw_sink(data)
+        return self.decoder.feed(data) if data else []
+
+    def send(self, msg):
+        seq = self.tx_seq
+        self.transport.write(msg.encode(seq))
+        self.tx_seq = (self.tx_seq + 1) & 0xFFFF
+        return seq
+
+    def frames(self):
+        """Frames as they arrive: those set aside while waiting for replies first."""
+        while self.pending:
+            yield self.pending.pop(0)
+        yield from self._read_frames()
+
+    def _wait_for(self, match, timeout, what):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for frame in self._read_frames():
+                if match(frame):
+                    return frame
+                self.pending.append(frame)
+        raise RigError(f"no {what} from the rig on {self.transport.url} within {timeout:g} s")
+
+    # session ------------------------------------------------------------------------------------
+
+    def hello(self):
+        """Start a session; returns the rig's Identify. Refuses another protocol version."""
+        self.tx_seq = 0
+        self.pending.clear()
+        self.send(p.Hello(p.PROTOCOL_VERSION))
+        self.decoder.reset_sequence(0)
+
+        def is_identify(frame):
+            return isinstance(frame.msg, p.Identify)
+        try:
+            frame = self._wait_for(is_identify, self.hello_timeout, "answer to HELLO")
+        except RigError:
+            if self.decoder.wrong_version:
+                raise RigError(f"the rig on {self.transport.url} speaks another protocol version "
+                               f"(this hilat speaks version {p.PROTOCOL_VERSION})") from None
+            raise RigError(f"no answer to HELLO from {self.transport.url} within {self.hello_timeout:g} s: "
+                           "is the rig powered, flashed with the hilat gateware, and is this its port?") from None
+        self.pending.clear()  # anything before IDENTIFY belongs to an earlier session
+        identity = frame.msg
+        if identity.version != p.PROTOCOL_VERSION:
+            raise RigError(f"the rig speaks protocol version {identity.version}, this hilat speaks "
+                           f"version {p.PROTOCOL_VERSION}: update one of them")
+        self.identity = identity
+        return identity
+
+    def command(self, msg, reply=p.Ack):
+        seq = self.send(msg)
+
+        def is_reply(frame):
+            return isinstance(frame.msg, reply) and frame.msg.command_seq == seq
+        frame = self._wait_for(is_reply, self.command_timeout, f"reply to {msg.NAME}")
+        if reply is p.Ack and frame.msg.code != 0:
+            raise RigError(f"the rig refused {msg.NAME}: {frame.msg.message} (code {frame.msg.code})")
+        return frame.msg
+
+    def now(self):
+        return self.command(p.TimeReq(), reply=p.Time).now
+
+    def status(self):
+        self.send(p.StatusReq())
+        frame = self._wait_for(lambda f: isinstance(f.msg, p.Status), self.command_timeout, "STATUS")
+        return frame.msg
+
+    def close(self):
+        try:
+            self.transport.close()
+        except TransportError:
+            pass

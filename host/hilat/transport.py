@@ -1,0 +1,91 @@
+"""Transport: a byte stream to the rig through pyserial's ``serial_for_url``.
+
+``/dev/ttyUSB0`` (a board), ``socket://127.0.0.1:PORT`` (the simulated rig), ``loop://`` (tests).
+Only one ``hilat`` may use a port at a time: an exclusive lock (flock on a file named after the
+URL, and pyserial's own exclusive mode for serial devices) refuses a second one clearly.
+"""
+
+import fcntl
+import hashlib
+import os
+import tempfile
+
+import serial
+
+
+class TransportError(Exception):
+    """The port cannot be used; the message names the port and the cause."""
+
+
+def _lock_path(url):
+    digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+    safe = "".join(c if c.isalnum() else "_" for c in url)[-40:]
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    return os.path.join(base, f"hilat-{safe}-{digest}.lock")
+
+
+class Transport:
+    def __init__(self, url, baudrate=3_000_000, timeout=0.05):
+        self.url = url
+        self._lock = None
+        self.port = None
+        self._acquire_lock()
+        try:
+            kwargs = dict(baudrate=baudrate, timeout=timeout, write_timeout=5, do_not_open=True)
+            self.port = serial.serial_for_url(url, **kwargs)
+            if url.startswith("/dev/"):
+                self.port.exclusive = True
+            self.port.open()
+        except (serial.SerialException, OSError, ValueError) as e:
+            self._release_lock()
+            raise TransportError(f"cannot open {url}: {e}") from None
+
+    def _acquire_lock(self):
+        path = _lock_path(self.url)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise TransportError(f"{self.url} is in use by another hilat (pid {holder or '?'})") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock = fd
+
+    def _release_lock(self):
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+    def read(self, size=65536):
+        """Whatever arrived (possibly nothing, after the read timeout). Raises on a dropped link."""
+        try:
+            data = self.port.read(max(1, min(size, self.port.in_waiting or 1)))
+            waiting = self.port.in_waiting
+            if waiting:
+                data += self.port.read(min(waiting, size))
+            return data
+        except (serial.SerialException, OSError) as e:
+            raise TransportError(f"link to {self.url} lost: {e}") from None
+
+    def write(self, data):
+        try:
+            self.port.write(data)
+            self.port.flush()
+        except (serial.SerialException, OSError) as e:
+            raise TransportError(f"link to {self.url} lost: {e}") from None
+
+    def close(self):
+        if self.port is not None:
+            try:
+                self.port.close()
+            except (serial.SerialException, OSError):
+                pass
+        self._release_lock()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
