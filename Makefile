@@ -2,13 +2,17 @@
 PY      := .venv/bin/python
 BUILD   := build
 
-.PHONY: setup test lint verilog clean
+.PHONY: setup test demo lint verilog clean
 
 setup:
 	@bash scripts/setup.sh
 
 test: lint
 	$(PY) -m pytest -q tests
+
+# The main job: a capture against the simulated rig and DUT, ending in a latency table.
+demo: setup
+	.venv/bin/hilat demo $(DEMO_ARGS)
 
 # Generated Verilog of the timing cores, for linting and inspection.
 verilog: setup
@@ -24,4 +28,4 @@ lint: verilog
 	    $(BUILD)/verilog/hilat_timing_cores.v
 
 clean:
-	rm -rf $(BUILD) tests/gateware/sim_build
+	rm -rf $(BUILD) tests/gateware/sim_build runs

@@ -56,6 +56,8 @@ def _rises(ticks, chans, levels, channel, active=1):
 
 def _level_at(edge_ticks, edge_levels, at, initial=0):
     """Level of a channel at ticks ``at`` (inclusive of an edge at that tick)."""
+    if len(edge_ticks) == 0:
+        return np.full(len(at), initial, dtype=np.uint8)
     idx = np.searchsorted(edge_ticks, at, side="right") - 1
     out = np.where(idx >= 0, edge_levels[np.maximum(idx, 0)], initial)
     return out.astype(np.uint8)

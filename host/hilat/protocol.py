@@ -683,6 +683,7 @@ class FrameDecoder:
         self.frames_ok = 0
         self.corrupt = 0
         self.wrong_version = 0
+        self.last_wrong_version = None  # the version of the last refused frame
         self.unknown_type = 0
         self.malformed = 0
         self.lost = 0
@@ -743,6 +744,7 @@ class FrameDecoder:
             return
         if version != PROTOCOL_VERSION:
             self.wrong_version += 1
+            self.last_wrong_version = version
             return
         expected = self.expected_seq
         if expected is not None and seq != expected:

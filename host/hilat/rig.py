@@ -75,8 +75,9 @@ class Rig:
             frame = self._wait_for(is_identify, self.hello_timeout, "answer to HELLO")
         except RigError:
             if self.decoder.wrong_version:
-                raise RigError(f"the rig on {self.transport.url} speaks another protocol version "
-                               f"(this hilat speaks version {p.PROTOCOL_VERSION})") from None
+                raise RigError(f"the rig on {self.transport.url} speaks protocol version "
+                               f"{self.decoder.last_wrong_version}, this hilat speaks version "
+                               f"{p.PROTOCOL_VERSION}: update one of them") from None
             raise RigError(f"no answer to HELLO from {self.transport.url} within {self.hello_timeout:g} s: "
                            "is the rig powered, flashed with the hilat gateware, and is this its port?") from None
         self.pending.clear()  # anything before IDENTIFY belongs to an earlier session

@@ -1,0 +1,123 @@
+"""Bad input gets a clear error and loses nothing: ports, silent rigs, versions, dropped links, CLI."""
+
+import subprocess
+import sys
+
+import pytest
+from fake_rig import FakeRig, identify
+
+from hilat import protocol as p
+from hilat.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.cli import main
+from hilat.rig import Rig, RigError
+from hilat.transport import Transport, TransportError
+
+
+def test_wrong_port_names_port_and_cause():
+    with pytest.raises(TransportError, match=r"cannot open /dev/ttyNOSUCH0: .*No such file"):
+        Transport("/dev/ttyNOSUCH0")
+    with pytest.raises(TransportError, match=r"cannot open socket://127.0.0.1:1: .*[Cc]onnection refused"):
+        Transport("socket://127.0.0.1:1")
+
+
+def test_second_hilat_on_the_same_port_is_refused():
+    rig = FakeRig(lambda receive, send: receive())
+    try:
+        with Transport(rig.url):
+            with pytest.raises(TransportError, match=r"in use by another hilat \(pid \d+\)"):
+                Transport(rig.url)
+    finally:
+        rig.close()
+
+
+def test_no_answer_to_hello_times_out_clearly():
+    rig = FakeRig(lambda receive, send: receive() and receive())
+    try:
+        with Transport(rig.url) as t:
+            with pytest.raises(RigError, match=r"no answer to HELLO from socket://.* within 0.5 s"):
+                Rig(t, hello_timeout=0.5).hello()
+    finally:
+        rig.close()
+
+
+def test_other_protocol_version_is_refused_naming_both():
+    def script(receive, send):
+        receive()
+        send(p.encode_frame(p.MSG_IDENTIFY, 0, identify(version=2).body(), version=2))
+        receive()
+    rig = FakeRig(script)
+    try:
+        with Transport(rig.url) as t:
+            with pytest.raises(RigError, match=r"speaks protocol version 2, this hilat speaks version 1"):
+                Rig(t, hello_timeout=0.5).hello()
+    finally:
+        rig.close()
+
+
+def test_link_dropped_mid_capture_keeps_raw_bytes_and_events(tmp_path):
+    """The rig acknowledges, streams 3 stimuli with responses, then the link drops."""
+    def script(receive, send):
+        seq = 0
+        while True:
+            frames = receive()
+            if frames is None:
+                return
+            for frame in frames:
+                msg = frame.msg
+                if isinstance(msg, p.Hello):
+                    send(identify().encode(0))
+                    seq = 1
+                elif isinstance(msg, p.TimeReq):
+                    send(p.Time(frame.seq, 1000).encode(seq))
+                    seq += 1
+                elif isinstance(msg, p.Start):
+                    send(p.Ack(frame.seq).encode(seq))
+                    seq += 1
+                    s = msg.start
+                    records = []
+                    for k in range(3):
+                        t = s + 1500 * k
+                        records += [(t, 0b1, 0b1), (t + 10, 0b1, 0), (t + 60 + k, 0b100, 0b100),
+                                    (t + 80, 0b100, 0)]
+                    send(p.Events(records[0][0], records).encode(seq))
+                    return  # link drops
+                else:
+                    send(p.Ack(frame.seq).encode(seq))
+                    seq += 1
+
+    rig = FakeRig(script)
+    settings = CaptureSettings(count=10, out_dir=tmp_path, progress=False, label="dropped",
+                               stimulus=StimulusSettings(mode="periodic", period=1500, jitter=0))
+    try:
+        capture = Capture(rig.url, settings).run()
+    finally:
+        rig.close()
+    assert capture.error and "link to socket://" in capture.error and "lost" in capture.error
+    assert (capture.run_dir / "raw.bin").read_bytes() == bytes(rig.sent)
+    pairing = capture.pairing()
+    assert list(pairing.isr_latency) == [60, 61, 62]
+    assert (capture.run_dir / "events.csv").read_text().count("\n") == 1 + 12
+    assert "link to" in (capture.run_dir / "meta.json").read_text()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["capture"], "the following arguments are required: url"),
+    (["capture", "loop://", "--period", "abc"], "not a duration"),
+    (["capture", "loop://", "--count", "-3"], "must be > 0"),
+    (["capture", "loop://", "--glitch", "99"], "invalid choice"),
+    (["frobnicate"], "invalid choice"),
+    (["demo", "--dut", "isr_base"], "NAME=NUMBER"),
+])
+def test_malformed_cli_options_are_usage_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_cli_runtime_error_is_one_line_not_a_traceback():
+    result = subprocess.run([sys.executable, "-m", "hilat.cli", "info", "socket://127.0.0.1:1"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert "cannot open socket://127.0.0.1:1" in result.stderr and "Traceback" not in result.stderr
