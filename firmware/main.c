@@ -325,6 +325,9 @@ static void handle_frame(const uint8_t *wire, size_t len)
 
 /* ---- event path ---- */
 
+#define IDLE_FLUSH_LOOPS 200u /* about 100 us of idle polling at 50 MHz */
+static uint32_t idle_loops;
+
 static void drain_events(void)
 {
     for (int budget = 32; budget > 0 && (capture_ev_status_read() & 1); budget--) {
@@ -353,9 +356,16 @@ static void drain_events(void)
         for (uint8_t m = channels; m; m &= (uint8_t)(m - 1u))
             events_sent++;
     }
-    /* Nothing more waiting: send what we have (low rates get low latency, high rates full frames). */
-    if (events_open && !(capture_ev_status_read() & 1))
-        flush_events();
+    /* Frames go out when full, or after IDLE_FLUSH_LOOPS polls found nothing new: sending a
+     * frame per record would spend the CPU on per-frame work just when the rate is high. */
+    if (events_open) {
+        if (capture_ev_status_read() & 1)
+            idle_loops = 0;
+        else if (++idle_loops >= IDLE_FLUSH_LOOPS) {
+            idle_loops = 0;
+            flush_events();
+        }
+    }
 }
 
 int main(void)

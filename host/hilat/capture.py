@@ -36,8 +36,8 @@ MODES = {"periodic": p.MODE_PERIODIC, "dither": p.MODE_DITHER, "random": p.MODE_
 class StimulusSettings:
     """Stimulus channel 0, in ticks of the rig's timebase."""
     mode: str = "dither"
-    period: int = 1500
-    jitter: int = 300
+    period: int = 5000
+    jitter: int = 1000
     width: int = 10
     probability: int = 0
     burst_count: int = 1
@@ -137,6 +137,29 @@ class Capture:
             return self.records[-1][0] >= self.start_tick + s.duration_ticks
         return False
 
+    def _stimulate(self, rig, progress):
+        """Collect until the count or duration is reached. Every second the rig is asked whether its
+        stimulus has finished, so lost stimulus edges (counted) cannot make the host wait forever."""
+        last_check = time.monotonic()
+        last_data = (time.monotonic(), rig.bytes_received)
+        while not self._done_stimulating():
+            self._pump(rig)
+            progress.update()
+            now = time.monotonic()
+            if rig.bytes_received != last_data[1]:
+                last_data = (now, rig.bytes_received)
+            if now - last_check >= 1.0:
+                last_check = now
+                status = rig.status()
+                self._pump_pending(rig)
+                self.status = status
+                if status.stim_status and status.stim_status[0] & p.STIM_DONE:
+                    log.warning("the rig finished its %s stimuli but %d arrived: edges were lost (counted)",
+                                self.settings.count, self.stim_seen)
+                    return
+            if now - last_data[0] > 10.0:
+                raise RigError(f"the rig on {self.url} sent nothing for 10 s")
+
     def _finish(self, rig):
         """Stop stimuli, then let every response up to the last deadline arrive."""
         rig.command(p.Stop(channels=1))
@@ -180,9 +203,7 @@ class Capture:
             log.info("rig: %s, %s; ts %.3f MHz", self.identity.gateware, self.identity.firmware,
                      self.identity.ts_hz / 1e6)
             self._configure(rig)
-            while not self._done_stimulating():
-                self._pump(rig)
-                progress.update()
+            self._stimulate(rig, progress)
             self._finish(rig)
         except KeyboardInterrupt:
             self.interrupted = True

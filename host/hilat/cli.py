@@ -76,10 +76,10 @@ def _add_capture_options(parser, default_count=2000):
     g.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
     s = parser.add_argument_group("stimulus (channel 0)")
     s.add_argument("--mode", choices=["periodic", "dither", "random", "burst", "oneshot"], default="dither")
-    s.add_argument("--period", type=TimeValue, default=TimeValue("1500"),
-                   help="period, burst period, or random hold-off (default 1500 ticks)")
-    s.add_argument("--jitter", type=TimeValue, default=TimeValue("300"),
-                   help="dither: +/- this much, uniform (default 300 ticks)")
+    s.add_argument("--period", type=TimeValue, default=TimeValue("100us"),
+                   help="period, burst period, or random hold-off (default 100us)")
+    s.add_argument("--jitter", type=TimeValue, default=TimeValue("20us"),
+                   help="dither: +/- this much, uniform (default 20us)")
     s.add_argument("--mean", type=TimeValue, help="random: mean interval (> --period, the hold-off)")
     s.add_argument("--width", type=TimeValue, default=TimeValue("10"), help="pulse width (default 10 ticks)")
     s.add_argument("--burst-count", type=_positive_int, default=1)
