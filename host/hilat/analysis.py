@@ -80,8 +80,9 @@ class Pairing:
                 "isr_to_task": self.isr_to_task}[kind]
 
 
-def pair(ticks, chans, levels, roles=Channels(), deadline=None, end_tick=None):
+def pair(ticks, chans, levels, roles=None, deadline=None, end_tick=None):
     """Pair stimuli and responses. ``end_tick``: the capture's last tick (closes the last window)."""
+    roles = roles or Channels()
     ticks = np.asarray(ticks, dtype=np.int64)
     order = np.argsort(ticks, kind="stable")
     ticks, chans, levels = ticks[order], np.asarray(chans)[order], np.asarray(levels)[order]

@@ -7,9 +7,9 @@ import csv
 
 import numpy as np
 import pytest
-
 from hilat.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
+
 from targets import sim
 
 N_STIMULI = 2000

@@ -5,7 +5,6 @@ import sys
 
 import pytest
 from fake_rig import FakeRig, identify
-
 from hilat import protocol as p
 from hilat.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
