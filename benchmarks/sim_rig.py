@@ -17,6 +17,7 @@ from pathlib import Path
 from hilat.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.rig import Rig
 from hilat.transport import Transport
+
 from targets import sim
 
 
