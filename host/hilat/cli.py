@@ -257,8 +257,10 @@ def build_parser():
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="hilat: %(message)s",
+    # Our messages at INFO; other libraries' (LiteX's build chatter) only when they matter.
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="hilat: %(message)s",
                         stream=sys.stderr)
+    log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
     if getattr(args, "dut_model", "unset") is None:
         from targets import sim
         args.dut_model = str(sim.DEFAULT_DUT)
