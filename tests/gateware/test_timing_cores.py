@@ -16,32 +16,19 @@ import pytest
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge
 
-try:  # the model sits next to this file; cocotb imports this module by name
-    from model import (
-        BURST,
-        DITHER,
-        ONESHOT,
-        PERIODIC,
-        RANDOM,
-        StimulusConfig,
-        expected_records,
-        filtered_edges,
-        stimulus_edges,
-        stimulus_rises,
-    )
-except ImportError:  # pragma: no cover - imported as tests.gateware.test_timing_cores by pytest
-    from .model import (
-        BURST,
-        DITHER,
-        ONESHOT,
-        PERIODIC,
-        RANDOM,
-        StimulusConfig,
-        expected_records,
-        filtered_edges,
-        stimulus_edges,
-        stimulus_rises,
-    )
+# The model sits next to this file, which is on sys.path both under pytest and in the simulator.
+from model import (  # noqa: I001
+    BURST,
+    DITHER,
+    ONESHOT,
+    PERIODIC,
+    RANDOM,
+    StimulusConfig,
+    expected_records,
+    filtered_edges,
+    stimulus_edges,
+    stimulus_rises,
+)
 
 HERE     = Path(__file__).resolve().parent
 TOPLEVEL = "hilat_timing_cores"
