@@ -59,3 +59,9 @@ class FakeRig:
     def close(self):
         self.listener.close()
         self.thread.join(timeout=5)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -20,23 +20,15 @@ def test_wrong_port_names_port_and_cause():
 
 
 def test_second_hilat_on_the_same_port_is_refused():
-    rig = FakeRig(lambda receive, send: receive())
-    try:
-        with Transport(rig.url):
-            with pytest.raises(TransportError, match=r"in use by another hilat \(pid \d+\)"):
-                Transport(rig.url)
-    finally:
-        rig.close()
+    with FakeRig(lambda receive, send: receive()) as rig, Transport(rig.url):
+        with pytest.raises(TransportError, match=r"in use by another hilat \(pid \d+\)"):
+            Transport(rig.url)
 
 
 def test_no_answer_to_hello_times_out_clearly():
-    rig = FakeRig(lambda receive, send: receive() and receive())
-    try:
-        with Transport(rig.url) as t:
-            with pytest.raises(RigError, match=r"no answer to HELLO from socket://.* within 0.5 s"):
-                Rig(t, hello_timeout=0.5).hello()
-    finally:
-        rig.close()
+    with FakeRig(lambda receive, send: receive() and receive()) as rig, Transport(rig.url) as t:
+        with pytest.raises(RigError, match=r"no answer to HELLO from socket://.* within 0.5 s"):
+            Rig(t, hello_timeout=0.5).hello()
 
 
 def test_other_protocol_version_is_refused_naming_both():
@@ -44,13 +36,9 @@ def test_other_protocol_version_is_refused_naming_both():
         receive()
         send(p.encode_frame(p.MSG_IDENTIFY, 0, identify(version=2).body(), version=2))
         receive()
-    rig = FakeRig(script)
-    try:
-        with Transport(rig.url) as t:
-            with pytest.raises(RigError, match=r"speaks protocol version 2, this hilat speaks version 1"):
-                Rig(t, hello_timeout=0.5).hello()
-    finally:
-        rig.close()
+    with FakeRig(script) as rig, Transport(rig.url) as t:
+        with pytest.raises(RigError, match=r"speaks protocol version 2, this hilat speaks version 1"):
+            Rig(t, hello_timeout=0.5).hello()
 
 
 def test_link_dropped_mid_capture_keeps_raw_bytes_and_events(tmp_path):
@@ -84,13 +72,10 @@ def test_link_dropped_mid_capture_keeps_raw_bytes_and_events(tmp_path):
                     send(p.Ack(frame.seq).encode(seq))
                     seq += 1
 
-    rig = FakeRig(script)
     settings = CaptureSettings(count=10, out_dir=tmp_path, progress=False, label="dropped",
                                stimulus=StimulusSettings(mode="periodic", period=1500, jitter=0))
-    try:
+    with FakeRig(script) as rig:
         capture = Capture(rig.url, settings).run()
-    finally:
-        rig.close()
     assert capture.error and "link to socket://" in capture.error and "lost" in capture.error
     assert (capture.run_dir / "raw.bin").read_bytes() == bytes(rig.sent)
     pairing = capture.pairing()
