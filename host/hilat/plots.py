@@ -1,0 +1,229 @@
+"""The four latency plots (matplotlib, PNG and SVG), several runs overlaid with their labels.
+
+- ``faller``: latency on a log axis against percentile on Faller's exponential axis: the median sits
+  near the left edge and the tail is stretched out, so a flat curve means a predictable system;
+- ``percentiles``: HdrHistogram's percentile distribution, x = 1/(1-p) on a log axis;
+- ``histogram``: a log-log histogram of latencies (Realfeel's worst-case view);
+- ``timeseries``: latency over the run's rig time, misses marked, to show drift and bursts.
+
+Curves are drawn from exact percentiles of the stored samples (at most a few thousand points per run,
+whatever the sample count), so a plot of 10^7 samples costs no more than one of 10^3.
+"""
+
+import io
+
+import numpy as np
+
+from hilat import analysis
+
+PLOTS = ["faller", "percentiles", "histogram", "timeseries"]
+DEFAULT_KINDS = ["stim_to_isr", "stim_to_task"]
+FALLER_LAMBDA = 10.0     # p=0.5 -> 0.7% of the axis, p=0.9 -> 37%, p=0.99 -> 90%
+
+
+def faller_forward(p, lam=FALLER_LAMBDA):
+    """Faller's exponential percentile axis: p in [0, 1] -> position in [0, 1], (e^(lam p) - 1)/(e^lam - 1)."""
+    p = np.asarray(p, dtype=float)
+    return np.expm1(lam * p) / np.expm1(lam)
+
+
+def faller_inverse(x, lam=FALLER_LAMBDA):
+    # Clipped at 0: matplotlib probes a little outside the axis, where the inverse is undefined.
+    x = np.maximum(np.asarray(x, dtype=float), 0.0)
+    return np.log1p(x * np.expm1(lam)) / lam
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _valid(run, kind):
+    lat = run.pairing.latency(kind)
+    return np.sort(lat[lat != analysis.MISSING])
+
+
+def percentile_curve(sorted_values, ps):
+    """Exact percentiles (inverted CDF) of sorted samples at the fractions ``ps``, vectorised."""
+    n = len(sorted_values)
+    ranks = np.clip(np.ceil(np.asarray(ps) * n - 1e-9).astype(np.int64), 1, n)
+    return sorted_values[ranks - 1]
+
+
+def _unit(runs):
+    """Pick µs or ns for the axes from the largest latency."""
+    top = max((float(_valid(r, k)[-1]) * r.tick_ns for r in runs for k in DEFAULT_KINDS if len(_valid(r, k))),
+              default=0.0)
+    return ("us", 1e-3) if top >= 10_000 else ("ns", 1.0)
+
+
+def _plain_log(axis):
+    """Log axis labelled 2, 5, 10, 20 ... instead of 2x10^0."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
+
+
+def _title(kind):
+    return analysis.KIND_TITLES[kind]
+
+
+def plot_faller(runs, kinds=DEFAULT_KINDS, lam=FALLER_LAMBDA):
+    plt = _pyplot()
+    unit, scale = _unit(runs)
+    fig, axes = plt.subplots(1, len(kinds), figsize=(6.2 * len(kinds), 4.6), squeeze=False)
+    ticks = [0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 1.0]
+    for ax, kind in zip(axes[0], kinds):
+        for run in runs:
+            s = _valid(run, kind)
+            if not len(s):
+                continue
+            # Points evenly spaced on the transformed axis, plus the exact maximum at p = 1.
+            ps = faller_inverse(np.linspace(0.0, 1.0, 1500)[1:], lam)
+            ys = percentile_curve(s, ps) * run.tick_ns * scale
+            ax.plot(ps, ys, label=f"{run.label} (n={len(s)})", drawstyle="steps-post")
+        ax.set_xscale("function", functions=(lambda p: faller_forward(p, lam), lambda x: faller_inverse(x, lam)))
+        ax.set_xlim(0.0, 1.0)
+        ax.set_xticks(ticks, [f"{100 * t:g}%" for t in ticks])
+        ax.set_yscale("log")
+        _plain_log(ax.yaxis)
+        ax.set_xlabel("percentile (exponential scale)")
+        ax.set_ylabel(f"latency ({unit}, log)")
+        ax.set_title(_title(kind))
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_percentiles(runs, kinds=DEFAULT_KINDS):
+    plt = _pyplot()
+    unit, scale = _unit(runs)
+    fig, axes = plt.subplots(1, len(kinds), figsize=(6.2 * len(kinds), 4.6), squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        top = 10
+        for run in runs:
+            s = _valid(run, kind)
+            if not len(s):
+                continue
+            n = len(s)
+            # x = 1/(1-p) from 1 to n: the last point is the maximum.
+            xs = np.unique(np.geomspace(1.0, float(n), 800))
+            ps = 1.0 - 1.0 / xs
+            ys = percentile_curve(s, ps) * run.tick_ns * scale
+            ax.plot(xs, ys, label=f"{run.label} (n={n})", drawstyle="steps-post")
+            top = max(top, n)
+        ax.set_xscale("log")
+        decades = [10 ** k for k in range(0, int(np.ceil(np.log10(top))) + 1)]
+        ax.set_xticks(decades, ["0%" if d == 1 else f"{100 * (1 - 1 / d):.{max(0, int(np.log10(d)) - 2)}f}%"
+                                for d in decades])
+        ax.set_xlabel("percentile, x = 1/(1-p) (log)")
+        ax.set_ylabel(f"latency ({unit})")
+        ax.set_title(f"{_title(kind)}: percentile distribution")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def histogram_bins(lo, hi, max_bins=120):
+    """Log-spaced bin edges over whole ticks [lo, hi]; one tick per bin where the range is narrow."""
+    lo = max(int(lo), 1)
+    hi = max(int(hi), lo)
+    if hi - lo + 1 <= max_bins:
+        return np.arange(lo, hi + 2, dtype=float)
+    return np.unique(np.round(np.geomspace(lo, hi + 1, max_bins + 1)))
+
+
+def plot_histogram(runs, kinds=DEFAULT_KINDS):
+    plt = _pyplot()
+    unit, scale = _unit(runs)
+    fig, axes = plt.subplots(1, len(kinds), figsize=(6.2 * len(kinds), 4.6), squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        for run in runs:
+            s = _valid(run, kind)
+            if not len(s):
+                continue
+            edges = histogram_bins(s[0], s[-1])
+            counts, _ = np.histogram(s, bins=edges)
+            nz = counts > 0
+            centres = edges[:-1][nz] * run.tick_ns * scale
+            worst = s[-1] * run.tick_ns * scale
+            ax.plot(centres, counts[nz], marker=".", linestyle="-", label=f"{run.label} (max {worst:.4g} {unit})")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        _plain_log(ax.xaxis)
+        ax.set_xlabel(f"latency ({unit}, log)")
+        ax.set_ylabel("samples (log)")
+        ax.set_title(f"{_title(kind)}: histogram")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_timeseries(runs, kinds=DEFAULT_KINDS, max_points=20000):
+    plt = _pyplot()
+    unit, scale = _unit(runs)
+    fig, axes = plt.subplots(len(kinds), 1, figsize=(11, 3.2 * len(kinds)), squeeze=False, sharex=True)
+    for ax, kind in zip(axes[:, 0], kinds):
+        for run in runs:
+            p = run.pairing
+            if not len(p):
+                continue
+            t = (p.stim_tick - p.stim_tick[0]) / run.ts_hz
+            lat = p.latency(kind)
+            ok = lat != analysis.MISSING
+            y = lat * run.tick_ns * scale
+            if ok.sum() > max_points:
+                # Too many to draw one by one: the max and median of each time bin.
+                bins = np.linspace(t[0], t[-1] + 1e-12, max_points // 4 + 1)
+                idx = np.clip(np.digitize(t[ok], bins) - 1, 0, len(bins) - 2)
+                ymax = np.full(len(bins) - 1, np.nan)
+                np.fmax.at(ymax, idx, y[ok])
+                line, = ax.plot(bins[:-1], ymax, linewidth=0.6, label=f"{run.label} (max per bin)")
+            else:
+                line, = ax.plot(t[ok], y[ok], ".", markersize=2, label=run.label)
+            missed = ~ok
+            if missed.any():
+                # A miss has no latency: a short mark at the top of the axes, at its time.
+                ax.vlines(t[missed], 0.93, 1.0, transform=ax.get_xaxis_transform(), color=line.get_color(),
+                          linewidth=0.8, label=f"{run.label}: {int(missed.sum())} missed")
+        ax.set_yscale("log")
+        _plain_log(ax.yaxis)
+        ax.set_ylabel(f"latency ({unit}, log)")
+        ax.set_title(f"{_title(kind)} over the run")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper right")
+    axes[-1, 0].set_xlabel("time since the first stimulus (s, rig clock)")
+    fig.tight_layout()
+    return fig
+
+
+PLOTTERS = {"faller": plot_faller, "percentiles": plot_percentiles, "histogram": plot_histogram,
+            "timeseries": plot_timeseries}
+
+
+def render(fig, fmt):
+    """Figure -> bytes of PNG or SVG; closes the figure."""
+    plt = _pyplot()
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def make_plots(runs, kinds=DEFAULT_KINDS, formats=("png", "svg")):
+    """{plot name: {format: bytes}} for the four plots."""
+    out = {}
+    for name in PLOTS:
+        out[name] = {}
+        for fmt in formats:
+            out[name][fmt] = render(PLOTTERS[name](runs, kinds), fmt)
+    return out

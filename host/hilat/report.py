@@ -1,0 +1,269 @@
+"""Reports on one or more runs: Faller's tables, tail percentiles, misses, losses; text, Markdown, JSON,
+CSV and a self-contained HTML page with the plots.
+
+Everything is built from one document (``build_report``), whose JSON form is the documented summary
+format (``docs/report-schema.md``, ``docs/hilat-report.schema.json``), so every output format shows
+the same numbers.
+"""
+
+import csv
+import io
+import json
+from datetime import datetime, timezone
+
+import numpy as np
+
+from hilat import analysis
+
+REPORT_FORMAT = "hilat-report"
+REPORT_VERSION = 1
+SUBSETS = [("all", "all samples"), ("untagged", "excluding tagged samples")]
+STAT_KEYS = ["min", "median", "max", "mean", "std"]
+# Kinds in the main tables: the two stimulus responses (Faller's "interrupt acknowledge" and
+# "context switching"; SSC's interrupt service and interrupt task response), then the rest.
+MAIN_KINDS = [k for k, _ in analysis.KINDS]
+
+
+def _ns(value, tick_ns):
+    return None if value is None else value * tick_ns
+
+
+def kind_row(values_ticks, stimuli, tick_ns):
+    """One statistics row: counts, the miss share, and the statistics in ticks and in ns."""
+    ok = values_ticks[values_ticks != analysis.MISSING]
+    st = analysis.stats(ok)
+    ticks = {k: st[k] for k in STAT_KEYS}
+    ticks["percentiles"] = st["percentiles"]
+    ns = {k: _ns(st[k], tick_ns) for k in STAT_KEYS}
+    ns["percentiles"] = {k: _ns(v, tick_ns) for k, v in st["percentiles"].items()}
+    misses = int(stimuli - len(ok))
+    return {"stimuli": int(stimuli), "count": st["count"], "misses": misses,
+            "miss_share": (misses / stimuli) if stimuli else None, "ticks": ticks, "ns": ns}
+
+
+def run_summary(run):
+    """The report document's entry for one run (see docs/report-schema.md)."""
+    pairing = run.pairing
+    subsets = {}
+    for name, _title in SUBSETS:
+        sel = pairing if name == "all" else pairing.untagged()
+        subsets[name] = {kind: kind_row(sel.latency(kind), len(sel), run.tick_ns) for kind in MAIN_KINDS}
+        subsets[name]["duplicates"] = {"isr": int(sel.isr_duplicates.sum()), "task": int(sel.task_duplicates.sum())}
+    worst = {}
+    for kind in ("stim_to_isr", "stim_to_task"):
+        lat = pairing.latency(kind)
+        if (lat != analysis.MISSING).any():
+            i = int(np.argmax(lat))
+            worst[kind] = {"stimulus_index": i, "stimulus_tick": int(pairing.stim_tick[i]),
+                           "ticks": int(lat[i]), "ns": float(lat[i] * run.tick_ns),
+                           "tagged": bool(pairing.tag_in_window[i])}
+    rig = run.meta.get("rig") or {}
+    calibration = run.meta.get("calibration")
+    resolution = [f"1 tick = {run.tick_ns:.6g} ns (ts {run.ts_hz / 1e6:.6f} MHz"
+                  + (", calibrated)" if calibration and calibration.get("ts_hz") else ", nominal, uncalibrated)")]
+    if calibration:
+        resolution += list(calibration.get("statement") or [])
+    else:
+        resolution.append("no calibration in force: the rig's own pin-to-pin offset is not subtracted")
+    settings = run.meta.get("settings") or {}
+    return {
+        "label": run.label,
+        "path": str(run.path),
+        "started": run.meta.get("started"),
+        "rig": {k: rig.get(k) for k in ("gateware", "firmware", "ts_hz", "sys_hz")},
+        "ts_hz": run.ts_hz,
+        "tick_ns": run.tick_ns,
+        "offset_ticks": run.offset_ticks,
+        "deadline_ticks": run.deadline_ticks,
+        "stimulus": settings.get("stimulus"),
+        "dut_settings": (run.meta.get("extra") or {}).get("dut_settings"),
+        "stimuli": len(pairing),
+        "tagged": int(pairing.tag_in_window.sum()),
+        "edges": int(len(run.ticks)),
+        "edges_source": run.edges_source,
+        "resolution": resolution,
+        "losses": run.losses(),
+        "problems": run.problems(),
+        "worst": worst,
+        "subsets": subsets,
+    }
+
+
+def build_report(runs):
+    from hilat import __version__
+
+    return {
+        "format": REPORT_FORMAT,
+        "version": REPORT_VERSION,
+        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "hilat_version": __version__,
+        "kinds": {k: t for k, t in analysis.KINDS},
+        "percentiles": [analysis.percentile_label(p) for p in analysis.PERCENTILES],
+        "percentile_min_samples": {analysis.percentile_label(p): analysis.samples_needed(p)
+                                   for p in analysis.PERCENTILES},
+        "runs": [run_summary(r) for r in runs],
+    }
+
+
+# ---- text, Markdown, HTML --------------------------------------------------------------------------
+
+def _fmt(v, digits=1):
+    if v is None:
+        return "-"
+    return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+
+
+def blocks(doc):
+    """The report as a list of blocks: ("heading", text), ("table", header, rows), ("note", text),
+    ("list", [(item, [sub-items])]). Faller's layout: a table per latency kind with one row per run
+    (min, med, max, average, std dev) in ns; then tail percentiles, misses and losses, resolution."""
+    out = []
+    runs = doc["runs"]
+    for subset, subset_title in SUBSETS:
+        if subset == "untagged" and not any(r["tagged"] for r in runs):
+            continue
+        for kind, title in analysis.KINDS:
+            if subset == "untagged" and kind.endswith("duration"):
+                continue
+            out.append(("heading", f"{title} (ns), {subset_title}"))
+            rows = []
+            for r in runs:
+                row = r["subsets"][subset][kind]
+                share = row["miss_share"]
+                rows.append([r["label"], row["count"], row["misses"],
+                             "-" if share is None else f"{100 * share:.3f}%"]
+                            + [_fmt(row["ns"][k], 1) for k in STAT_KEYS])
+            out.append(("table", ["run", "count", "misses", "missed", "min", "med", "max", "average", "std dev"],
+                        rows))
+    for kind in ("stim_to_isr", "stim_to_task"):
+        out.append(("heading", f"{doc['kinds'][kind]}: percentiles (ns)"))
+        rows, unsupported = [], set()
+        for r in runs:
+            pcts = r["subsets"]["all"][kind]["ns"]["percentiles"]
+            rows.append([r["label"]] + [_fmt(pcts[p], 1) for p in doc["percentiles"]]
+                        + [_fmt(r["subsets"]["all"][kind]["ns"]["max"], 1)])
+            unsupported |= {p for p, v in pcts.items() if v is None}
+        out.append(("table", ["run"] + doc["percentiles"] + ["max"], rows))
+        if unsupported:
+            need = ", ".join(f"{p} needs {doc['percentile_min_samples'][p]}" for p in doc["percentiles"]
+                             if p in unsupported)
+            out.append(("note", f"'-': too few samples to support that percentile ({need})."))
+    out.append(("heading", "worst cases, duplicates, losses"))
+    rows = []
+    for r in runs:
+        w = r["worst"].get("stim_to_isr")
+        worst = (f"{w['ns']:.1f} ns at stimulus {w['stimulus_index']}" + (" (tagged)" if w["tagged"] else "")
+                 if w else "-")
+        d = r["subsets"]["all"]["duplicates"]
+        rows.append([r["label"], r["stimuli"], r["tagged"], worst, d["isr"], d["task"], sum(r["losses"].values())])
+    out.append(("table", ["run", "stimuli", "tagged", "worst stimulus -> ISR", "dup ISR", "dup task", "lost events"],
+                rows))
+    out.append(("heading", "resolution and run conditions"))
+    out.append(("list", [(f"{r['label']}: {r['stimuli']} stimuli, rig {r['rig'].get('gateware')}, {r['path']}",
+                          r["resolution"] + r["problems"]) for r in runs]))
+    return out
+
+
+def _text_table(header, rows, markdown):
+    if markdown:
+        out = ["| " + " | ".join(header) + " |", "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|"]
+        return out + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+
+    def line(r):
+        return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    return [line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
+
+
+def format_text(doc, markdown=False):
+    labels = ", ".join(r["label"] for r in doc["runs"])
+    out = [f"# hilat report: {labels}" if markdown else f"hilat report: {len(doc['runs'])} run(s): {labels}", ""]
+    for block in blocks(doc):
+        if block[0] == "heading":
+            out += [f"### {block[1]}", ""] if markdown else [block[1], "=" * len(block[1])]
+        elif block[0] == "table":
+            out += _text_table(block[1], block[2], markdown) + [""]
+        elif block[0] == "note":
+            out += [block[1], ""]
+        elif block[0] == "list":
+            for item, subs in block[1]:
+                out += [("- " if markdown else "") + item] + [("  - " if markdown else "  ") + s for s in subs]
+            out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
+td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}h2{margin-top:1.6em}
+img{max-width:100%;border:1px solid #eee}.note{color:#555;font-size:.9em}"""
+
+
+def format_html(doc, images):
+    """A self-contained page: tables plus the plots embedded as data: URIs (reads offline).
+    ``images``: {title: png bytes}."""
+    import base64
+    import html
+
+    esc = html.escape
+    labels = ", ".join(r["label"] for r in doc["runs"])
+    out = ["<!DOCTYPE html>", "<html lang=en><head><meta charset=utf-8>",
+           f"<title>hilat report: {esc(labels)}</title><style>{_CSS}</style></head><body>",
+           f"<h1>hilat report: {esc(labels)}</h1>",
+           f"<p class=note>generated {esc(doc['generated'])} by hilat {esc(doc['hilat_version'])}</p>"]
+    for title, png in images.items():
+        data = base64.b64encode(png).decode("ascii")
+        out.append(f"<h2>{esc(title)}</h2><img alt=\"{esc(title)}\" src=\"data:image/png;base64,{data}\">")
+    for block in blocks(doc):
+        if block[0] == "heading":
+            out.append(f"<h2>{esc(block[1])}</h2>")
+        elif block[0] == "table":
+            out.append("<table><tr>" + "".join(f"<th>{esc(str(h))}</th>" for h in block[1]) + "</tr>")
+            out += ["<tr>" + "".join(f"<td>{esc(str(c))}</td>" for c in r) + "</tr>" for r in block[2]]
+            out.append("</table>")
+        elif block[0] == "note":
+            out.append(f"<p class=note>{esc(block[1])}</p>")
+        elif block[0] == "list":
+            out.append("<ul>")
+            for item, subs in block[1]:
+                out.append(f"<li>{esc(item)}<ul>" + "".join(f"<li>{esc(s)}</li>" for s in subs) + "</ul></li>")
+            out.append("</ul>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def format_json(doc):
+    return json.dumps(doc, indent=1) + "\n"
+
+
+CSV_COLUMNS = ["run", "subset", "kind", "stimuli", "count", "misses", "miss_share", "unit"]
+
+
+def format_csv(doc):
+    """One row per run, subset, kind and unit (ticks and ns), with every statistic and percentile."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS + STAT_KEYS + doc["percentiles"])
+    for r in doc["runs"]:
+        for subset, _ in SUBSETS:
+            for kind in MAIN_KINDS:
+                row = r["subsets"][subset][kind]
+                for unit in ("ticks", "ns"):
+                    vals = row[unit]
+                    w.writerow([r["label"], subset, kind, row["stimuli"], row["count"], row["misses"],
+                                "" if row["miss_share"] is None else f"{row['miss_share']:.9g}", unit]
+                               + ["" if vals[k] is None else f"{vals[k]:.12g}" for k in STAT_KEYS]
+                               + ["" if vals["percentiles"][p] is None else f"{vals['percentiles'][p]:.12g}"
+                                  for p in doc["percentiles"]])
+    return buf.getvalue()
+
+
+def format_report(doc, fmt):
+    if fmt == "text":
+        return format_text(doc)
+    if fmt == "markdown":
+        return format_text(doc, markdown=True)
+    if fmt == "json":
+        return format_json(doc)
+    if fmt == "csv":
+        return format_csv(doc)
+    raise ValueError(f"unknown report format {fmt!r}")

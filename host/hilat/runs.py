@@ -1,0 +1,158 @@
+"""A run directory, loaded back for reports, comparisons and exports.
+
+The edges come from ``events.csv``; when it is missing they are decoded again from ``raw.bin`` (the
+bytes exactly as received). Latencies are always recomputed from the edges, so a report reflects the
+pairing rules and the calibration of the run, not whatever an older tool wrote.
+"""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hilat import analysis
+
+
+class RunError(Exception):
+    """A run directory that cannot be read; the message says which file and why."""
+
+
+@dataclass
+class Run:
+    path: Path
+    meta: dict
+    ticks: np.ndarray           # edge ticks (int64), sorted
+    chans: np.ndarray           # edge channel (uint8)
+    levels: np.ndarray          # level after the edge (uint8)
+    ts_hz: float                # tick frequency used for ns (calibrated when a calibration was in force)
+    offset_ticks: int           # calibrated rig offset, subtracted from stimulus -> response latencies
+    roles: analysis.Channels
+    deadline_ticks: int | None
+    edges_source: str           # "events.csv" or "raw.bin"
+    _pairing: analysis.Pairing | None = field(default=None, repr=False)
+
+    @property
+    def label(self):
+        return self.meta.get("label") or self.path.name
+
+    @property
+    def tick_ns(self):
+        return 1e9 / self.ts_hz
+
+    @property
+    def end_tick(self):
+        return int(self.ticks[-1]) + 1 if len(self.ticks) else 0
+
+    @property
+    def pairing(self):
+        if self._pairing is None:
+            self._pairing = analysis.pair(self.ticks, self.chans, self.levels, self.roles, self.deadline_ticks,
+                                          end_tick=self.end_tick, offset_ticks=self.offset_ticks)
+        return self._pairing
+
+    def losses(self):
+        """Everything the run lost on the way, as {what: count}; empty when nothing was lost."""
+        counters = self.meta.get("counters") or {}
+        dec = counters.get("decoder") or {}
+        out = {}
+        for key in ("lost", "corrupt", "malformed", "wrong_version", "unknown_type"):
+            if dec.get(key):
+                out[f"frames {key}"] = int(dec[key])
+        dropped = counters.get("gateware_dropped_per_channel") or []
+        if any(dropped):
+            out["edges dropped in gateware (FIFO full)"] = int(sum(dropped))
+        if counters.get("gateware_overflow_markers"):
+            out["gateware overflow markers"] = int(counters["gateware_overflow_markers"])
+        return out
+
+    def problems(self):
+        """Conditions a reader must see next to the figures (interrupted, errors, losses)."""
+        out = []
+        if self.meta.get("error"):
+            out.append(f"the capture ended with an error: {self.meta['error']}")
+        if self.meta.get("interrupted"):
+            out.append("the capture was interrupted (Ctrl-C): the figures cover what was captured")
+        for what, n in self.losses().items():
+            out.append(f"LOST: {n} {what}")
+        return out
+
+
+def _read_json(path):
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RunError(f"{path.parent}: no {path.name} (is this a hilat run directory?)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise RunError(f"{path}: not valid JSON ({e})") from None
+
+
+def read_events_csv(path):
+    """events.csv (tick,channel,level,tag) -> (ticks, chans, levels); fast, and strict about shape."""
+    data = path.read_bytes()
+    header, _, body = data.partition(b"\n")
+    if header.strip() != b"tick,channel,level,tag":
+        raise RunError(f"{path}: unexpected header {header[:60]!r}")
+    body = body.strip()
+    if not body:
+        return np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.uint8)
+    flat = body.replace(b"\r", b"").replace(b"\n", b",")
+    try:
+        values = np.array(flat.split(b","), dtype=np.int64)
+    except ValueError:
+        raise RunError(f"{path}: a field is not a whole number") from None
+    if len(values) % 4:
+        raise RunError(f"{path}: rows must have 4 fields (tick,channel,level,tag)")
+    table = values.reshape(-1, 4)
+    if (table[:, 1] < 0).any() or (table[:, 1] > 7).any() or ((table[:, 2] != 0) & (table[:, 2] != 1)).any():
+        raise RunError(f"{path}: channel must be 0..7 and level 0 or 1")
+    return table[:, 0], table[:, 1].astype(np.uint8), table[:, 2].astype(np.uint8)
+
+
+def read_raw(path):
+    """Decode raw.bin again: (ticks, chans, levels, decoder counters)."""
+    from hilat import protocol as p
+
+    decoder = p.FrameDecoder()
+    records = []
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            for frame in decoder.feed(chunk):
+                if isinstance(frame.msg, p.Events):
+                    records.extend(frame.msg.records)
+    ticks, chans, levels = analysis.edges_from_records(records)
+    return ticks.astype(np.int64), chans, levels, decoder.counters()
+
+
+def load_run(path):
+    path = Path(path)
+    if not path.exists():
+        raise RunError(f"{path}: no such run directory")
+    if not path.is_dir():
+        raise RunError(f"{path}: not a directory (give the run directory, e.g. runs/20260101-120000-demo)")
+    meta = _read_json(path / "meta.json")
+    if not isinstance(meta, dict) or meta.get("format") != "hilat-run":
+        raise RunError(f"{path / 'meta.json'}: not a hilat run description (format is not 'hilat-run')")
+    rig = meta.get("rig")
+    if not rig:
+        raise RunError(f"{path}: the capture never identified the rig ({meta.get('error') or 'no rig data'}); "
+                       "there is nothing to report")
+    if (path / "events.csv").exists():
+        ticks, chans, levels = read_events_csv(path / "events.csv")
+        source = "events.csv"
+    elif (path / "raw.bin").exists():
+        ticks, chans, levels, _ = read_raw(path / "raw.bin")
+        source = "raw.bin"
+    else:
+        raise RunError(f"{path}: neither events.csv nor raw.bin is there")
+    if len(ticks) and np.any(ticks[1:] < ticks[:-1]):
+        order = np.argsort(ticks, kind="stable")
+        ticks, chans, levels = ticks[order], chans[order], levels[order]
+    settings = meta.get("settings") or {}
+    stim = settings.get("stimulus") or {}
+    calibration = meta.get("calibration") or {}
+    roles = analysis.Channels(stimulus_active=0 if stim.get("invert") else 1, tag=int(rig.get("tag_channel", 5)))
+    return Run(path=path, meta=meta, ticks=ticks, chans=chans, levels=levels,
+               ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]),
+               offset_ticks=int(calibration.get("offset_ticks") or 0), roles=roles,
+               deadline_ticks=settings.get("deadline_ticks"), edges_source=source)
