@@ -4,6 +4,9 @@
     hilat capture URL [options]        run stimuli, record every edge, write a run directory
     hilat sim [options]                start the simulated rig and DUT; print the URL
     hilat demo [options]               sim + capture + summary in one command
+    hilat report RUN... [options]      Faller tables, percentiles, plots, HTML (one or more runs)
+    hilat compare RUN_A RUN_B          side by side, with the difference at each percentile
+    hilat export RUN --csv/--parquet/--hlog/--vcd   samples, HDR interval log, raw edges
 """
 
 import argparse
@@ -219,6 +222,88 @@ def cmd_demo(args):
     return code
 
 
+def _load_runs(paths):
+    from hilat.runs import load_run
+
+    return [load_run(p) for p in paths]
+
+
+def _write_output(text, path):
+    if path is None or str(path) == "-":
+        sys.stdout.write(text)
+    else:
+        Path(path).write_text(text)
+        log.info("wrote %s", path)
+
+
+def cmd_report(args):
+    from hilat import plots, report
+
+    runs = _load_runs(args.runs)
+    doc = report.build_report(runs)
+    _write_output(report.format_report(doc, args.format), args.output)
+    if args.plots or args.html:
+        kinds = args.kinds or plots.DEFAULT_KINDS
+        formats = ("png", "svg") if args.plots else ("png",)
+        images = plots.make_plots(runs, kinds, formats)
+        if args.plots:
+            args.plots.mkdir(parents=True, exist_ok=True)
+            for name, by_fmt in images.items():
+                for fmt, data in by_fmt.items():
+                    (args.plots / f"{name}.{fmt}").write_bytes(data)
+            log.info("wrote %d plots (PNG and SVG) to %s", len(images), args.plots)
+        if args.html:
+            titles = {"faller": "latency vs percentile (Faller: log latency, exponential percentile)",
+                      "percentiles": "percentile distribution (HdrHistogram: x = 1/(1-p))",
+                      "histogram": "histogram (log-log)", "timeseries": "latency over the run"}
+            html = report.format_html(doc, {titles[n]: images[n]["png"] for n in plots.PLOTS})
+            args.html.write_text(html)
+            log.info("wrote %s", args.html)
+    return 0
+
+
+def cmd_compare(args):
+    from hilat import report
+
+    cmp = report.compare_document(report.build_report(_load_runs([args.run_a, args.run_b])))
+    if args.format == "json":
+        text = json.dumps(cmp, indent=1) + "\n"
+    else:
+        text = report.format_compare(cmp, markdown=args.format == "markdown")
+    _write_output(text, args.output)
+    return 0
+
+
+def cmd_export(args):
+    from hilat import export
+
+    (run,) = _load_runs([args.run])
+    wanted = {k: getattr(args, k) for k in ("csv", "parquet", "hlog", "vcd") if getattr(args, k) is not None}
+    if not wanted:
+        raise UsageError("say what to export: --csv, --parquet, --hlog and/or --vcd")
+    defaults = {"csv": "samples.csv", "parquet": "samples.parquet", "hlog": f"{args.kind}.hlog", "vcd": "edges.vcd"}
+    for what, target in wanted.items():
+        path = Path(target) if target else run.path / defaults[what]
+        if what == "csv":
+            export.write_csv(run, path)
+        elif what == "parquet":
+            export.write_parquet(run, path)
+        elif what == "hlog":
+            n = export.write_hlog(run, path, kind=args.kind, interval_s=args.interval)
+            log.info("%d intervals of %g s", n, args.interval)
+        else:
+            export.write_vcd(run, path)
+        print(path)
+    return 0
+
+
+def _seconds(text):
+    value = TimeValue(text)
+    if value.unit.startswith("tick"):
+        raise argparse.ArgumentTypeError(f"give a time with a unit (e.g. 1s, 100ms), not ticks: {text!r}")
+    return value.value * _UNITS[value.unit]
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="hilat", description="Measure a device's real-time latency with "
                                      "the hilat FPGA rig.")
@@ -251,6 +336,37 @@ def build_parser():
     _add_capture_options(d)
     add_sim_options(d)
     d.set_defaults(func=cmd_demo)
+
+    from hilat.analysis import KINDS
+
+    kind_names = [k for k, _ in KINDS]
+    r = sub.add_parser("report", help="latency tables, percentiles and plots of one or more runs")
+    r.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories (overlaid in tables and plots)")
+    r.add_argument("--format", choices=["text", "markdown", "json", "csv"], default="text",
+                   help="format of the report on stdout (default text)")
+    r.add_argument("-o", "--output", type=Path, help="write the report here instead of stdout")
+    r.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report with plots")
+    r.add_argument("--plots", type=Path, metavar="DIR", help="also write the four plots as PNG and SVG")
+    r.add_argument("--kinds", nargs="+", choices=kind_names, help="latencies to plot (default stim_to_isr "
+                   "stim_to_task)")
+    r.set_defaults(func=cmd_report)
+
+    c = sub.add_parser("compare", help="two runs side by side")
+    c.add_argument("run_a", type=Path, metavar="RUN_A")
+    c.add_argument("run_b", type=Path, metavar="RUN_B")
+    c.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    c.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
+    c.set_defaults(func=cmd_compare)
+
+    e = sub.add_parser("export", help="samples (CSV, Parquet), HDR interval log, VCD of the raw edges")
+    e.add_argument("run", type=Path, metavar="RUN")
+    for what, default in (("csv", "samples.csv"), ("parquet", "samples.parquet"), ("hlog", "KIND.hlog"),
+                          ("vcd", "edges.vcd")):
+        e.add_argument(f"--{what}", nargs="?", const="", metavar="FILE", help=f"default RUN/{default}")
+    e.add_argument("--kind", choices=kind_names, default="stim_to_isr", help="latency in the .hlog (default "
+                   "stim_to_isr)")
+    e.add_argument("--interval", type=_seconds, default=1.0, help="HDR log interval in rig time (default 1s)")
+    e.set_defaults(func=cmd_export)
     return parser
 
 
@@ -265,10 +381,11 @@ def main(argv=None):
         from targets import sim
         args.dut_model = str(sim.DEFAULT_DUT)
     from hilat.rig import RigError
+    from hilat.runs import RunError
     from hilat.transport import TransportError
     try:
         return args.func(args)
-    except (RigError, TransportError) as e:
+    except (RigError, TransportError, RunError) as e:
         log.error("%s", e)
         return 1
     except UsageError as e:

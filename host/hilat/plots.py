@@ -189,7 +189,7 @@ def plot_timeseries(runs, kinds=DEFAULT_KINDS, max_points=20000):
                 np.fmax.at(ymax, idx, y[ok])
                 line, = ax.plot(bins[:-1], ymax, linewidth=0.6, label=f"{run.label} (max per bin)")
             else:
-                line, = ax.plot(t[ok], y[ok], ".", markersize=2, label=run.label)
+                line, = ax.plot(t[ok], y[ok], ".", markersize=2, label=run.label, rasterized=True)
             missed = ~ok
             if missed.any():
                 # A miss has no latency: a short mark at the top of the axes, at its time.

@@ -267,3 +267,67 @@ def format_report(doc, fmt):
     if fmt == "csv":
         return format_csv(doc)
     raise ValueError(f"unknown report format {fmt!r}")
+
+
+# ---- comparison of two runs ------------------------------------------------------------------------
+
+COMPARE_KINDS = ["stim_to_isr", "stim_to_task", "isr_to_task"]
+
+
+def compare_document(doc):
+    """Two runs side by side: each statistic and percentile of A and B in ns, B - A, and B / A."""
+    a, b = doc["runs"]
+    kinds = {}
+    for kind in COMPARE_KINDS:
+        ra, rb = a["subsets"]["all"][kind], b["subsets"]["all"][kind]
+        rows = []
+
+        def add(name, va, vb, rows=rows):
+            diff = None if va is None or vb is None else vb - va
+            ratio = None if va in (None, 0) or vb is None else vb / va
+            rows.append({"statistic": name, "a": va, "b": vb, "b_minus_a": diff, "b_over_a": ratio})
+        add("count", ra["count"], rb["count"])
+        add("missed %", None if ra["miss_share"] is None else 100 * ra["miss_share"],
+            None if rb["miss_share"] is None else 100 * rb["miss_share"])
+        add("min", ra["ns"]["min"], rb["ns"]["min"])
+        for p in doc["percentiles"]:
+            add(p, ra["ns"]["percentiles"][p], rb["ns"]["percentiles"][p])
+        for k in ("max", "mean", "std"):
+            add(k, ra["ns"][k], rb["ns"][k])
+        kinds[kind] = {"rows": rows, "worst_a": a["worst"].get(kind), "worst_b": b["worst"].get(kind)}
+    return {"format": "hilat-compare", "version": REPORT_VERSION, "a": a["label"], "b": b["label"],
+            "a_path": a["path"], "b_path": b["path"], "kinds": kinds, "report": doc}
+
+
+def format_compare(cmp, markdown=False):
+    doc = cmp["report"]
+    a_name, b_name = cmp["a"], cmp["b"]
+    if a_name == b_name:
+        a_name, b_name = f"A {a_name}", f"B {b_name}"
+    out = [f"{'# ' if markdown else ''}hilat compare: A = {cmp['a_path']}, B = {cmp['b_path']}", ""]
+    for kind, body in cmp["kinds"].items():
+        title = f"{doc['kinds'][kind]} (ns)"
+        out += [f"### {title}", ""] if markdown else [title, "=" * len(title)]
+        rows = []
+        for r in body["rows"]:
+            digits = 3 if r["statistic"] == "missed %" else 1
+            cells = [_fmt(None if r[k] is None else float(r[k]), digits) if r["statistic"] != "count"
+                     else _fmt(r[k]) for k in ("a", "b", "b_minus_a")]
+            if r["b_minus_a"] is not None and r["statistic"] != "count" and r["b_minus_a"] > 0:
+                cells[2] = "+" + cells[2]
+            ratio = "-" if r["b_over_a"] is None else f"{r['b_over_a']:.3f}"
+            rows.append([r["statistic"]] + cells + [ratio])
+        out += _text_table(["", a_name, b_name, "B - A", "B / A"], rows, markdown) + [""]
+        for side, name in (("worst_a", a_name), ("worst_b", b_name)):
+            w = body[side]
+            if w:
+                out.append(f"worst case {name}: {w['ns']:.1f} ns at stimulus {w['stimulus_index']} "
+                           f"(tick {w['stimulus_tick']}){', tagged' if w['tagged'] else ''}")
+        out.append("")
+    for r in doc["runs"]:
+        for line in r["problems"]:
+            out.append(f"{r['label']}: {line}")
+    if doc["runs"][0]["tick_ns"] != doc["runs"][1]["tick_ns"]:
+        out.append("note: the two runs have different tick periods "
+                   f"({doc['runs'][0]['tick_ns']:g} and {doc['runs'][1]['tick_ns']:g} ns)")
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,120 @@
+"""``hilat export``: a run's samples as CSV or Parquet, its latencies as an HdrHistogram interval log,
+and its raw edges as a VCD that GTKWave and PulseView open."""
+
+import csv
+from datetime import datetime
+
+import numpy as np
+
+from hilat import analysis
+
+# Channel names in the VCD and in exports, by the SoC's wiring (docs/wiring.md).
+CHANNEL_NAMES = {0: "stim0", 1: "stim1", 2: "isr", 3: "task", 4: "spare", 5: "tag", 6: "in6", 7: "in7"}
+
+
+def sample_columns(run):
+    """{column: array}: one row per stimulus, every latency in ticks and ns (-1 / NaN: missed)."""
+    p = run.pairing
+    cols = {"index": np.arange(len(p), dtype=np.int64), "stimulus_tick": p.stim_tick.astype(np.int64),
+            "time_s": (p.stim_tick - (p.stim_tick[0] if len(p) else 0)) / run.ts_hz}
+    for kind, _ in analysis.KINDS:
+        lat = p.latency(kind)
+        cols[f"{kind}_ticks"] = lat.astype(np.int64)
+        cols[f"{kind}_ns"] = np.where(lat == analysis.MISSING, np.nan, lat * run.tick_ns)
+    cols["tag_at_stimulus"] = p.tag_at_stimulus.astype(np.uint8)
+    cols["tag_in_window"] = p.tag_in_window.astype(np.uint8)
+    cols["isr_duplicates"] = p.isr_duplicates.astype(np.int64)
+    cols["task_duplicates"] = p.task_duplicates.astype(np.int64)
+    return cols
+
+
+def write_csv(run, path):
+    cols = sample_columns(run)
+    names = list(cols)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(names)
+        fmt = [(lambda v: "" if np.isnan(v) else f"{v:.3f}") if cols[n].dtype.kind == "f" else str for n in names]
+        fmt[names.index("time_s")] = lambda v: f"{v:.9f}"
+        for i in range(len(cols["index"])):
+            w.writerow([f(cols[n][i]) for f, n in zip(fmt, names)])
+
+
+def write_parquet(run, path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols = sample_columns(run)
+    table = pa.table(cols)
+    meta = {b"hilat.label": run.label.encode(), b"hilat.ts_hz": repr(run.ts_hz).encode(),
+            b"hilat.offset_ticks": str(run.offset_ticks).encode()}
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
+    pq.write_table(table, path)
+
+
+def write_hlog(run, path, kind="stim_to_isr", interval_s=1.0, significant_figures=3):
+    """HdrHistogram interval log of one latency kind, values in ns, one histogram per ``interval_s``
+    of rig time (by stimulus time). HdrHistogram's HistogramLogProcessor and our reader both read it."""
+    from hilat import hdr
+
+    p = run.pairing
+    lat = p.latency(kind)
+    ok = lat != analysis.MISSING
+    ns = np.round(lat[ok] * run.tick_ns).astype(np.int64)
+    t = (p.stim_tick[ok] - (p.stim_tick[0] if len(p) else 0)) / run.ts_hz
+    highest = max(int(ns.max()) if len(ns) else 1, 2) * 2
+    intervals = []
+    n_intervals = int(t[-1] // interval_s) + 1 if len(t) else 0
+    idx = (t // interval_s).astype(np.int64) if len(t) else np.zeros(0, np.int64)
+    for k in range(n_intervals):
+        h = hdr.HdrHistogram(lowest=1, highest=highest, significant_figures=significant_figures)
+        h.record(np.maximum(ns[idx == k], 1))
+        intervals.append((k * interval_s, interval_s, h))
+    started = run.meta.get("started")
+    start_time = datetime.fromisoformat(started).timestamp() if started else 0.0
+    hdr.write_hlog(path, intervals, start_time=start_time, base_time=start_time, max_value_unit_ratio=1e6)
+    return len(intervals)
+
+
+def vcd_timescale(ts_hz):
+    """(timescale text, femtoseconds per unit, units per tick): the coarsest VCD unit (1/10/100 x s..fs)
+    in which a tick is a whole number; 1 fs with rounding when no unit fits exactly."""
+    tick_fs = 1e15 / ts_hz
+    for exp in range(15, -1, -1):
+        unit_fs = 10 ** exp
+        if tick_fs >= unit_fs and abs(tick_fs / unit_fs - round(tick_fs / unit_fs)) < 1e-9 * tick_fs / unit_fs:
+            names = ["fs", "ps", "ns", "us", "ms", "s"]
+            return f"{10 ** (exp % 3)} {names[exp // 3]}", unit_fs, round(tick_fs / unit_fs)
+    return "1 fs", 1, tick_fs
+
+
+def write_vcd(run, path):
+    """Every captured edge as a VCD: one wire per channel, times relative to the first edge (its
+    absolute tick in the header), in the coarsest unit that represents a tick exactly."""
+    scale_text, _unit_fs, per_tick = vcd_timescale(run.ts_hz)
+    ticks, chans, levels = run.ticks, run.chans, run.levels
+    present = sorted({int(c) for c in np.unique(chans)}) or [0]
+    ids = {ch: chr(33 + i) for i, ch in enumerate(present)}
+    t0 = int(ticks[0]) if len(ticks) else 0
+    with open(path, "w") as f:
+        f.write(f"$date {run.meta.get('started') or ''} $end\n")
+        f.write(f"$version hilat export, run {run.label} $end\n")
+        f.write(f"$comment tick 0 of this file is rig tick {t0}; 1 tick = {run.tick_ns:g} ns $end\n")
+        f.write(f"$timescale {scale_text} $end\n$scope module hilat $end\n")
+        for ch in present:
+            f.write(f"$var wire 1 {ids[ch]} {CHANNEL_NAMES.get(ch, f'ch{ch}')} $end\n")
+        f.write("$upscope $end\n$enddefinitions $end\n")
+        # Initial values: the level before each channel's first edge (edges toggle), else 0.
+        f.write("#0\n$dumpvars\n")
+        for ch in present:
+            first = np.flatnonzero(chans == ch)
+            f.write(f"{1 - int(levels[first[0]]) if len(first) else 0}{ids[ch]}\n")
+        f.write("$end\n")
+        last_time = 0
+        for tick, ch, lv in zip(ticks.tolist(), chans.tolist(), levels.tolist()):
+            time = round((tick - t0) * per_tick)
+            if time != last_time:
+                f.write(f"#{time}\n")
+                last_time = time
+            f.write(f"{lv}{ids[ch]}\n")
+    return len(ticks)
