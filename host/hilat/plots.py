@@ -70,6 +70,13 @@ def _plain_log(axis):
     axis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
 
 
+def _legend(ax, **kw):
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, **kw)
+    else:
+        ax.text(0.5, 0.5, "no samples", transform=ax.transAxes, ha="center", va="center", color="gray")
+
+
 def _title(kind):
     return analysis.KIND_TITLES[kind]
 
@@ -97,7 +104,7 @@ def plot_faller(runs, kinds=DEFAULT_KINDS, lam=FALLER_LAMBDA):
         ax.set_ylabel(f"latency ({unit}, log)")
         ax.set_title(_title(kind))
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        _legend(ax)
     fig.tight_layout()
     return fig
 
@@ -127,7 +134,7 @@ def plot_percentiles(runs, kinds=DEFAULT_KINDS):
         ax.set_ylabel(f"latency ({unit})")
         ax.set_title(f"{_title(kind)}: percentile distribution")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        _legend(ax)
     fig.tight_layout()
     return fig
 
@@ -163,7 +170,7 @@ def plot_histogram(runs, kinds=DEFAULT_KINDS):
         ax.set_ylabel("samples (log)")
         ax.set_title(f"{_title(kind)}: histogram")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        _legend(ax)
     fig.tight_layout()
     return fig
 
@@ -200,7 +207,7 @@ def plot_timeseries(runs, kinds=DEFAULT_KINDS, max_points=20000):
         ax.set_ylabel(f"latency ({unit}, log)")
         ax.set_title(f"{_title(kind)} over the run")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, loc="upper right")
+        _legend(ax, loc="upper right")
     axes[-1, 0].set_xlabel("time since the first stimulus (s, rig clock)")
     fig.tight_layout()
     return fig

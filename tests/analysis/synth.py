@@ -1,0 +1,69 @@
+"""Synthetic run directories with known answers, in the layout `hilat capture` writes."""
+
+import csv
+import json
+
+import numpy as np
+
+TS_HZ = 50_000_000
+
+
+def dut_edges(stim_ticks, isr_latency, task_latency, isr_width=20, task_width=30, stim_width=10,
+              tag_spans=(), extra_isr=()):
+    """Edges (tick, channel, level) of stimuli on channel 0 and responses on channels 2 (ISR) and 3
+    (task); a latency of None is a miss. ``tag_spans``: (rise, fall) ticks of the tag (channel 5);
+    ``extra_isr``: ticks of additional ISR pulses (duplicates)."""
+    edges = []
+    for s, li, lt in zip(stim_ticks, isr_latency, task_latency):
+        edges += [(s, 0, 1), (s + stim_width, 0, 0)]
+        if li is not None:
+            edges += [(s + li, 2, 1), (s + li + isr_width, 2, 0)]
+        if lt is not None:
+            edges += [(s + lt, 3, 1), (s + lt + task_width, 3, 0)]
+    for t in extra_isr:
+        edges += [(t, 2, 1), (t + 3, 2, 0)]
+    for rise, fall in tag_spans:
+        edges += [(rise, 5, 1), (fall, 5, 0)]
+    edges.sort(key=lambda e: (e[0], e[1]))
+    return edges
+
+
+def write_run(run_dir, edges, label="synthetic", ts_hz=TS_HZ, deadline_ticks=None, calibration=None,
+              dut_settings=None, counters=None, **meta_extra):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "events.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["tick", "channel", "level", "tag"])
+        tag = 0
+        for tick, ch, level in edges:
+            if ch == 5:
+                tag = level
+            w.writerow([tick, ch, level, tag])
+    meta = {
+        "format": "hilat-run", "version": 1, "label": label, "url": "loop://",
+        "started": "2026-01-01T00:00:00+00:00",
+        "rig": {"version": 1, "ts_hz": ts_hz, "sys_hz": ts_hz, "n_stimulus": 2, "n_inputs": 4, "tag_channel": 5,
+                "fifo_depth": 1024, "pin_to_stamp_delay": 17, "capabilities": 63, "firmware": "hilat-fw 1",
+                "gateware": "synthetic 0000000"},
+        "settings": {"count": None, "deadline_ticks": deadline_ticks, "stimulus": {"mode": "dither", "invert": False}},
+        "interrupted": False, "error": None,
+        "counters": counters or {"decoder": {"frames_ok": 1, "lost": 0, "corrupt": 0},
+                                 "gateware_overflow_markers": 0, "gateware_dropped_per_channel": [0] * 6},
+        "calibration": calibration,
+        "extra": {"dut_settings": dut_settings or {}},
+        **meta_extra,
+    }
+    (run_dir / "meta.json").write_text(json.dumps(meta, indent=1))
+    return run_dir
+
+
+def random_run(run_dir, n=5000, seed=1, isr_base=50, shift=0, miss_every=0, label="random", **kw):
+    """Dithered stimuli with heavy-tailed latencies; returns (run_dir, isr latencies, task latencies)."""
+    rng = np.random.default_rng(seed)
+    stim = np.cumsum(rng.integers(4000, 6000, n)) + 1000
+    isr = (isr_base + shift + rng.geometric(0.05, n) + (rng.random(n) < 0.01) * rng.integers(300, 900, n))
+    task = isr + 80 + rng.integers(0, 30, n)
+    isr_l = [None if miss_every and i % miss_every == 0 else int(v) for i, v in enumerate(isr)]
+    task_l = [None if miss_every and i % miss_every == 0 else int(v) for i, v in enumerate(task)]
+    write_run(run_dir, dut_edges(stim.tolist(), isr_l, task_l), label=label, **kw)
+    return run_dir, isr_l, task_l

@@ -1,0 +1,200 @@
+"""`hilat report`, `compare` and `export` on synthetic runs with known answers; bad run directories."""
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+from hilat import analysis
+from hilat.cli import main
+from hilat.runs import load_run
+from synth import TS_HZ, dut_edges, random_run, write_run
+
+SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "hilat-report.schema.json").read_text())
+TICK_NS = 1e9 / TS_HZ
+
+
+@pytest.fixture
+def cli(capsys, caplog):
+    """Run the CLI in-process: (exit code, stdout, stderr + log messages), never a traceback."""
+    def run(*argv):
+        caplog.clear()
+        code = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        err += caplog.text
+        assert "Traceback" not in out + err
+        return code, out, err
+    return run
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    a, isr_a, _ = random_run(tmp_path / "a", n=3000, seed=11, label="load0", miss_every=100)
+    b, isr_b, _ = random_run(tmp_path / "b", n=3000, seed=11, shift=25, label="load1", miss_every=100)
+    return a, b, isr_a, isr_b
+
+
+def test_report_text_is_fallers_table_with_exact_values(tmp_path, cli):
+    stim = [1000, 6000, 11000, 16000, 21000]
+    run = write_run(tmp_path / "r", dut_edges(stim, [50, None, 75, 400, 60], [140, None, None, 500, 150]),
+                    label="hand")
+    code, out, _ = cli("report", run)
+    assert code == 0
+    # stimulus -> ISR: 50 60 75 400 ticks x 20 ns; median 67.5 ticks; mean 146.25; std by hand.
+    std = np.std([50, 60, 75, 400], ddof=1) * TICK_NS
+    row = re.search(r"^hand\s+4\s+1\s+20\.000%\s+1000\.0\s+1350\.0\s+8000\.0\s+2925\.0\s+(\S+)$", out, re.M)
+    assert row, out
+    assert float(row.group(1)) == pytest.approx(std, abs=0.05)
+    assert "stimulus -> task (ns), all samples" in out and "40.000%" in out
+    assert "p99.9 needs 1000" in out
+    assert "uncalibrated" in out
+
+
+def test_report_json_follows_schema_and_numpy(two_runs, cli):
+    a, b, isr_a, _ = two_runs
+    code, out, _ = cli("report", a, b, "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["format"] == "hilat-report" and doc["version"] == 1
+    row = doc["runs"][0]["subsets"]["all"]["stim_to_isr"]
+    valid = np.array([v for v in isr_a if v is not None])
+    assert row["misses"] == 30 and row["count"] == 2970 and row["miss_share"] == pytest.approx(0.01)
+    assert row["ticks"]["max"] == valid.max() and row["ns"]["max"] == valid.max() * TICK_NS
+    for p in ("p50", "p90", "p99"):
+        q = float(p[1:]) / 100
+        assert row["ticks"]["percentiles"][p] == np.quantile(valid, q, method="inverted_cdf")
+    assert row["ticks"]["percentiles"]["p99.9"] is not None and row["ticks"]["percentiles"]["p99.99"] is None
+
+
+def test_schema_rejects_a_document_without_version(two_runs, cli):
+    a, *_ = two_runs
+    _, out, _ = cli("report", a, "--format", "json")
+    doc = json.loads(out)
+    del doc["version"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, SCHEMA)
+
+
+def test_report_csv_markdown_html_and_plots(two_runs, tmp_path, cli):
+    a, b, *_ = two_runs
+    code, out, _ = cli("report", a, b, "--format", "csv")
+    rows = list(csv.DictReader(out.splitlines()))
+    assert code == 0 and len(rows) == 2 * 2 * len(analysis.KINDS) * 2
+    isr_ns = [r for r in rows if r["run"] == "load1" and r["kind"] == "stim_to_isr" and r["subset"] == "all"
+              and r["unit"] == "ns"][0]
+    assert float(isr_ns["max"]) == load_run(b).pairing.isr_latency.max() * TICK_NS
+    code, out, _ = cli("report", a, "--format", "markdown")
+    assert code == 0 and "| run | count | misses | missed | min | med | max | average | std dev |" in out
+    html, plots = tmp_path / "r.html", tmp_path / "plots"
+    code, _, _ = cli("report", a, b, "--html", html, "--plots", plots)
+    assert code == 0
+    page = html.read_text()
+    assert page.count('src="data:image/png;base64,') == 4 and "<table>" in page and "http" not in page
+    for name in ("faller", "percentiles", "histogram", "timeseries"):
+        assert (plots / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert b"<svg" in (plots / f"{name}.svg").read_bytes()[:2000]
+
+
+def test_compare_differences_at_each_percentile(two_runs, cli):
+    a, b, *_ = two_runs
+    code, out, _ = cli("compare", a, b, "--format", "json")
+    assert code == 0
+    cmp = json.loads(out)
+    rows = {r["statistic"]: r for r in cmp["kinds"]["stim_to_isr"]["rows"]}
+    # B is A shifted by exactly 25 ticks = 500 ns at every percentile, min and max.
+    for stat in ("min", "p50", "p90", "p99", "p99.9", "max", "mean"):
+        assert rows[stat]["b_minus_a"] == pytest.approx(500.0), stat
+    assert rows["p99.99"]["a"] is None and rows["p99.99"]["b_minus_a"] is None
+    assert rows["std"]["b_minus_a"] == pytest.approx(0.0, abs=1e-9)
+    assert cmp["kinds"]["stim_to_isr"]["worst_b"]["ticks"] == cmp["kinds"]["stim_to_isr"]["worst_a"]["ticks"] + 25
+    code, out, _ = cli("compare", a, b)
+    assert "B - A" in out and "worst case load0" in out and "worst case load1" in out
+
+
+def test_report_applies_the_calibration_in_the_run(tmp_path, cli):
+    stim = [1000, 6000]
+    cal = {"offset_ticks": 5, "ts_hz": 50_000_050.0, "statement": ["calibrated on rig X, 2 h ago"]}
+    run = write_run(tmp_path / "c", dut_edges(stim, [50, 60], [140, 150]), calibration=cal)
+    code, out, _ = cli("report", run, "--format", "json")
+    r = json.loads(out)["runs"][0]
+    assert r["offset_ticks"] == 5 and r["subsets"]["all"]["stim_to_isr"]["ticks"]["min"] == 45
+    assert r["subsets"]["all"]["stim_to_isr"]["ns"]["min"] == pytest.approx(45 * 1e9 / 50_000_050.0)
+    assert "calibrated on rig X, 2 h ago" in r["resolution"]
+    assert r["subsets"]["all"]["isr_to_task"]["ticks"]["min"] == 90
+
+
+def test_empty_run_gives_an_honest_empty_report(tmp_path, cli):
+    run = write_run(tmp_path / "empty", [])
+    code, out, _ = cli("report", run)
+    assert code == 0 and re.search(r"^synthetic\s+0\s+0\s+-\s+-", out, re.M)
+    code, _, _ = cli("report", run, "--html", tmp_path / "e.html")
+    assert code == 0 and (tmp_path / "e.html").exists()
+    code, out, _ = cli("compare", run, run)
+    assert code == 0
+
+
+def test_run_with_only_misses(tmp_path, cli):
+    run = write_run(tmp_path / "m", dut_edges([1000, 6000, 11000], [None] * 3, [None] * 3), label="dead")
+    code, out, _ = cli("report", run, "--html", tmp_path / "m.html")
+    assert code == 0 and re.search(r"^dead\s+0\s+3\s+100\.000%", out, re.M)
+
+
+@pytest.mark.parametrize("damage,message", [
+    ("missing", "no such run directory"),
+    ("file", "not a directory"),
+    ("no_meta", "no meta.json"),
+    ("bad_json", "not valid JSON"),
+    ("not_a_run", "not a hilat run description"),
+    ("no_rig", "never identified the rig"),
+    ("no_events", "neither events.csv nor raw.bin"),
+    ("bad_events", "not a whole number"),
+    ("short_row", "rows must have 4 fields"),
+])
+def test_bad_run_directories_give_clear_errors(tmp_path, cli, damage, message):
+    run = write_run(tmp_path / "r", dut_edges([1000], [50], [140]))
+    if damage == "missing":
+        run = tmp_path / "nope"
+    elif damage == "file":
+        run = run / "events.csv"
+    elif damage == "no_meta":
+        (run / "meta.json").unlink()
+    elif damage == "bad_json":
+        (run / "meta.json").write_text('{"format": "hilat-run", ')
+    elif damage == "not_a_run":
+        (run / "meta.json").write_text('{"format": "something else"}')
+    elif damage == "no_rig":
+        (run / "meta.json").write_text('{"format": "hilat-run", "rig": null, "error": "cannot open /dev/ttyX"}')
+    elif damage == "no_events":
+        (run / "events.csv").unlink()
+    elif damage == "bad_events":
+        (run / "events.csv").write_text("tick,channel,level,tag\n1000,0,1,0\n10x0,2,1,0\n")
+    elif damage == "short_row":
+        (run / "events.csv").write_text("tick,channel,level,tag\n1000,0,1\n")
+    for argv in (["report", run], ["compare", run, run], ["export", run, "--csv"]):
+        code, _, err = cli(*argv)
+        assert code == 1 and message in err, (argv, err)
+
+
+def test_events_decoded_from_raw_bin_when_events_csv_is_missing(tmp_path):
+    from hilat import protocol as p
+
+    edges = dut_edges([1000, 6000, 11000], [50, 60, None], [140, 150, None])
+    records, levels = [], 0
+    for tick in sorted({e[0] for e in edges}):
+        mask = 0
+        for t, ch, lv in edges:
+            if t == tick:
+                mask |= 1 << ch
+                levels = (levels & ~(1 << ch)) | (lv << ch)
+        records.append((tick, mask, levels))
+    run = write_run(tmp_path / "raw", edges)
+    raw = b"".join(msg.encode(seq) for seq, msg in enumerate(p.pack_events(records)))
+    (run / "raw.bin").write_bytes(raw)
+    (run / "events.csv").unlink()
+    loaded = load_run(run)
+    assert loaded.edges_source == "raw.bin"
+    assert loaded.pairing.isr_latency.tolist() == [50, 60, analysis.MISSING]
