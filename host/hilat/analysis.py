@@ -120,7 +120,8 @@ class Pairing:
 
     def select(self, keep):
         """The pairing restricted to stimuli where ``keep`` is true."""
-        fields = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
+        idx = np.flatnonzero(keep)     # one index array, then take(): much faster than 13 boolean masks
+        fields = {k: (v.take(idx) if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
         return Pairing(**fields)
 
     def untagged(self):
@@ -136,9 +137,18 @@ def pair(ticks, chans, levels, roles=None, deadline=None, end_tick=None, offset_
     if len(ticks) and np.any(ticks[1:] < ticks[:-1]):
         order = np.argsort(ticks, kind="stable")
         ticks, chans, levels = ticks[order], chans[order], levels[order]
-    stim = _edges(ticks, chans, levels, roles.stimulus, roles.stimulus_active)
-    isr_rise, isr_fall = _edges(ticks, chans, levels, roles.isr, 1), _edges(ticks, chans, levels, roles.isr, 0)
-    task_rise, task_fall = _edges(ticks, chans, levels, roles.task, 1), _edges(ticks, chans, levels, roles.task, 0)
+    # Split the edges by (channel, level) in one stable counting sort: each group stays in tick order.
+    key = (chans.astype(np.uint8) << 1) | levels.astype(np.uint8)
+    order = np.argsort(key, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(key, minlength=16))))
+
+    def group(channel, level):
+        k = channel << 1 | level
+        return ticks.take(order[bounds[k]:bounds[k + 1]])
+
+    stim = group(roles.stimulus, roles.stimulus_active)
+    isr_rise, isr_fall = group(roles.isr, 1), group(roles.isr, 0)
+    task_rise, task_fall = group(roles.task, 1), group(roles.task, 0)
     n = len(stim)
     last = end_tick if end_tick is not None else (int(ticks[-1]) + 1 if len(ticks) else 0)
     window_end = np.append(stim[1:], last + 1).astype(np.int64) if n else np.zeros(0, np.int64)
@@ -147,7 +157,11 @@ def pair(ticks, chans, levels, roles=None, deadline=None, end_tick=None, offset_
 
     def first_in_window(rises, falls):
         lo = np.searchsorted(rises, stim, side="left")
-        hi = np.searchsorted(rises, window_end, side="left")
+        if deadline is None:
+            # Windows end at the next stimulus: the next window's start index is this one's end.
+            hi = np.append(lo[1:], np.searchsorted(rises, window_end[-1:], side="left"))
+        else:
+            hi = np.searchsorted(rises, window_end, side="left")
         found = hi > lo
         at = np.full(n, MISSING, dtype=np.int64)
         at[found] = rises[lo[found]]
@@ -167,11 +181,12 @@ def pair(ticks, chans, levels, roles=None, deadline=None, end_tick=None, offset_
     both = (isr_at != MISSING) & (task_at != MISSING)
     isr_to_task = np.where(both, task_at - isr_at, MISSING)
 
-    tag_sel = chans == roles.tag
-    tag_ticks, tag_levels = ticks[tag_sel], levels[tag_sel]
-    tag_at = _level_at(tag_ticks, tag_levels, stim)
+    tag_rises, tag_falls = group(roles.tag, 1), group(roles.tag, 0)
+    tag_ticks = np.concatenate((tag_rises, tag_falls))
+    tag_levels = np.concatenate((np.ones(len(tag_rises), np.uint8), np.zeros(len(tag_falls), np.uint8)))
+    tag_order = np.argsort(tag_ticks, kind="stable")
+    tag_at = _level_at(tag_ticks[tag_order], tag_levels[tag_order], stim)
     # High at any time in [S, end): high at S, or a rise inside the window.
-    tag_rises = tag_ticks[tag_levels == 1]
     rise_inside = np.searchsorted(tag_rises, window_end, "left") > np.searchsorted(tag_rises, stim, "left")
     tag_window = (tag_at == 1) | rise_inside
     return Pairing(stim, window_end, isr_latency, task_latency, isr_to_task, isr_duration, task_duration,
@@ -208,7 +223,8 @@ def stats(values, percentiles=PERCENTILES):
                    percentiles={percentile_label(p): None for p in percentiles})
         return row
     s = np.sort(values)
-    row.update(min=int(s[0]), median=float(np.median(s)), max=int(s[-1]), mean=float(s.mean()),
+    median = float(s[n // 2]) if n % 2 else (float(s[n // 2 - 1]) + float(s[n // 2])) / 2
+    row.update(min=int(s[0]), median=median, max=int(s[-1]), mean=float(s.mean()),
                std=float(s.std(ddof=1)) if n > 1 else 0.0)
     row["percentiles"] = {percentile_label(p): (int(exact_percentile(s, p)) if n >= samples_needed(p) else None)
                           for p in percentiles}

@@ -172,12 +172,12 @@ def _run_capture(url, args, extra_meta=None):
         print(capture.report())
     if capture.error:
         log.error("%s (what was captured is kept in %s)", capture.error, capture.run_dir)
-        return 1
-    return 130 if capture.interrupted else 0
+        return 1, capture
+    return (130 if capture.interrupted else 0), capture
 
 
 def cmd_capture(args):
-    return _run_capture(args.url, args)
+    return _run_capture(args.url, args)[0]
 
 
 def _dut_args(args):
@@ -214,11 +214,20 @@ def cmd_demo(args):
         log.info("simulated rig and DUT on %s", rig.url)
         if not args.label:
             args.label = "demo"
-        code = _run_capture(rig.url, args, extra_meta={"simulated": True, "dut_settings": _dut_args(args)})
+        code, capture = _run_capture(rig.url, args, extra_meta={"simulated": True, "dut_settings": _dut_args(args)})
+    run_dir = capture.run_dir
     # Keep what the DUT model injected next to the run, for comparison.
-    runs = sorted(Path(args.out).glob("*"), key=lambda d: d.stat().st_mtime)
-    if runs and dut_log.exists():
-        (runs[-1] / "dut_injected.csv").write_bytes(dut_log.read_bytes())
+    if run_dir and dut_log.exists():
+        (run_dir / "dut_injected.csv").write_bytes(dut_log.read_bytes())
+    if code == 0 and run_dir:
+        from hilat import plots, report
+        from hilat.runs import load_run
+
+        run = load_run(run_dir)
+        images = plots.make_plots([run], formats=("png",))
+        html = report.format_html(report.build_report([run]), {_PLOT_TITLES[n]: images[n]["png"] for n in plots.PLOTS})
+        (run_dir / "report.html").write_text(html)
+        print(f"\nreport: {run_dir / 'report.html'}   (more: hilat report {run_dir} --help)")
     return code
 
 
@@ -234,6 +243,11 @@ def _write_output(text, path):
     else:
         Path(path).write_text(text)
         log.info("wrote %s", path)
+
+
+_PLOT_TITLES = {"faller": "latency vs percentile (Faller: log latency, exponential percentile)",
+                "percentiles": "percentile distribution (HdrHistogram: x = 1/(1-p))",
+                "histogram": "histogram (log-log)", "timeseries": "latency over the run"}
 
 
 def cmd_report(args):
@@ -253,10 +267,7 @@ def cmd_report(args):
                     (args.plots / f"{name}.{fmt}").write_bytes(data)
             log.info("wrote %d plots (PNG and SVG) to %s", len(images), args.plots)
         if args.html:
-            titles = {"faller": "latency vs percentile (Faller: log latency, exponential percentile)",
-                      "percentiles": "percentile distribution (HdrHistogram: x = 1/(1-p))",
-                      "histogram": "histogram (log-log)", "timeseries": "latency over the run"}
-            html = report.format_html(doc, {titles[n]: images[n]["png"] for n in plots.PLOTS})
+            html = report.format_html(doc, {_PLOT_TITLES[n]: images[n]["png"] for n in plots.PLOTS})
             args.html.write_text(html)
             log.info("wrote %s", args.html)
     return 0

@@ -1,0 +1,73 @@
+"""`hilat demo` twice with different DUT-model settings, then `hilat report` and `hilat compare`:
+every figure must equal what the DUT model says it injected, to the tick."""
+
+import json
+
+import numpy as np
+import pytest
+from hilat import analysis
+from hilat.cli import main
+
+N = 1000
+DUT_A = ["isr_base=50", "resched_base=80"]
+DUT_B = ["isr_base=90", "resched_base=150", "isr_width=35"]
+
+
+def injected(run_dir):
+    rows = np.loadtxt(run_dir / "dut_injected.csv", delimiter=",", dtype=np.int64).reshape(-1, 5)
+    ok = rows[:, 1] == 0
+    return rows[ok, 2], rows[ok, 3], int((rows[:, 1] == 1).sum())
+
+
+def demo(tmp_path, label, dut):
+    argv = ["demo", "--count", str(N), "--out", str(tmp_path / "runs"), "--label", label, "--no-progress",
+            "--period", "5000", "--jitter", "1000"]
+    for setting in dut:
+        argv += ["--dut", setting]
+    assert main(argv) == 0
+    (run_dir,) = (tmp_path / "runs").glob(f"*-{label}")
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("demo")
+    return demo(tmp, "a", DUT_A), demo(tmp, "b", DUT_B)
+
+
+def test_report_equals_injected(runs, capsys):
+    capsys.readouterr()
+    assert main(["report", *map(str, runs), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    for run_doc, run_dir, isr_width in zip(doc["runs"], runs, (20, 35)):
+        isr, task, misses = injected(run_dir)
+        row = run_doc["subsets"]["all"]["stim_to_isr"]
+        assert (row["count"], row["misses"]) == (len(isr), misses)
+        expect = analysis.stats(isr)
+        assert row["ticks"]["min"] == expect["min"] and row["ticks"]["max"] == expect["max"]
+        assert row["ticks"]["percentiles"] == expect["percentiles"]
+        assert row["ticks"]["mean"] == pytest.approx(isr.mean(), rel=1e-12)
+        assert run_doc["subsets"]["all"]["stim_to_task"]["ticks"]["percentiles"] == analysis.stats(task)["percentiles"]
+        # ISR duration: the DUT holds the pin for exactly isr_width ticks.
+        dur = run_doc["subsets"]["all"]["isr_duration"]["ticks"]
+        assert dur["min"] == dur["max"] == isr_width
+
+
+def test_compare_equals_injected_differences(runs, capsys):
+    capsys.readouterr()
+    assert main(["compare", *map(str, runs), "--format", "json"]) == 0
+    cmp = json.loads(capsys.readouterr().out)
+    (isr_a, _, _), (isr_b, _, _) = injected(runs[0]), injected(runs[1])
+    rows = {r["statistic"]: r for r in cmp["kinds"]["stim_to_isr"]["rows"]}
+    pa, pb = analysis.stats(isr_a)["percentiles"], analysis.stats(isr_b)["percentiles"]
+    for p in ("p50", "p90", "p99"):
+        assert rows[p]["b_minus_a"] == pytest.approx((pb[p] - pa[p]) * 20.0), p
+    assert rows["max"]["b_minus_a"] == pytest.approx((isr_b.max() - isr_a.max()) * 20.0)
+    assert rows["p50"]["b_minus_a"] > 0          # B's ISR base latency is 40 ticks longer
+
+
+def test_demo_writes_an_html_report_with_four_plots(runs):
+    for run_dir in runs:
+        page = (run_dir / "report.html").read_text()
+        assert page.count('src="data:image/png;base64,') == 4
+        assert "stimulus -&gt; ISR entry (ns), all samples" in page
