@@ -2,7 +2,7 @@
 CSV and a self-contained HTML page with the plots.
 
 Everything is built from one document (``build_report``), whose JSON form is the documented summary
-format (``docs/report-schema.md``, ``docs/hilat-report.schema.json``), so every output format shows
+format (``docs/analysis.md``, ``docs/hilat-report.schema.json``), so every output format shows
 the same numbers.
 """
 
@@ -42,7 +42,7 @@ def kind_row(values_ticks, stimuli, tick_ns):
 
 
 def run_summary(run):
-    """The report document's entry for one run (see docs/report-schema.md)."""
+    """The report document's entry for one run (see docs/analysis.md)."""
     pairing = run.pairing
     subsets = {}
     for name, _title in SUBSETS:
