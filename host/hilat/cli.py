@@ -253,8 +253,15 @@ _PLOT_TITLES = {"faller": "latency vs percentile (Faller: log latency, exponenti
 def cmd_report(args):
     from hilat import plots, report
 
-    runs = _load_runs(args.runs)
-    doc = report.build_report(runs)
+    if args.hdr and (args.plots or args.html):
+        raise UsageError("--hdr keeps no samples, so it cannot draw plots: leave out --plots/--html")
+    if args.hdr:
+        from hilat.runs import load_run
+
+        runs = [load_run(p, edges=False) for p in args.runs]
+    else:
+        runs = _load_runs(args.runs)
+    doc = report.build_report(runs, hdr=args.hdr)
     _write_output(report.format_report(doc, args.format), args.output)
     if args.plots or args.html:
         kinds = args.kinds or plots.DEFAULT_KINDS
@@ -360,6 +367,8 @@ def build_parser():
     r.add_argument("--plots", type=Path, metavar="DIR", help="also write the four plots as PNG and SVG")
     r.add_argument("--kinds", nargs="+", choices=kind_names, help="latencies to plot (default stim_to_isr "
                    "stim_to_task)")
+    r.add_argument("--hdr", action="store_true", help="bounded memory for very long runs: stream events.csv "
+                   "through HDR histograms (median and percentiles to 3 significant digits; the rest exact)")
     r.set_defaults(func=cmd_report)
 
     c = sub.add_parser("compare", help="two runs side by side")

@@ -41,8 +41,16 @@ def kind_row(values_ticks, stimuli, tick_ns):
             "miss_share": (misses / stimuli) if stimuli else None, "ticks": ticks, "ns": ns}
 
 
-def run_summary(run):
-    """The report document's entry for one run (see docs/analysis.md)."""
+def _row_from_stats(st, stimuli, misses, tick_ns):
+    ticks = {k: st[k] for k in STAT_KEYS}
+    ticks["percentiles"] = st["percentiles"]
+    ns = {k: _ns(st[k], tick_ns) for k in STAT_KEYS}
+    ns["percentiles"] = {k: _ns(v, tick_ns) for k, v in st["percentiles"].items()}
+    return {"stimuli": int(stimuli), "count": st["count"], "misses": int(misses),
+            "miss_share": (misses / stimuli) if stimuli else None, "ticks": ticks, "ns": ns}
+
+
+def _exact_statistics(run):
     pairing = run.pairing
     subsets = {}
     for name, _title in SUBSETS:
@@ -57,6 +65,32 @@ def run_summary(run):
             worst[kind] = {"stimulus_index": i, "stimulus_tick": int(pairing.stim_tick[i]),
                            "ticks": int(lat[i]), "ns": float(lat[i] * run.tick_ns),
                            "tagged": bool(pairing.tag_in_window[i])}
+    return subsets, worst, len(pairing), int(pairing.tag_in_window.sum()), int(len(run.ticks))
+
+
+def _hdr_statistics(run, significant_figures=3):
+    """The same figures in bounded memory: events.csv streamed through the HDR aggregator."""
+    from hilat.aggregate import StreamingAggregator
+    from hilat.runs import iter_events_csv
+
+    agg = StreamingAggregator(run.roles, run.deadline_ticks, run.offset_ticks,
+                              significant_figures=significant_figures)
+    for chunk in iter_events_csv(run.path / "events.csv"):
+        agg.feed(*chunk)
+    agg.finish()
+    subsets = {}
+    for name, _title in SUBSETS:
+        subsets[name] = {kind: _row_from_stats(agg.stats(name, kind), agg.stimuli[name], agg.misses[(name, kind)],
+                                               run.tick_ns) for kind in MAIN_KINDS}
+        subsets[name]["duplicates"] = dict(agg.duplicates[name])
+    worst = {k: {**w, "ns": float(w["ticks"] * run.tick_ns)} for k, w in agg.worst.items()}
+    return subsets, worst, agg.stimuli["all"], agg.tagged, agg.edges
+
+
+def run_summary(run, hdr=False):
+    """The report document's entry for one run (see docs/analysis.md). ``hdr``: bounded memory,
+    median and percentiles from HDR histograms (3 significant digits), the rest exact."""
+    subsets, worst, stimuli, tagged, edges = _hdr_statistics(run) if hdr else _exact_statistics(run)
     rig = run.meta.get("rig") or {}
     calibration = run.meta.get("calibration")
     resolution = [f"1 tick = {run.tick_ns:.6g} ns (ts {run.ts_hz / 1e6:.6f} MHz"
@@ -77,10 +111,12 @@ def run_summary(run):
         "deadline_ticks": run.deadline_ticks,
         "stimulus": settings.get("stimulus"),
         "dut_settings": (run.meta.get("extra") or {}).get("dut_settings"),
-        "stimuli": len(pairing),
-        "tagged": int(pairing.tag_in_window.sum()),
-        "edges": int(len(run.ticks)),
+        "stimuli": stimuli,
+        "tagged": tagged,
+        "edges": edges,
         "edges_source": run.edges_source,
+        "statistics": ("hdr: median and percentiles from an HDR histogram, 3 significant digits "
+                       "(highest equivalent value); count, min, max, mean, std exact") if hdr else "exact",
         "resolution": resolution,
         "losses": run.losses(),
         "problems": run.problems(),
@@ -89,7 +125,7 @@ def run_summary(run):
     }
 
 
-def build_report(runs):
+def build_report(runs, hdr=False):
     from hilat import __version__
 
     return {
@@ -101,7 +137,7 @@ def build_report(runs):
         "percentiles": [analysis.percentile_label(p) for p in analysis.PERCENTILES],
         "percentile_min_samples": {analysis.percentile_label(p): analysis.samples_needed(p)
                                    for p in analysis.PERCENTILES},
-        "runs": [run_summary(r) for r in runs],
+        "runs": [run_summary(r, hdr) for r in runs],
     }
 
 
@@ -160,7 +196,8 @@ def blocks(doc):
                 rows))
     out.append(("heading", "resolution and run conditions"))
     out.append(("list", [(f"{r['label']}: {r['stimuli']} stimuli, rig {r['rig'].get('gateware')}, {r['path']}",
-                          r["resolution"] + r["problems"]) for r in runs]))
+                          r["resolution"] + ([] if r["statistics"] == "exact" else [r["statistics"]])
+                          + r["problems"]) for r in runs]))
     return out
 
 

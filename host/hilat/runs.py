@@ -93,20 +93,7 @@ def read_events_csv(path):
     header, _, body = data.partition(b"\n")
     if header.strip() != b"tick,channel,level,tag":
         raise RunError(f"{path}: unexpected header {header[:60]!r}")
-    body = body.strip()
-    if not body:
-        return np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.uint8)
-    flat = body.replace(b"\r", b"").replace(b"\n", b",")
-    try:
-        values = np.array(flat.split(b","), dtype=np.int64)
-    except ValueError:
-        raise RunError(f"{path}: a field is not a whole number") from None
-    if len(values) % 4:
-        raise RunError(f"{path}: rows must have 4 fields (tick,channel,level,tag)")
-    table = values.reshape(-1, 4)
-    if (table[:, 1] < 0).any() or (table[:, 1] > 7).any() or ((table[:, 2] != 0) & (table[:, 2] != 1)).any():
-        raise RunError(f"{path}: channel must be 0..7 and level 0 or 1")
-    return table[:, 0], table[:, 1].astype(np.uint8), table[:, 2].astype(np.uint8)
+    return _parse_rows(path, body)
 
 
 def read_raw(path):
@@ -124,7 +111,45 @@ def read_raw(path):
     return ticks.astype(np.int64), chans, levels, decoder.counters()
 
 
-def load_run(path):
+def iter_events_csv(path, chunk_bytes=64 << 20):
+    """events.csv in chunks of whole lines: (ticks, chans, levels) per chunk, bounded memory."""
+    with open(path, "rb") as f:
+        header = f.readline()
+        if header.strip() != b"tick,channel,level,tag":
+            raise RunError(f"{path}: unexpected header {header[:60]!r}")
+        rest = b""
+        while True:
+            block = f.read(chunk_bytes)
+            data = rest + block
+            if not block:
+                if data.strip():
+                    yield _parse_rows(path, data)
+                return
+            cut = data.rfind(b"\n") + 1
+            rest = data[cut:]
+            if cut:
+                yield _parse_rows(path, data[:cut])
+
+
+def _parse_rows(path, body):
+    body = body.strip()
+    if not body:
+        return np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.uint8)
+    flat = body.replace(b"\r", b"").replace(b"\n", b",")
+    try:
+        values = np.array(flat.split(b","), dtype=np.int64)
+    except ValueError:
+        raise RunError(f"{path}: a field is not a whole number") from None
+    if len(values) % 4:
+        raise RunError(f"{path}: rows must have 4 fields (tick,channel,level,tag)")
+    table = values.reshape(-1, 4)
+    if (table[:, 1] < 0).any() or (table[:, 1] > 7).any() or ((table[:, 2] != 0) & (table[:, 2] != 1)).any():
+        raise RunError(f"{path}: channel must be 0..7 and level 0 or 1")
+    return table[:, 0], table[:, 1].astype(np.uint8), table[:, 2].astype(np.uint8)
+
+
+def load_run(path, edges=True):
+    """A run directory; with ``edges=False`` only its description (for streaming over events.csv)."""
     path = Path(path)
     if not path.exists():
         raise RunError(f"{path}: no such run directory")
@@ -137,7 +162,12 @@ def load_run(path):
     if not rig:
         raise RunError(f"{path}: the capture never identified the rig ({meta.get('error') or 'no rig data'}); "
                        "there is nothing to report")
-    if (path / "events.csv").exists():
+    if not edges:
+        if not (path / "events.csv").exists():
+            raise RunError(f"{path}: no events.csv (streaming reads need it; a plain report decodes raw.bin)")
+        ticks, chans, levels = np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.uint8)
+        source = "events.csv"
+    elif (path / "events.csv").exists():
         ticks, chans, levels = read_events_csv(path / "events.csv")
         source = "events.csv"
     elif (path / "raw.bin").exists():
