@@ -96,8 +96,6 @@ class HdrHistogram:
             raise ValueError(f"lowest must be >= 1, got {lowest}")
         if highest < 2 * lowest:
             raise ValueError(f"highest must be >= 2 * lowest, got highest={highest}, lowest={lowest}")
-        if highest > (1 << 62):
-            raise ValueError(f"highest must be <= 2^62, got {highest}")
         if not 0 <= significant_figures <= 5:
             raise ValueError(f"significant_figures must be 0..5, got {significant_figures}")
         self.lowest = lowest
@@ -113,8 +111,12 @@ class HdrHistogram:
         self._sub_bucket_mask = (self.sub_bucket_count - 1) << self.unit_magnitude
         self.bucket_count = self._buckets_needed(highest)
         self.counts_len = (self.bucket_count + 1) * self.sub_bucket_half_count
-        last = self.counts_len - 1
-        self.highest_recordable = int(self.value_from_index(last) + self._bucket_width_at_index(last) - 1)
+        # Highest equivalent value of the last index, in Python ints (may exceed int64 for huge ranges).
+        last_bucket = self.bucket_count - 1
+        self.highest_recordable = ((self.sub_bucket_count << (last_bucket + self.unit_magnitude)) - 1)
+        if self.highest_recordable >= 1 << 62:
+            raise ValueError(f"highest {highest} too large: the buckets would reach beyond 2^62 "
+                             f"(up to {self.highest_recordable}); use highest <= 2^61")
         self._counts = np.zeros(self.counts_len, dtype=np.int64)
         self._total = 0
         self._min_recorded: int | None = None
@@ -194,6 +196,7 @@ class HdrHistogram:
         Integer arrays of any width are taken as they are; float arrays only if every value is a
         finite integer (NaN is refused: a miss is the caller's to count, not a latency).
         """
+        out_before = self.out_of_range
         arr = np.asarray(values)
         if arr.ndim != 1:
             arr = arr.reshape(-1)
@@ -217,7 +220,6 @@ class HdrHistogram:
             arr = arr.astype(np.int64)
         elif arr.dtype.kind not in "iub":
             raise TypeError(f"cannot record values of dtype {arr.dtype} (need integer ticks)")
-        out_before = self.out_of_range
         for start in range(0, arr.size, _RECORD_SLICE):
             self._record_slice(arr[start:start + _RECORD_SLICE].astype(np.int64, copy=False))
         lost = self.out_of_range - out_before
