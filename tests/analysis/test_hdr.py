@@ -49,8 +49,8 @@ def ref_counts(ref):
 # ---- (a) layout and counts identical to the reference -------------------------------------------------
 
 @pytest.mark.parametrize("lowest,highest,digits", [
-    (1, 1 << 40, 3), (1, 3_600_000_000, 2), (1000, 1 << 50, 3), (1, 2, 1), (3, 10**12, 4), (1, 1 << 61, 5), (1, 1 << 61, 1),
-    (1, 127, 1), (16, 1 << 33, 2),
+    (1, 1 << 40, 3), (1, 3_600_000_000, 2), (1000, 1 << 50, 3), (1, 2, 1), (3, 10**12, 4), (1, 1 << 61, 5),
+    (1, 1 << 61, 1), (1, 127, 1), (16, 1 << 33, 2),
 ])
 def test_layout_is_the_references(lowest, highest, digits):
     h, ref = HdrHistogram(lowest, highest, digits), RefHistogram(lowest, highest, digits)
