@@ -683,6 +683,9 @@ def write_hlog(dest: str | os.PathLike | IO, intervals: Iterable[tuple], start_t
     ``#[StartTime: ...]`` / ``#[BaseTime: ...]`` header lines. ``Interval_Max`` is the histogram's max
     divided by ``max_value_unit_ratio`` (e.g. ticks per microsecond to log it in us); a ratio other
     than 1 is also noted as ``#[MaxValueDivisor: ...]``, as HdrHistogram_rust does.
+    An interval whose histogram refused out-of-range values is preceded by a comment
+    ``#[OutOfRange: below=N above=N max=V]`` (other readers skip it; ``read_hlog`` restores the counts),
+    so no loss disappears in the export.
     ``dest``: a path, or a text or binary file object.
     """
     if not max_value_unit_ratio > 0:
@@ -710,6 +713,9 @@ def write_hlog(dest: str | os.PathLike | IO, intervals: Iterable[tuple], start_t
             if not tag or _TAG_FORBIDDEN.search(tag):
                 raise ValueError(f"interval {n}: tag {tag!r} must be non-empty, without commas, spaces or newlines")
             prefix = f"Tag={tag},"
+        if hist.out_of_range:
+            worst = "-" if hist.out_of_range_max is None else hist.out_of_range_max
+            lines.append(f"#[OutOfRange: below={hist.out_of_range_below} above={hist.out_of_range_above} max={worst}]")
         lines.append(f"{prefix}{start_s:.3f},{length_s:.3f},{hist.max / max_value_unit_ratio:.3f},"
                      f"{hist.encode_base64()}")
     text = "\n".join(lines) + "\n"
@@ -726,14 +732,16 @@ _START_TIME = re.compile(r"#\[StartTime:\s*([-+0-9.eE]+)")
 _BASE_TIME = re.compile(r"#\[BaseTime:\s*([-+0-9.eE]+)")
 _DIVISOR = re.compile(r"#\[MaxValueDivisor:\s*([-+0-9.eE]+)")
 _VERSION = re.compile(r"#\[Histogram log format version\s*([^\]\s]+)")
+_OUT_OF_RANGE = re.compile(r"#\[OutOfRange: below=(\d+) above=(\d+) max=(\d+|-)\]$")
 
 
 def read_hlog(source: str | os.PathLike | IO) -> Hlog:
     """Read an HdrHistogram interval log written by any HdrHistogram implementation (or ``write_hlog``).
 
     Comment lines are kept; StartTime, BaseTime, format version and MaxValueDivisor notes are parsed;
-    the legend and blank lines are skipped. Any other malformed line raises HdrFormatError naming the
-    file and line number.
+    the legend and blank lines are skipped; an ``#[OutOfRange: ...]`` note (see ``write_hlog``) is added
+    to the next interval's out-of-range counts. Any other malformed line raises HdrFormatError naming
+    the file and line number.
     """
     if isinstance(source, (str, os.PathLike)):
         name = os.fspath(source)
@@ -751,6 +759,7 @@ def read_hlog(source: str | os.PathLike | IO) -> Hlog:
         except UnicodeDecodeError as e:
             raise HdrFormatError(f"{name}: not a text interval log ({e})") from None
     out = Hlog()
+    pending_out_of_range = None
     for number, line in enumerate(data.splitlines(), start=1):
         line = line.strip()
         where = f"{name}:{number}"
@@ -768,8 +777,12 @@ def read_hlog(source: str | os.PathLike | IO) -> Hlog:
                     break
             else:
                 m = _VERSION.match(line)
+                oor = _OUT_OF_RANGE.match(line)
                 if m:
                     out.format_version = m.group(1)
+                elif oor:
+                    pending_out_of_range = (int(oor.group(1)), int(oor.group(2)),
+                                            None if oor.group(3) == "-" else int(oor.group(3)))
                 else:
                     out.comments.append(line[1:])
             continue
@@ -789,5 +802,8 @@ def read_hlog(source: str | os.PathLike | IO) -> Hlog:
             hist = HdrHistogram.decode(fields[3])
         except HdrFormatError as e:
             raise HdrFormatError(f"{where}: {e}") from None
+        if pending_out_of_range:
+            hist._count_out_of_range(*pending_out_of_range)
+            pending_out_of_range = None
         out.intervals.append(HlogInterval(start_s, length_s, max_value, hist, tag))
     return out

@@ -322,6 +322,7 @@ def interval_histograms(n=4, size=20_000):
 
 def test_hlog_round_trip_is_exact(tmp_path):
     hists = interval_histograms()
+    hists[1].record(np.array([-1, 1 << 45, 1 << 42, 7]))     # 3 refused: the log keeps the tally
     intervals = [(0.0, 1.0, hists[0]), (1.0, 1.0, hists[1]), (2.0, 0.5, hists[2], "isr"),
                  (2.5, 1.25, hists[3], "task"), (3.75, 1.0, HdrHistogram())]
     path = tmp_path / "run.hlog"
@@ -330,10 +331,15 @@ def test_hlog_round_trip_is_exact(tmp_path):
     assert (log.start_time, log.base_time, log.max_value_divisor, log.format_version) == \
            (START_TIME, START_TIME, 50.0, "1.3")
     assert log.comments == ["hilat test run"]
+    assert "#[OutOfRange: below=1 above=2 max=35184372088832]" in path.read_text().splitlines()
+    assert log.intervals[1].histogram.out_of_range == 3
     assert len(log.intervals) == len(intervals)
     for got, want in zip(log.intervals, intervals):
         assert (got.start_s, got.length_s) == (want[0], want[1])
         assert got.histogram == want[2]
+        assert (got.histogram.out_of_range_below, got.histogram.out_of_range_above,
+                got.histogram.out_of_range_max) == \
+               (want[2].out_of_range_below, want[2].out_of_range_above, want[2].out_of_range_max)
         assert got.tag == (want[3] if len(want) == 4 else None)
         assert got.max_value == pytest.approx(want[2].max / 50.0, abs=5e-4)
     merged = log.merged()
@@ -367,6 +373,7 @@ def test_hlog_header_lines_follow_the_java_writer(tmp_path):
 
 def test_reference_reader_reads_our_hlog(tmp_path):
     hists = interval_histograms(3)
+    hists[1].record(np.array([-3, 1 << 45]))                  # an #[OutOfRange: ...] note before it
     path = tmp_path / "ours.hlog"
     write_hlog(path, [(0.0, 1.0, hists[0]), (1.0, 1.0, hists[1], "isr"), (2.0, 1.0, hists[2])],
                START_TIME, START_TIME, 1.0)
@@ -514,6 +521,7 @@ def parse_java_read(text):
 @needs_java
 def test_java_hdrhistogram_reads_our_hlog_identically(tmp_path):
     hists = interval_histograms(3, size=30_000)
+    hists[0].record(np.array([-3, 1 << 45]))                  # an #[OutOfRange: ...] note before it
     few = HdrHistogram()
     few.record(np.arange(1, 11))         # rank rounding matters at small N
     hists.append(few)
