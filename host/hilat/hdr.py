@@ -211,7 +211,7 @@ class HdrHistogram:
             if np.any(too_big):
                 self._count_out_of_range(0, int(np.count_nonzero(too_big)), int(arr[too_big].max()))
                 arr = arr[~too_big]
-            arr = arr.astype(np.int64)
+            arr = np.maximum(arr, -1.0).astype(np.int64)     # any negative is out of range; keep it in int64
         elif arr.dtype.kind == "u" and arr.dtype.itemsize == 8:
             too_big = arr > np.uint64(2**63 - 1)
             if np.any(too_big):
