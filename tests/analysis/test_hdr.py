@@ -171,9 +171,10 @@ def test_out_of_range_values_are_counted_reported_and_never_recorded(caplog):
     assert "5 value(s) outside the histogram range" in caplog.text
     # uint64 beyond int64 and huge floats are out of range too, not wrapped around.
     assert h.record(np.array([2**64 - 1, 3], dtype=np.uint64)) == 1
-    assert h.record(np.array([1e30, 4.0])) == 1
+    assert h.record(np.array([1e30, 4.0, -1e30, -2.0])) == 3
     assert not h.record_value(-3) and not h.record_value(top + 1, count=4)
-    assert (h.out_of_range, h.total_count, h.out_of_range_max) == (12, 5, int(1e30))
+    assert (h.out_of_range, h.total_count, h.out_of_range_max) == (14, 5, int(1e30))
+    assert (h.out_of_range_below, h.out_of_range_above) == (5, 9)
 
 
 # ---- (d) percentiles against numpy's exact ones --------------------------------------------------------
