@@ -85,3 +85,25 @@ def test_samples_of_an_empty_run(tmp_path):
     assert open(tmp_path / "s.csv").read().startswith("index,stimulus_tick,time_s,stim_to_isr_ticks")
     assert export.write_vcd(r, tmp_path / "e.vcd") == 0
     assert analysis.MISSING == -1 and np.array_equal(export.sample_columns(r)["index"], [])
+
+
+def test_hlog_export_holds_every_latency_per_interval(run, tmp_path):
+    from hilat import hdr
+
+    path = tmp_path / "isr.hlog"
+    assert main(["export", str(run.path), "--hlog", str(path), "--interval", "10ms"]) == 0
+    log = hdr.read_hlog(path)
+    p = run.pairing
+    ok = p.isr_latency != analysis.MISSING
+    t = (p.stim_tick - p.stim_tick[0]) / run.ts_hz
+    assert len(log.intervals) == int(t[-1] // 0.01) + 1
+    merged = log.merged()
+    assert merged.total_count == ok.sum()
+    ns = p.isr_latency[ok] * 20
+    expect = hdr.HdrHistogram(1, merged.highest, 3)
+    expect.record(ns)
+    assert np.array_equal(merged.counts, expect.counts)
+    # Interval k holds exactly the stimuli of its 10 ms of rig time.
+    k = (t[ok] // 0.01).astype(int)
+    assert [iv.histogram.total_count for iv in log.intervals] == np.bincount(k, minlength=len(log.intervals)).tolist()
+    assert [iv.start_s for iv in log.intervals][:3] == [0.0, 0.01, 0.02]
