@@ -1,9 +1,14 @@
-"""Aggregation throughput: captured edges -> pairing -> Faller table and percentiles for every kind.
+"""Aggregation throughput, two stages, each against the per-event Python loop a user would write.
 
-Not a test: figures are printed, nothing is asserted. The vectorised pipeline (hilat.analysis) runs on
-10^7 synthetic edges; the baseline is the straightforward per-event Python loop a user would write
-(one pass over the edges, a state machine per stimulus, then sorted() for the statistics), run on a
-slice and checked to give the same latencies.
+1. Samples -> statistics: 10^7 latency samples -> Faller row + percentiles (exact, hilat.analysis)
+   and -> HDR histogram (hilat.hdr). Baseline: one Python pass per sample updating count, min, max,
+   sums and a dict histogram, percentiles read from the sorted dict; and the same loop recording into
+   the reference HdrHistogram package (``hdrhistogram`` on PyPI) one value at a time.
+2. Edges -> pairing -> statistics: 10^7 captured edges -> all 5 latency kinds, with and without tagged
+   samples. Baseline: a per-edge state machine for the two stimulus responses only (less work than
+   hilat does), checked to give the same latencies.
+
+Not a test: figures are printed, nothing is asserted. Best of 3 (the loop: 1) wall-clock times.
 
     .venv/bin/python benchmarks/aggregate.py [--events 10000000] [--baseline-events 1000000]
 """
@@ -77,16 +82,83 @@ def best_of(fn, repeat, *args):
     return min(times), result
 
 
+def samples_loop(values):
+    """Per-sample Python aggregation: running sums and a dict histogram, then percentiles."""
+    n, lo, hi, total, total_sq, hist = 0, None, None, 0, 0, {}
+    for v in values:
+        n += 1
+        lo = v if lo is None or v < lo else lo
+        hi = v if hi is None or v > hi else hi
+        total += v
+        total_sq += v * v
+        hist[v] = hist.get(v, 0) + 1
+    mean = total / n
+    std = math.sqrt((total_sq - n * mean * mean) / (n - 1))
+    out, seen, keys = [], 0, sorted(hist)
+    targets = [max(math.ceil(p * n - 1e-9), 1) for p in analysis.PERCENTILES]
+    ti = 0
+    for k in keys:
+        seen += hist[k]
+        while ti < len(targets) and seen >= targets[ti]:
+            out.append(k)
+            ti += 1
+    return lo, hi, mean, std, out
+
+
+def samples_loop_hdrhistogram(values):
+    """Per-sample recording with the reference Python HdrHistogram package (hdrhistogram on PyPI)."""
+    from hdrh.histogram import HdrHistogram as PyHdr
+
+    h = PyHdr(1, 1 << 40, 3)
+    for v in values:
+        h.record_value(v)
+    return [h.get_value_at_percentile(100 * p) for p in analysis.PERCENTILES]
+
+
+def samples_vectorised(values):
+    return analysis.stats(values)
+
+
+def samples_hdr(values):
+    from hilat.hdr import HdrHistogram
+
+    h = HdrHistogram(1, 1 << 40, 3)
+    h.record(values)
+    return h.percentiles([100 * p for p in analysis.PERCENTILES])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--events", type=int, default=10_000_000)
     ap.add_argument("--baseline-events", type=int, default=1_000_000)
     args = ap.parse_args()
 
+    rng = np.random.default_rng(7)
+    samples = (50 + rng.geometric(0.02, args.events) + (rng.random(args.events) < 1e-4)
+               * rng.integers(1000, 100_000, args.events)).astype(np.int64)
+    t_exact, st = best_of(samples_vectorised, 3, samples)
+    t_hdr, _ = best_of(samples_hdr, 3, samples)
+    m = min(args.baseline_events, len(samples))
+    t_loop, loop = best_of(samples_loop, 1, samples[:m].tolist())
+    same = loop[4] == [v for v in analysis.stats(samples[:m])["percentiles"].values() if v is not None]
+    print(f"1. samples -> statistics, {len(samples):,} samples:")
+    print(f"   exact (counted): {t_exact:.3f} s = {len(samples) / t_exact / 1e6:.1f} M samples/s")
+    print(f"   HDR histogram:  {t_hdr:.3f} s = {len(samples) / t_hdr / 1e6:.1f} M samples/s")
+    print(f"   python loop:    {m:,} samples in {t_loop:.3f} s = {m / t_loop / 1e6:.2f} M samples/s "
+          f"(same percentiles: {same})")
+    m2 = m // 10
+    t_pkg, _ = best_of(samples_loop_hdrhistogram, 1, samples[:m2].tolist())
+    print(f"   python loop, hdrhistogram package record_value(): {m2:,} samples in {t_pkg:.3f} s = "
+          f"{m2 / t_pkg / 1e6:.2f} M samples/s")
+    print(f"   ratio (throughput) against the dict loop: exact {(len(samples) / t_exact) / (m / t_loop):.0f}x, "
+          f"HDR {(len(samples) / t_hdr) / (m / t_loop):.0f}x; against the package loop: HDR "
+          f"{(len(samples) / t_hdr) / (m2 / t_pkg):.0f}x")
+
     ticks, chans, levels = synthetic_edges(args.events)
     n = len(ticks)
     t_vec, (pairing, _, _) = best_of(vectorised, 3, ticks, chans, levels)
-    print(f"vectorised: {n:,} edges, {len(pairing):,} stimuli in {t_vec:.3f} s = {n / t_vec / 1e6:.1f} M edges/s "
+    print(f"2. edges -> pairing -> statistics, vectorised: {n:,} edges, {len(pairing):,} stimuli in {t_vec:.3f} s = "
+          f"{n / t_vec / 1e6:.1f} M edges/s "
           "(pairing + Faller table + percentiles, all 5 kinds, with and without tagged samples)")
 
     m = min(args.baseline_events, n)
@@ -95,9 +167,9 @@ def main():
     check = analysis.pair(bt, bc, bl)
     same = (np.array_equal(check.isr_latency, isr_lat) and np.array_equal(check.task_latency, task_lat))
     t_vec_m, _ = best_of(vectorised, 3, bt, bc, bl)
-    print(f"python loop: {m:,} edges in {t_loop:.3f} s = {m / t_loop / 1e6:.2f} M edges/s "
+    print(f"   python loop: {m:,} edges in {t_loop:.3f} s = {m / t_loop / 1e6:.2f} M edges/s "
           f"(stimulus -> ISR and -> task only); same latencies as the vectorised pairing: {same}")
-    print(f"ratio on the same {m:,} edges: {t_loop / t_vec_m:.0f}x; "
+    print(f"   ratio on the same {m:,} edges: {t_loop / t_vec_m:.0f}x; "
           f"at full size (rates): {(n / t_vec) / (m / t_loop):.0f}x")
 
 

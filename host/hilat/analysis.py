@@ -204,29 +204,49 @@ def pulse_widths(ticks, chans, levels, channel, active=1):
     return starts[ok], ends[fi[ok]] - starts[ok]
 
 
+def _rank(n, p):
+    """1-based rank of percentile p among n samples: ceil(p n), at least 1."""
+    return min(max(int(np.ceil(p * n - 1e-9)), 1), n)
+
+
 def exact_percentile(sorted_values, p):
     """The smallest sample v with at least a fraction p of the samples <= v (HdrHistogram's and
     numpy's 'inverted_cdf' definition): always a measured value, never an interpolation."""
-    n = len(sorted_values)
-    rank = max(int(np.ceil(p * n - 1e-9)), 1)
-    return sorted_values[min(rank, n) - 1]
+    return sorted_values[_rank(len(sorted_values), p) - 1]
 
 
 def stats(values, percentiles=PERCENTILES):
     """Faller's row (count, min, median, max, mean, std) plus percentiles, in ticks. ``values`` are
     the valid samples (misses removed). Percentiles that the count does not support are None."""
-    values = np.asarray(values)
+    values = np.asarray(values, dtype=np.int64)
     n = len(values)
     row = {"count": int(n)}
     if n == 0:
         row.update(min=None, median=None, max=None, mean=None, std=None,
                    percentiles={percentile_label(p): None for p in percentiles})
         return row
-    s = np.sort(values)
-    median = float(s[n // 2]) if n % 2 else (float(s[n // 2 - 1]) + float(s[n // 2])) / 2
-    row.update(min=int(s[0]), median=median, max=int(s[-1]), mean=float(s.mean()),
-               std=float(s.std(ddof=1)) if n > 1 else 0.0)
-    row["percentiles"] = {percentile_label(p): (int(exact_percentile(s, p)) if n >= samples_needed(p) else None)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo <= 4 * n + (1 << 16):
+        # Latencies are whole ticks in a narrow range: count them (O(n)) instead of sorting.
+        counts = np.bincount(values)[lo:] if lo >= 0 else np.bincount(values - lo)
+        cum = np.cumsum(counts)
+
+        def at_rank(rank):          # the rank-th smallest sample, 1-based
+            return lo + int(np.searchsorted(cum, rank, side="left"))
+        offsets = np.arange(len(counts), dtype=np.float64)
+        mean_off = float(counts @ offsets) / n
+        mean = lo + mean_off
+        var = float(counts @ (offsets - mean_off) ** 2) / (n - 1) if n > 1 else 0.0
+    else:
+        s = np.sort(values)
+
+        def at_rank(rank):
+            return int(s[rank - 1])
+        mean = float(s.mean())
+        var = float(s.var(ddof=1)) if n > 1 else 0.0
+    median = float(at_rank(n // 2 + 1)) if n % 2 else (at_rank(n // 2) + at_rank(n // 2 + 1)) / 2
+    row.update(min=lo, median=median, max=hi, mean=mean, std=var ** 0.5)
+    row["percentiles"] = {percentile_label(p): (at_rank(_rank(n, p)) if n >= samples_needed(p) else None)
                           for p in percentiles}
     return row
 

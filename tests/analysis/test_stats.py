@@ -77,3 +77,15 @@ def test_histogram_bins_whole_ticks():
     edges = histogram_bins(1, 10**6)
     assert edges[0] == 1 and edges[-1] == 10**6 + 1 and np.all(np.diff(edges) > 0)
     assert len(edges) <= 121
+
+
+def test_counting_and_sorting_paths_agree():
+    rng = np.random.default_rng(12)
+    narrow = rng.integers(100, 5000, 50_000)                       # counted
+    wide = np.append(narrow, [10**12])                              # sorted (range too wide to count)
+    for values in (narrow, wide):
+        st = analysis.stats(values)
+        assert st["median"] == np.median(values) and st["mean"] == pytest.approx(values.mean(), rel=1e-12)
+        assert st["std"] == pytest.approx(values.std(ddof=1), rel=1e-9)
+        for p in analysis.PERCENTILES[:5]:
+            assert st["percentiles"][analysis.percentile_label(p)] == np.quantile(values, p, method="inverted_cdf")
