@@ -227,7 +227,8 @@ def cmd_demo(args):
         images = plots.make_plots([run], formats=("png",))
         html = report.format_html(report.build_report([run]), {_PLOT_TITLES[n]: images[n]["png"] for n in plots.PLOTS})
         (run_dir / "report.html").write_text(html)
-        print(f"\nreport: {run_dir / 'report.html'}   (more: hilat report {run_dir} --help)")
+        print(f"\nHTML report with plots: {run_dir / 'report.html'}\n"
+              f"percentiles, other formats, comparisons: hilat report {run_dir}; hilat compare RUN_A RUN_B")
     return code
 
 
