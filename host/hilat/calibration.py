@@ -579,6 +579,13 @@ class Listener:
             while time.monotonic() < end:
                 self.pump()
 
+    def finish(self):
+        """Disable capture, read what is still on its way, then the counters."""
+        self.configure({})
+        self.drain()
+        self.status = self.rig.status()
+        self.pump()
+
     def lost(self):
         dropped = sum(self.status.dropped) if self.status else 0
         return dropped + len(self.overflows)
@@ -614,10 +621,7 @@ def run_loopback(rig, ident, count, period, jitter, width, stimulus_channel=0,
         listener.until_tick((last_stim or start) + period + jitter + 64)
     finally:
         rig.command(p.Stop(channels=1 << stimulus_channel))
-        listener.configure({})
-        listener.drain()
-        listener.status = rig.status()
-        listener.pump()
+        listener.finish()
     if listener.lost():
         raise CalibrationError(f"the rig lost {listener.lost()} edges (FIFO full) during the loopback run: "
                                "lengthen --period and run again")
@@ -663,10 +667,7 @@ def run_pps(rig, ident, channel, duration_ticks, progress=None):
         listener.until_tick(start + duration_ticks,
                             progress=(lambda t: progress(t - start, duration_ticks)) if progress else None)
     finally:
-        listener.configure({})
-        listener.drain()
-        listener.status = rig.status()
-        listener.pump()
+        listener.finish()
     if listener.lost():
         raise CalibrationError(f"the rig lost {listener.lost()} edges (FIFO full) on the 1PPS input: is it "
                                "a 1PPS signal, or does it bounce? (try a glitch filter)")

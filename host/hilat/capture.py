@@ -178,9 +178,11 @@ class Capture:
             if time.monotonic() > deadline:
                 raise RigError("the rig's clock does not advance")
             time.sleep(0.02)
-        # Records older than `target` are in the FIFO or on the wire: read until quiet.
+        # Records older than `target` are in the FIFO or on the wire: read until quiet, or until a
+        # record at or past `target` arrives (records come in tick order), so that an input that
+        # never stops toggling (a 1PPS on the spare input) cannot hold the capture open.
         quiet_until = time.monotonic() + 0.3
-        while time.monotonic() < quiet_until:
+        while time.monotonic() < quiet_until and not (self.records and self.records[-1][0] >= target):
             before = len(self.records)
             self._pump_pending(rig)
             self._pump(rig)

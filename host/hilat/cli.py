@@ -360,14 +360,19 @@ class _CalibrationProgress:
             log.info("%s: %d%%", self.what, min(100, int(100 * done / max(total, 1))))
 
 
-def _store(args, calibration, identity, part, result):
+def _store(args, calibration, ident, part, result):
+    """Store the result (unless --no-store) and print it as JSON with --json; returns the file."""
+    identity = calibration.rig_identity(ident)
+    path = None
     if args.no_store:
         log.info("not stored (--no-store)")
-        return None
-    store = calibration.Store(calibration.resolve_dir(args.calibration_dir))
-    path, previous = store.update(identity, part, result)
-    if previous:
-        log.info("replaces the %s calibration of %s", part, previous.get("made"))
+    else:
+        store = calibration.Store(calibration.resolve_dir(args.calibration_dir))
+        path, previous = store.update(identity, part, result)
+        if previous:
+            log.info("replaces the %s calibration of %s", part, previous.get("made"))
+    if args.json:
+        print(json.dumps({"rig_identity": identity, part: result, "stored": str(path) if path else None}, indent=1))
     return path
 
 
@@ -393,11 +398,8 @@ def cmd_calibrate_loopback(args):
         except calibration.CalibrationError as e:
             log.error("%s", e)
             return 1
-    identity = calibration.rig_identity(ident)
-    path = _store(args, calibration, identity, "loopback", loop)
+    path = _store(args, calibration, ident, "loopback", loop)
     if args.json:
-        print(json.dumps({"rig_identity": identity, "loopback": loop, "stored": str(path) if path else None},
-                         indent=1))
         return 0
     tick_ns = 1e9 / ts
     fall = loop["fall"]
@@ -466,11 +468,8 @@ def cmd_calibrate_clock(args):
         except calibration.CalibrationError as e:
             log.error("%s", e)
             return 1
-    identity = calibration.rig_identity(ident)
-    path = _store(args, calibration, identity, "clock", clock)
+    path = _store(args, calibration, ident, "clock", clock)
     if args.json:
-        print(json.dumps({"rig_identity": identity, "clock": clock, "stored": str(path) if path else None},
-                         indent=1))
         return 0
     calibrated = ts * (1 + clock["ppm"] * 1e-6)
     print(f"clock: {clock['ppm']:+.4f} ppm +- {clock['uncertainty_ppm']:.4f} ppm ({clock['coverage']}) against "

@@ -244,8 +244,10 @@ module hilat_dut_model (
                     pps_state <= pps_r;
                     // A pulse shows in tick ideal + 2 + J + u, u uniform in [-J, J] (0 without jitter).
                     if (pps_missing) begin
-                        if (pps_log_fd != 0)
+                        if (pps_log_fd != 0) begin
                             $fwrite(pps_log_fd, "missing,%0d,%0d\n", pps_index, cycle + 2 + {32'd0, pps_jitter});
+                            $fflush(pps_log_fd);
+                        end
                     end else begin
                         pps_rise_pending <= 1'b1;
                         pps_rise_index   <= pps_index;
@@ -269,7 +271,10 @@ module hilat_dut_model (
                     pps_extra_pending <= 1'b0;
                     pps_pin <= 1'b1;
                     pps_fall_at <= pps_extra_at + {32'd0, pps_width};
-                    if (pps_log_fd != 0) $fwrite(pps_log_fd, "extra,%0d,%0d\n", pps_extra_index, pps_extra_at);
+                    if (pps_log_fd != 0) begin
+                        $fwrite(pps_log_fd, "extra,%0d,%0d\n", pps_extra_index, pps_extra_at);
+                        $fflush(pps_log_fd);
+                    end
                 end else if (pps_pin && cycle + 1 == pps_fall_at) begin
                     pps_pin <= 1'b0;
                 end
