@@ -153,7 +153,8 @@ def cmd_info(args):
     print(f"rig on {args.url}")
     print(f"  gateware   {ident.gateware}")
     print(f"  firmware   {ident.firmware} (protocol {ident.version})")
-    print(f"  timebase   {ident.ts_hz / 1e6:g} MHz: 1 tick = {tick_ns:g} ns (uncalibrated)")
+    print(f"  timebase   {ident.ts_hz / 1e6:g} MHz nominal: 1 tick = {tick_ns:g} ns"
+          f"{' (calibrated: see resolution)' if resolution['clock'] else ' (clock not calibrated)'}")
     print(f"  cpu clock  {ident.sys_hz / 1e6:g} MHz")
     print(f"  channels   {ident.n_stimulus} stimulus, {ident.n_inputs} capture inputs, tag = channel "
           f"{ident.tag_channel}")
@@ -398,6 +399,9 @@ def cmd_calibrate_loopback(args):
         except calibration.CalibrationError as e:
             log.error("%s", e)
             return 1
+    if loop["unclaimed_edges"]:
+        log.warning("%d more edges on channel %d than stimulus pulses (ringing on the jumper, or another source "
+                    "on that input?): not used", loop["unclaimed_edges"], args.channel)
     path = _store(args, calibration, ident, "loopback", loop)
     if args.json:
         return 0

@@ -352,3 +352,26 @@ def test_store_writes_are_atomic(tmp_path):
     for t in threads:
         t.join()
     assert store.load(identity)["loopback"]["offset_ticks"] in (1, 2, 3)
+
+
+def test_capture_subtracts_the_offset_from_stimulus_latencies_only(tmp_path):
+    """Offset 100 ticks: stimulus->ISR and stimulus->task lose 100, ISR->task keeps its value, and a
+    response sooner than the rig's own delay is counted and warned about."""
+    from hilat.capture import Capture, CaptureSettings
+
+    ident = identify()
+    cal.Store(tmp_path).update(cal.rig_identity(ident), "loopback",
+                               _loop(datetime.now(timezone.utc).isoformat(), offset=100))
+    capture = Capture("socket://unused", CaptureSettings(calibration_dir=tmp_path))
+    capture.identity = ident
+    capture.calibration = cal.for_rig(ident, tmp_path)
+    capture.records = [(1000, 0b1, 0b1), (1010, 0b1, 0), (1060, 0b100, 0b100), (1200, 0b1000, 0b1000),
+                       (3000, 0b1, 0b1), (3010, 0b1, 0), (3300, 0b100, 0b100), (3500, 0b1000, 0b1000)]
+    pairing = capture.pairing()
+    assert pairing.isr_latency.tolist() == [-40, 200]
+    assert pairing.task_latency.tolist() == [100, 400]
+    assert pairing.isr_to_task.tolist() == [140, 200]
+    meta = capture._calibration_meta()
+    assert meta["offset_ticks"] == 100 and meta["responses_before_offset"] == 1
+    assert "1 responses came sooner than the rig's own loopback delay (100 ticks)" in meta["warnings"][-1]
+    assert meta["statement"][-1].startswith("WARNING: 1 responses came sooner")
