@@ -28,7 +28,7 @@ import os
 import re
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -204,7 +204,6 @@ class LoopbackResult:
     rise_delays: np.ndarray        # per stimulus, ticks; -1: no edge on the loopback input
     fall_delays: np.ndarray
     unclaimed_edges: int           # loopback rises before the first stimulus or beyond the first per window
-    other_channels: dict = field(default_factory=dict)   # channel -> rising edges seen there
 
     @property
     def missing(self):
@@ -230,18 +229,14 @@ def loopback_delays(records, stimulus_channel=0, loopback_channel=DEFAULT_LOOPBA
     stim_rise, stim_fall = edges(stimulus_channel, active), edges(stimulus_channel, 1 - active)
     rise, unclaimed = _first_after(stim_rise, edges(loopback_channel, active))
     fall, _ = _first_after(stim_fall, edges(loopback_channel, 1 - active))
-    others = {int(ch): int(((chans == ch) & (levels == 1)).sum()) for ch in np.unique(chans)
-              if ch not in (stimulus_channel, loopback_channel)}
-    return LoopbackResult(len(stim_rise), rise, fall, unclaimed, others)
+    return LoopbackResult(len(stim_rise), rise, fall, unclaimed)
 
 
-def no_loopback_message(stimuli, stimulus_channel, loopback_channel, others):
-    seen = ", ".join(f"channel {ch}: {n}" for ch, n in sorted(others.items()) if n)
-    hint = f" Rising edges did arrive on other inputs ({seen}): if the jumper goes to one of them, " \
-           "pass --channel N." if seen else ""
+def no_loopback_message(stimuli, stimulus_channel, loopback_channel):
     return (f"no edges on capture channel {loopback_channel} during {stimuli} stimulus pulses: the loopback "
             f"jumper is missing. Wire stimulus output STIM{stimulus_channel} to the SPARE capture input "
-            f"(channel {loopback_channel}), see docs/wiring.md, and run again.{hint}")
+            f"(channel {loopback_channel}), see docs/wiring.md, and run again (or give the input you wired "
+            "with --channel).")
 
 
 def loopback_calibration(result, ts_hz, stimulus_channel, loopback_channel, stimulus, url, max_missing=0.01):
@@ -252,8 +247,7 @@ def loopback_calibration(result, ts_hz, stimulus_channel, loopback_channel, stim
         raise CalibrationError(f"no stimulus edges were recorded on channel {stimulus_channel}: the rig did not "
                                "pulse (see the log above)")
     if found == 0:
-        raise CalibrationError(no_loopback_message(result.stimuli, stimulus_channel, loopback_channel,
-                                                   result.other_channels))
+        raise CalibrationError(no_loopback_message(result.stimuli, stimulus_channel, loopback_channel))
     if result.missing > max_missing * result.stimuli:
         raise CalibrationError(f"{result.missing} of {result.stimuli} stimulus pulses never reached channel "
                                f"{loopback_channel}: the loopback jumper makes intermittent contact (or the "
