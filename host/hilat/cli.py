@@ -289,6 +289,10 @@ def _sim_calibration_sources(args):
 
     if args.loopback is not None and args.pps_period is not None:
         raise UsageError("--loopback and --pps-period both drive the SPARE input: choose one")
+    if args.loopback is None and args.loopback_jitter:
+        raise UsageError("--loopback-jitter needs --loopback")
+    if args.pps_period is None and (args.pps_ppm or args.pps_jitter or args.pps_missing_every or args.pps_extra_every):
+        raise UsageError("the --pps-* options need --pps-period")
     out = {}
     if args.loopback is not None:
         if args.loopback + args.loopback_jitter > 255:

@@ -375,3 +375,26 @@ def test_capture_subtracts_the_offset_from_stimulus_latencies_only(tmp_path):
     assert meta["offset_ticks"] == 100 and meta["responses_before_offset"] == 1
     assert "1 responses came sooner than the rig's own loopback delay (100 ticks)" in meta["warnings"][-1]
     assert meta["statement"][-1].startswith("WARNING: 1 responses came sooner")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--loopback", "3", "--pps-period", "1ms"], "both drive the SPARE input"),
+    (["--pps-ppm", "3"], "the --pps-* options need --pps-period"),
+    (["--loopback-jitter", "2"], "--loopback-jitter needs --loopback"),
+    (["--loopback", "250", "--loopback-jitter", "10"], "must be <= 255 ticks"),
+])
+def test_sim_calibration_sources_refuse_contradictions(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["sim", *argv])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_sim_calibration_sources_become_plusargs():
+    from hilat.cli import _sim_calibration_sources, build_parser
+
+    args = build_parser().parse_args(["sim", "--pps-period", "1ms", "--pps-ppm", "-42.125", "--pps-jitter", "5",
+                                      "--pps-missing-every", "10", "--pps-extra-every", "7"])
+    assert _sim_calibration_sources(args) == {"pps_period": 50_000, "pps_ppb": -42_125, "pps_jitter": 5,
+                                              "pps_missing_every": 10, "pps_missing_run": 1, "pps_extra_every": 7}
+    args = build_parser().parse_args(["sim", "--loopback", "7"])
+    assert _sim_calibration_sources(args) == {"loopback": 1, "loopback_delay": 7, "loopback_jitter": 0}
