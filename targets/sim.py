@@ -6,6 +6,10 @@ the loopback interface). The DUT model is a Verilog module with a fixed port lis
 ``targets/dut/hilat_dut_model.v``), chosen with ``--dut-model``/``--dut-top``; its settings are
 plusargs (``+dut_isr_base=50`` ...), so changing them needs no rebuild.
 
+The SPARE input (capture channel 4) can carry the calibration sources of the model: a loopback of
+STIM0 with a delay (``+dut_loopback=1 +dut_loopback_delay=7``) or a 1PPS with a frequency error
+(``+dut_pps_period=50000 +dut_pps_ppb=37500``); see the model and ``docs/calibration.md``.
+
 The build is cached under ``build/sim/<key>``: the key hashes the gateware, the firmware, this file
 and the DUT model, so a second run starts within seconds and any change rebuilds.
 
@@ -94,8 +98,11 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024)
 def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model"):
     """Hash of everything the simulator binary depends on."""
     h = hashlib.sha256()
+    # variables.mak is written into sim_modules by the build itself: hashing it would make the
+    # second call of a fresh tree miss the first build.
     files = sorted(list((ROOT / "gateware").glob("*.py")) + list((ROOT / "firmware").glob("*.[chS]"))
-                   + [ROOT / "firmware" / "Makefile", Path(dut_model)] + list(SIM_MODULES.rglob("*")))
+                   + [ROOT / "firmware" / "Makefile", Path(dut_model)]
+                   + [f for f in SIM_MODULES.rglob("*") if f.name != "variables.mak"])
     # This file's build half (everything above the runtime marker) is part of the key too.
     h.update(Path(__file__).read_text().split(_RUNTIME_MARKER)[0].encode())
     for f in files:
@@ -185,12 +192,13 @@ def _listening(port):
 class SimulatedRig:
     """A running simulator process. ``url`` is what ``hilat`` connects to."""
 
-    def __init__(self, sim_dir, run_dir, port=None, dut_args=None, dut_log=None):
+    def __init__(self, sim_dir, run_dir, port=None, dut_args=None, dut_log=None, pps_log=None):
         self.sim_dir = Path(sim_dir)
         self.run_dir = Path(run_dir)
         self.port = port or free_port()
         self.dut_args = dict(dut_args or {})
         self.dut_log = Path(dut_log) if dut_log else None
+        self.pps_log = Path(pps_log) if pps_log else None
         self.process = None
 
     @property
@@ -212,6 +220,8 @@ class SimulatedRig:
             args += [f"+dut_{k}={v}" for k, v in self.dut_args.items()]
             if self.dut_log:
                 args.append(f"+dut_log={self.dut_log.resolve()}")
+            if self.pps_log:
+                args.append(f"+dut_pps_log={self.pps_log.resolve()}")
             self.stderr = open(self.run_dir / "sim.log", "w")
             self.process = subprocess.Popen(args, cwd=self.run_dir, stdin=subprocess.DEVNULL,
                                             stdout=self.stderr, stderr=subprocess.STDOUT)

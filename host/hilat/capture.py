@@ -5,7 +5,9 @@ Run directory (``OUT/YYYYmmdd-HHMMSS-LABEL/``):
 - ``raw.bin``       every byte received from the rig, appended before anything decodes it;
 - ``events.csv``    decoded edges: tick, channel, level, tag level;
 - ``latencies.csv`` one row per stimulus: its tick and its latencies in ticks (-1: missed);
-- ``meta.json``     rig identity, configuration, label, counters (frames, losses, drops);
+- ``meta.json``     rig identity, configuration, label, counters (frames, losses, drops), and the
+                    calibration in force (``"calibration"``: offset subtracted, calibrated ts_hz,
+                    warnings, resolution statement; see ``hilat.calibration``);
 - ``summary.json``, ``summary.txt``  the latency table.
 """
 
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hilat import analysis
+from hilat import analysis, calibration
 from hilat import protocol as p
 from hilat.rig import Rig, RigError
 from hilat.transport import Transport, TransportError
@@ -56,6 +58,8 @@ class CaptureSettings:
     out_dir: Path = Path("runs")
     progress: bool = True
     stimulus: StimulusSettings = field(default_factory=StimulusSettings)
+    # Where this rig's calibration is looked up (hilat.calibration); None: none applied.
+    calibration_dir: Path | None = None
 
 
 class Capture:
@@ -75,6 +79,8 @@ class Capture:
         self.interrupted = False
         self.error = None
         self.run_dir = None
+        self.calibration = None    # meta["calibration"]: what is applied, once the rig identified
+        self.responses_before_offset = 0
 
     # set-up ---------------------------------------------------------------------------------------
 
@@ -172,9 +178,11 @@ class Capture:
             if time.monotonic() > deadline:
                 raise RigError("the rig's clock does not advance")
             time.sleep(0.02)
-        # Records older than `target` are in the FIFO or on the wire: read until quiet.
+        # Records older than `target` are in the FIFO or on the wire: read until quiet, or until a
+        # record at or past `target` arrives (records come in tick order), so that an input that
+        # never stops toggling (a 1PPS on the spare input) cannot hold the capture open.
         quiet_until = time.monotonic() + 0.3
-        while time.monotonic() < quiet_until:
+        while time.monotonic() < quiet_until and not (self.records and self.records[-1][0] >= target):
             before = len(self.records)
             self._pump_pending(rig)
             self._pump(rig)
@@ -202,6 +210,9 @@ class Capture:
             self.identity = rig.hello()
             log.info("rig: %s, %s; ts %.3f MHz", self.identity.gateware, self.identity.firmware,
                      self.identity.ts_hz / 1e6)
+            self.calibration = calibration.for_rig(self.identity, self.settings.calibration_dir)
+            for warning in self.calibration["warnings"]:
+                log.warning("%s", warning)
             self._configure(rig)
             self._stimulate(rig, progress)
             self._finish(rig)
@@ -240,7 +251,28 @@ class Capture:
         roles = analysis.Channels(stimulus_active=0 if self.settings.stimulus.invert else 1,
                                   tag=self.identity.tag_channel if self.identity else 5)
         end = int(self.records[-1][0]) + 1 if self.records else 0
-        return analysis.pair(ticks, chans, levels, roles, self.settings.deadline_ticks, end_tick=end)
+        pairing = analysis.pair(ticks, chans, levels, roles, self.settings.deadline_ticks, end_tick=end)
+        # The rig's own stimulus->capture delay (loopback calibration) is not the DUT's: subtract it
+        # from the stimulus->response latencies; ISR->task is a difference and keeps it out already.
+        offset = self.offset_ticks
+        self.responses_before_offset = 0
+        if offset:
+            for latency in (pairing.isr_latency, pairing.task_latency):
+                found = latency != analysis.MISSING
+                self.responses_before_offset += int((found & (latency < offset)).sum())
+                latency[found] -= offset
+        return pairing
+
+    @property
+    def offset_ticks(self):
+        return self.calibration["offset_ticks"] if self.calibration else 0
+
+    @property
+    def ts_hz(self):
+        """Ticks per second for converting to ns: the calibrated frequency when there is one."""
+        if self.calibration:
+            return self.calibration["ts_hz"]
+        return self.identity.ts_hz if self.identity else 1
 
     def _write(self, decoder, t0):
         run = self.run_dir
@@ -263,7 +295,7 @@ class Capture:
                             int(pairing.task_latency[i]), int(pairing.isr_to_task[i]),
                             int(pairing.tag_at_stimulus[i]), int(pairing.tag_in_window[i]),
                             int(pairing.isr_duplicates[i])])
-        ts_hz = ident.ts_hz if ident else 1
+        ts_hz = self.ts_hz
         summary = {"all": analysis.summarize(pairing, ts_hz),
                    "untagged": analysis.summarize(pairing, ts_hz, exclude_tagged=True)}
         dropped = list(self.status.dropped) if self.status else None
@@ -289,15 +321,32 @@ class Capture:
                 "rig_frames_sent": self.status.frames_sent if self.status else None,
             },
             "extra": self.extra_meta,
+            "calibration": self._calibration_meta(),
         }
         (run / "meta.json").write_text(json.dumps(meta, indent=1))
         (run / "summary.json").write_text(json.dumps({"format": "hilat-summary", "version": 1, **summary},
                                                      indent=1))
         (run / "summary.txt").write_text(self.report() + "\n")
 
+    def _calibration_meta(self):
+        if self.calibration is None:
+            return None
+        meta = dict(self.calibration)
+        if self.offset_ticks:
+            # A response sooner than the rig's own delay cannot have been caused by the stimulus: its
+            # latency is negative after the subtraction (and -1 would read as a miss), so say so.
+            early = self.responses_before_offset
+            meta["responses_before_offset"] = early
+            if early:
+                meta["warnings"] = meta["warnings"] + [
+                    f"{early} responses came sooner than the rig's own loopback delay "
+                    f"({self.offset_ticks} ticks): check the calibration and the wiring"]
+                meta["statement"] = meta["statement"] + [f"WARNING: {meta['warnings'][-1]}"]
+        return meta
+
     def report(self):
         pairing = self.pairing()
-        ts_hz = self.identity.ts_hz if self.identity else 1
+        ts_hz = self.ts_hz
         title = f"{self.settings.label or 'run'}: {len(pairing.stim_tick)} stimuli"
         lines = [analysis.format_table(analysis.summarize(pairing, ts_hz), title)]
         tagged = int(pairing.tag_in_window.sum())
@@ -308,6 +357,8 @@ class Capture:
         losses = self.loss_lines()
         if losses:
             lines += [""] + losses
+        if self.calibration:
+            lines += [""] + self._calibration_meta()["statement"]
         return "\n".join(lines)
 
     def loss_lines(self):

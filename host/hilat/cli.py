@@ -7,6 +7,8 @@
     hilat report RUN... [options]      Faller tables, percentiles, plots, HTML (one or more runs)
     hilat compare RUN_A RUN_B          side by side, with the difference at each percentile
     hilat export RUN --csv/--parquet/--hlog/--vcd   samples, HDR interval log, raw edges
+    hilat calibrate loopback URL       the rig's own offset and jitter (jumper STIM0 -> SPARE)
+    hilat calibrate clock URL          the rig's clock error in ppm (--against host | pps)
 """
 
 import argparse
@@ -14,6 +16,7 @@ import json
 import logging
 import re
 import sys
+import time
 from pathlib import Path
 
 from hilat import protocol as p
@@ -77,6 +80,9 @@ def _add_capture_options(parser, default_count=2000):
     g.add_argument("--label", default="", help="name of the run (directory suffix, report titles)")
     g.add_argument("--out", type=Path, default=Path("runs"), help="directory for run directories (default runs)")
     g.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    _add_calibration_dir(g)
+    g.add_argument("--no-calibration", action="store_true",
+                   help="apply no stored calibration (offset 0, nominal tick frequency)")
     s = parser.add_argument_group("stimulus (channel 0)")
     s.add_argument("--mode", choices=["periodic", "dither", "random", "burst", "oneshot"], default="dither")
     s.add_argument("--period", type=TimeValue, default=TimeValue("100us"),
@@ -132,6 +138,9 @@ def cmd_info(args):
     caps = [name for name, bit in [("dither", p.CAP_DITHER), ("random", p.CAP_RANDOM), ("burst", p.CAP_BURST),
                                    ("absolute-start", p.CAP_ABSOLUTE_START), ("glitch-filter", p.CAP_GLITCH_FILTER),
                                    ("tag", p.CAP_TAG_CHANNEL), ("sub-tick", p.CAP_SUBTICK)] if ident.capabilities & bit]
+    from hilat import calibration
+
+    resolution = calibration.for_rig(ident, calibration.resolve_dir(args.calibration_dir))
     info = {
         "url": args.url, "protocol": ident.version, "gateware": ident.gateware, "firmware": ident.firmware,
         "ts_hz": ident.ts_hz, "sys_hz": ident.sys_hz, "tick_ns": tick_ns,
@@ -139,6 +148,7 @@ def cmd_info(args):
         "tag_channel": ident.tag_channel, "fifo_depth": ident.fifo_depth,
         "pin_to_stamp_delay_ticks": ident.pin_to_stamp_delay, "capabilities": caps,
         "dropped_per_channel": list(status.dropped),
+        "calibration": resolution,
     }
     if args.json:
         print(json.dumps(info, indent=1))
@@ -146,13 +156,17 @@ def cmd_info(args):
     print(f"rig on {args.url}")
     print(f"  gateware   {ident.gateware}")
     print(f"  firmware   {ident.firmware} (protocol {ident.version})")
-    print(f"  timebase   {ident.ts_hz / 1e6:g} MHz: 1 tick = {tick_ns:g} ns (uncalibrated)")
+    print(f"  timebase   {ident.ts_hz / 1e6:g} MHz nominal: 1 tick = {tick_ns:g} ns"
+          f"{' (calibrated: see resolution)' if resolution['clock'] else ' (clock not calibrated)'}")
     print(f"  cpu clock  {ident.sys_hz / 1e6:g} MHz")
     print(f"  channels   {ident.n_stimulus} stimulus, {ident.n_inputs} capture inputs, tag = channel "
           f"{ident.tag_channel}")
     print(f"  fifo       {ident.fifo_depth} records; pin-to-stamp delay {ident.pin_to_stamp_delay} ticks "
           "(subtracted in gateware)")
     print(f"  features   {', '.join(caps)}")
+    print("resolution")
+    for line in resolution["statement"]:
+        print(f"  {line}")
     return 0
 
 
@@ -165,6 +179,9 @@ def _run_capture(url, args, extra_meta=None):
     with Transport(url) as transport:
         ts_hz = Rig(transport).hello().ts_hz
     settings = _capture_settings(args, ts_hz)
+    if not args.no_calibration:
+        from hilat import calibration
+        settings.calibration_dir = calibration.resolve_dir(args.calibration_dir)
     capture = Capture(url, settings, extra_meta).run()
     if capture.run_dir:
         log.info("run directory: %s", capture.run_dir)
@@ -187,9 +204,10 @@ def _dut_args(args):
 def cmd_sim(args):
     from targets import sim
 
+    dut_args = {**_dut_args(args), **_sim_calibration_sources(args)}
     sim_dir = sim.build(dut_model=args.dut_model, dut_top=args.dut_top)
-    rig = sim.SimulatedRig(sim_dir, sim_dir / "run-sim", port=args.port, dut_args=_dut_args(args),
-                           dut_log=args.dut_log)
+    rig = sim.SimulatedRig(sim_dir, sim_dir / "run-sim", port=args.port, dut_args=dut_args,
+                           dut_log=args.dut_log, pps_log=args.pps_log)
     with rig:
         print(rig.url, flush=True)
         log.info("simulated rig running; Ctrl-C to stop")
@@ -323,6 +341,258 @@ def _seconds(text):
     return value.value * _UNITS[value.unit]
 
 
+# ---- calibration (hilat calibrate, hilat sim's calibration sources) --------------------------------
+
+def _add_calibration_dir(parser):
+    parser.add_argument("--calibration-dir", type=Path, default=None,
+                        help="calibration files (default $HILAT_CALIBRATION_DIR or ~/.config/hilat/calibration)")
+
+
+def _signed_float(text):
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def _non_negative_int(text):
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    return value
+
+
+def _add_sim_calibration_options(parser):
+    g = parser.add_argument_group("calibration sources on the SPARE input (capture channel 4)")
+    g.add_argument("--loopback", type=_non_negative_int, metavar="TICKS",
+                   help="loopback jumper STIM0 -> SPARE with this delay (the rig's own offset), 0..255 ticks")
+    g.add_argument("--loopback-jitter", type=_non_negative_int, default=0, metavar="TICKS",
+                   help="plus a uniform 0..TICKS per pulse (default 0)")
+    g.add_argument("--pps-period", type=TimeValue, metavar="TIME",
+                   help="a 1PPS source on SPARE with this nominal period, e.g. 1ms (a real 1s takes ~80 s of "
+                        "simulation per pulse)")
+    g.add_argument("--pps-ppm", type=_signed_float, default=0.0,
+                   help="the rig clock's error the 1PPS reveals, in ppm (signed, exact in the long run)")
+    g.add_argument("--pps-jitter", type=_non_negative_int, default=0, metavar="TICKS",
+                   help="move each pulse by a uniform -TICKS..+TICKS")
+    g.add_argument("--pps-missing-every", type=_non_negative_int, default=0, metavar="N",
+                   help="drop pulses N, 2N, ... (bad-input test)")
+    g.add_argument("--pps-missing-run", type=_positive_int, default=1, metavar="R",
+                   help="drop R pulses in a row each time (default 1)")
+    g.add_argument("--pps-extra-every", type=_non_negative_int, default=0, metavar="M",
+                   help="an extra pulse a third of a period after pulses M, 2M, ... (bad-input test)")
+    g.add_argument("--pps-log", type=Path, help="write every 1PPS pulse the model emits here (CSV)")
+
+
+def _sim_calibration_sources(args):
+    """DUT-model plusargs of the calibration sources (targets/dut/hilat_dut_model.v)."""
+    from targets import sim
+
+    if args.loopback is not None and args.pps_period is not None:
+        raise UsageError("--loopback and --pps-period both drive the SPARE input: choose one")
+    if args.loopback is None and args.loopback_jitter:
+        raise UsageError("--loopback-jitter needs --loopback")
+    if args.pps_period is None and (args.pps_ppm or args.pps_jitter or args.pps_missing_every or args.pps_extra_every):
+        raise UsageError("the --pps-* options need --pps-period")
+    out = {}
+    if args.loopback is not None:
+        if args.loopback + args.loopback_jitter > 255:
+            raise UsageError("--loopback + --loopback-jitter must be <= 255 ticks")
+        out.update(loopback=1, loopback_delay=args.loopback, loopback_jitter=args.loopback_jitter)
+    if args.pps_period is not None:
+        period = args.pps_period.ticks(sim.TS_CLK_FREQ)
+        if not 30 <= period < 2**32:
+            raise UsageError("--pps-period must be 30 ticks .. 85 s")
+        out.update(pps_period=period, pps_ppb=int(round(args.pps_ppm * 1000)), pps_jitter=args.pps_jitter,
+                   pps_missing_every=args.pps_missing_every, pps_missing_run=args.pps_missing_run,
+                   pps_extra_every=args.pps_extra_every)
+        if not -2**31 <= out["pps_ppb"] < 2**31:
+            raise UsageError("--pps-ppm out of range")
+    return out
+
+
+def _add_calibrate_parser(sub):
+    cal = sub.add_parser("calibrate", help="measure the rig itself: its offset and jitter, its clock error")
+    csub = cal.add_subparsers(dest="what", required=True, metavar="WHAT")
+
+    lb = csub.add_parser("loopback", help="the rig's own stimulus->capture delay and its spread, with a "
+                         "jumper from STIM0 to SPARE (channel 4)")
+    lb.add_argument("url")
+    lb.add_argument("--count", type=_positive_int, default=1000, help="pulses (default 1000)")
+    lb.add_argument("--period", type=TimeValue, default=TimeValue("100us"), help="mean interval (default 100us)")
+    lb.add_argument("--jitter", type=TimeValue, default=TimeValue("25us"),
+                    help="dither: intervals uniform in period +- jitter (default 25us)")
+    lb.add_argument("--width", type=TimeValue, default=TimeValue("1us"), help="pulse width (default 1us)")
+    lb.add_argument("--seed", type=int, default=1, help="PRNG seed of the dither")
+    lb.add_argument("--stimulus-channel", type=int, default=0, help="stimulus output of the jumper (default 0)")
+    lb.add_argument("--channel", type=int, default=4, help="capture input of the jumper (default 4, SPARE)")
+    _add_calibrate_common(lb)
+    lb.set_defaults(func=cmd_calibrate_loopback)
+
+    ck = csub.add_parser("clock", help="the rig's ts clock error in ppm, against the host clock or a 1PPS")
+    ck.add_argument("url")
+    ck.add_argument("--against", choices=["host", "pps"], required=True,
+                    help="host: the host's monotonic clock over TIME_REQ round trips; pps: a GPS 1PPS on a "
+                         "capture input")
+    ck.add_argument("--duration", type=TimeValue, default=None,
+                    help="how long to measure (default 10s against the host, 60s against a 1PPS); the "
+                         "uncertainty shrinks with it")
+    ck.add_argument("--channel", type=int, default=4, help="pps: capture input of the 1PPS (default 4, SPARE)")
+    ck.add_argument("--pps-period", type=TimeValue, default=TimeValue("1s"),
+                    help="pps: the nominal interval between pulses (default 1s; the simulator's is shorter)")
+    ck.add_argument("--tries", type=_positive_int, default=8,
+                    help="host: round trips at each end, the fastest one is used (default 8)")
+    _add_calibrate_common(ck)
+    ck.set_defaults(func=cmd_calibrate_clock)
+
+
+def _add_calibrate_common(parser):
+    _add_calibration_dir(parser)
+    parser.add_argument("--no-store", action="store_true", help="measure and print, store nothing")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+class _CalibrationProgress:
+    """A progress line on stderr, at most every 2 s (so the simulator's slow runs show life)."""
+
+    def __init__(self, what):
+        self.what = what
+        self.last = time.monotonic()
+
+    def __call__(self, done, total):
+        now = time.monotonic()
+        if now - self.last >= 2.0:
+            self.last = now
+            log.info("%s: %d%%", self.what, min(100, int(100 * done / max(total, 1))))
+
+
+def _store(args, calibration, ident, part, result):
+    """Store the result (unless --no-store) and print it as JSON with --json; returns the file."""
+    identity = calibration.rig_identity(ident)
+    path = None
+    if args.no_store:
+        log.info("not stored (--no-store)")
+    else:
+        store = calibration.Store(calibration.resolve_dir(args.calibration_dir))
+        path, previous = store.update(identity, part, result)
+        if previous:
+            log.info("replaces the %s calibration of %s", part, previous.get("made"))
+    if args.json:
+        print(json.dumps({"rig_identity": identity, part: result, "stored": str(path) if path else None}, indent=1))
+    return path
+
+
+def cmd_calibrate_loopback(args):
+    from hilat import calibration
+    from hilat.rig import Rig
+    from hilat.transport import Transport
+
+    with Transport(args.url) as transport:
+        rig = Rig(transport)
+        ident = rig.hello()
+        ts = ident.ts_hz
+        stimulus = {"mode": "dither", "count": args.count, "period_ticks": args.period.ticks(ts),
+                    "jitter_ticks": args.jitter.ticks(ts), "width_ticks": args.width.ticks(ts), "seed": args.seed}
+        log.info("loopback: %d pulses from STIM%d, watching channel %d", args.count, args.stimulus_channel,
+                 args.channel)
+        try:
+            result = calibration.run_loopback(
+                rig, ident, args.count, stimulus["period_ticks"], stimulus["jitter_ticks"], stimulus["width_ticks"],
+                args.stimulus_channel, args.channel, args.seed, progress=_CalibrationProgress("loopback"))
+            loop = calibration.loopback_calibration(result, ts, args.stimulus_channel, args.channel, stimulus,
+                                                    args.url)
+        except calibration.CalibrationError as e:
+            log.error("%s", e)
+            return 1
+    if loop["unclaimed_edges"]:
+        log.warning("%d more edges on channel %d than stimulus pulses (ringing on the jumper, or another source "
+                    "on that input?): not used", loop["unclaimed_edges"], args.channel)
+    path = _store(args, calibration, ident, "loopback", loop)
+    if args.json:
+        return 0
+    tick_ns = 1e9 / ts
+    fall = loop["fall"]
+    print(f"loopback STIM{args.stimulus_channel} -> channel {args.channel} on {args.url}: {loop['stimuli']} pulses, "
+          f"{loop['n']} arrived, {loop['missing']} missing")
+    print(f"  rig offset    {loop['offset_ticks']} ticks ({loop['offset_ticks'] * tick_ns:g} ns), the median "
+          "rising-edge delay: subtracted from stimulus->response latencies from now on")
+    print(f"  rig jitter    {loop['min_ticks']}..{loop['max_ticks']} ticks (peak-to-peak "
+          f"{loop['max_ticks'] - loop['min_ticks']}), std {loop['std_ticks']:.3g} ticks, mean "
+          f"{loop['mean_ticks']:.3f}")
+    if fall.get("n"):
+        print(f"  falling edge  {fall['min_ticks']}..{fall['max_ticks']} ticks (median {fall['median_ticks']})")
+    print("  histogram     " + ", ".join(f"{k}: {v}" for k, v in loop["histogram"].items()))
+    if path:
+        print(f"stored in {path}")
+    return 0
+
+
+def _print_pps(result, loop_list=20):
+    for n, tick in result.missing[:loop_list]:
+        print(f"  missing pulse {n} (expected near tick {tick}): excluded")
+    if len(result.missing) > loop_list:
+        print(f"  ... and {len(result.missing) - loop_list} more missing pulses")
+    for tick, why in result.extra[:loop_list]:
+        print(f"  extra edge at tick {tick} ({why}): excluded")
+    if len(result.extra) > loop_list:
+        print(f"  ... and {len(result.extra) - loop_list} more extra edges")
+
+
+def cmd_calibrate_clock(args):
+    from hilat import calibration
+    from hilat.rig import Rig
+    from hilat.transport import Transport
+
+    with Transport(args.url) as transport:
+        rig = Rig(transport)
+        ident = rig.hello()
+        ts = ident.ts_hz
+        duration = args.duration or TimeValue("10s" if args.against == "host" else "60s")
+        try:
+            if args.against == "host":
+                seconds = duration.ticks(ts) / ts
+                log.info("clock against the host: %g s of TIME_REQ round trips", seconds)
+                clock = calibration.host_clock_estimate(rig.now, ts, seconds, tries=args.tries,
+                                                        progress=_CalibrationProgress("clock"))
+                clock["url"] = args.url
+                pps = None
+            else:
+                period_ticks = args.pps_period.ticks(ts)
+                period_s = period_ticks / ts
+                log.info("clock against a 1PPS on channel %d: %g s of rig time, nominal period %g s",
+                         args.channel, duration.ticks(ts) / ts, period_s)
+                ticks = calibration.run_pps(rig, ident, args.channel, duration.ticks(ts),
+                                            progress=_CalibrationProgress("1PPS"))
+                pps = calibration.analyse_pps(ticks, period_ticks)
+                if not args.json:
+                    print(f"1PPS on channel {args.channel} ({args.url}): {len(ticks)} rising edges, "
+                          f"{len(pps.accepted)} pulses used, {len(pps.missing)} missing, {len(pps.extra)} extra")
+                    _print_pps(pps)
+                clock = calibration.pps_calibration(pps, ts, period_s, args.channel, args.url, len(ticks))
+        except calibration.ImplausibleClock as e:
+            log.error("%s", e)
+            if args.json:
+                print(json.dumps({"error": str(e), "clock": e.result}, indent=1))
+            return 1
+        except calibration.CalibrationError as e:
+            log.error("%s", e)
+            return 1
+    path = _store(args, calibration, ident, "clock", clock)
+    if args.json:
+        return 0
+    calibrated = ts * (1 + clock["ppm"] * 1e-6)
+    print(f"clock: {clock['ppm']:+.4f} ppm +- {clock['uncertainty_ppm']:.4f} ppm ({clock['coverage']}) against "
+          f"{'the host clock' if args.against == 'host' else 'the 1PPS'}: ts = {calibrated:.3f} Hz "
+          f"(nominal {ts} Hz), 1 tick = {1e9 / calibrated:.6f} ns")
+    print(f"  basis: {clock['basis']}")
+    if path:
+        print(f"stored in {path}")
+    return 0
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="hilat", description="Measure a device's real-time latency with "
                                      "the hilat FPGA rig.")
@@ -332,6 +602,7 @@ def build_parser():
     info = sub.add_parser("info", help="identify the rig on URL")
     info.add_argument("url", help="/dev/ttyUSB0, socket://127.0.0.1:PORT, ...")
     info.add_argument("--json", action="store_true", help="print JSON")
+    _add_calibration_dir(info)
     info.set_defaults(func=cmd_info)
 
     cap = sub.add_parser("capture", help="run stimuli and capture every edge")
@@ -349,6 +620,7 @@ def build_parser():
     s.add_argument("--port", type=_positive_int, default=None, help="TCP port on 127.0.0.1 (default: a free one)")
     s.add_argument("--dut-log", type=Path, help="write the DUT model's injected latencies here (CSV)")
     add_sim_options(s)
+    _add_sim_calibration_options(s)
     s.set_defaults(func=cmd_sim)
 
     d = sub.add_parser("demo", help="simulated rig + DUT, capture, latency table")
@@ -388,6 +660,7 @@ def build_parser():
                    "stim_to_isr)")
     e.add_argument("--interval", type=_seconds, default=1.0, help="HDR log interval in rig time (default 1s)")
     e.set_defaults(func=cmd_export)
+    _add_calibrate_parser(sub)
     return parser
 
 

@@ -8,7 +8,7 @@
 //   stim[1:0]  input   the rig's stimulus pins (channel 0 is the interrupt line)
 //   isr_pin    output  raised at ISR entry, dropped at ISR exit       (rig capture channel 2)
 //   task_pin   output  raised when the woken task is dispatched       (rig capture channel 3)
-//   spare_pin  output  unused here, held low                          (rig capture channel 4)
+//   spare_pin  output  calibration source, low unless enabled below      (rig capture channel 4)
 //   tag_pin    output  "DMA active": raised around some responses     (rig capture channel 5)
 //
 // Behaviour: on each rising edge of stim[0] at tick S the model draws, from a xorshift32 PRNG
@@ -24,6 +24,22 @@
 //   index,missed,isr_latency_ticks,task_latency_ticks,tagged
 // so tests compare what the rig measured against exactly what was injected.
 //
+// The spare pin stands for the rig's calibration inputs (hilat calibrate, docs/calibration.md):
+//
+// - loopback (+dut_loopback=1): the jumper STIM0 -> SPARE, i.e. spare_pin = stim[0] delayed by
+//   loopback_delay ticks (the rig's own offset; the real rig's output and input paths) plus, per
+//   pulse, a uniform extra 0..loopback_jitter ticks from a PRNG of its own (+dut_loopback_seed).
+//   Delay + jitter <= 255 ticks; the stimulus interval must exceed delay + jitter + pulse width.
+// - 1PPS (+dut_pps_period=P ticks, 0 = off): a pulse every P*(1 + pps_ppb*1e-9) ticks, i.e. what a
+//   GPS 1PPS looks like to a rig whose clock is off by pps_ppb parts per billion (signed). The
+//   fraction is accumulated exactly: pulse k comes k*P + floor(k*P*ppb/1e9) ticks after pulse 0
+//   (about P ticks after reset). Options: pps_width (ticks high, default P/10), pps_jitter J
+//   (each pulse moved by a uniform -J..+J ticks, not accumulated), pps_missing_every N with
+//   pps_missing_run R (pulses k >= N with k mod N < R are not emitted), pps_extra_every M (an extra
+//   pulse a third of an interval after each pulse k >= 1 with k mod M == 0). Every pulse is written
+//   to +dut_pps_log=FILE as "kind,index,tick" (kind: pulse, missing (with its ideal tick), extra);
+//   tick counts the DUT clock from reset.
+//
 // All settings are plusargs (+dut_isr_base=50 ...), so changing them needs no rebuild.
 
 module hilat_dut_model (
@@ -37,8 +53,12 @@ module hilat_dut_model (
 );
     reg [31:0] seed, isr_base, isr_spread_bits, mask_per1024, mask_ticks, resched_base;
     reg [31:0] resched_spread_bits, isr_width, task_width, miss_per1024, tag_per1024;
-    reg [8*512-1:0] log_name;
-    integer log_fd;
+    reg [8*512-1:0] log_name, pps_log_name;
+    integer log_fd, pps_log_fd;
+    reg [31:0] loopback, loopback_delay, loopback_jitter, loopback_seed;
+    reg [31:0] pps_period, pps_width, pps_jitter, pps_missing_every, pps_missing_run, pps_extra_every;
+    reg [31:0] pps_seed;
+    integer    pps_ppb;
 
     function [31:0] xorshift32(input [31:0] x);
         reg [31:0] a, b;
@@ -69,9 +89,35 @@ module hilat_dut_model (
         if ($value$plusargs("dut_log=%s", log_name)) begin
             log_fd = $fopen(log_name, "w");
         end
+        loopback = 0; loopback_delay = 0; loopback_jitter = 0; loopback_seed = 1;
+        pps_period = 0; pps_ppb = 0; pps_width = 0; pps_jitter = 0; pps_missing_every = 0;
+        pps_missing_run = 1; pps_extra_every = 0; pps_seed = 1;
+        if ($value$plusargs("dut_loopback=%d", loopback)) ;
+        if ($value$plusargs("dut_loopback_delay=%d", loopback_delay)) ;
+        if ($value$plusargs("dut_loopback_jitter=%d", loopback_jitter)) ;
+        if ($value$plusargs("dut_loopback_seed=%d", loopback_seed)) ;
+        if ($value$plusargs("dut_pps_period=%d", pps_period)) ;
+        if ($value$plusargs("dut_pps_ppb=%d", pps_ppb)) ;
+        if ($value$plusargs("dut_pps_width=%d", pps_width)) ;
+        if ($value$plusargs("dut_pps_jitter=%d", pps_jitter)) ;
+        if ($value$plusargs("dut_pps_missing_every=%d", pps_missing_every)) ;
+        if ($value$plusargs("dut_pps_missing_run=%d", pps_missing_run)) ;
+        if ($value$plusargs("dut_pps_extra_every=%d", pps_extra_every)) ;
+        if ($value$plusargs("dut_pps_seed=%d", pps_seed)) ;
+        if (loopback_seed == 0) loopback_seed = 32'h2545F491;
+        if (pps_seed == 0) pps_seed = 32'h2545F491;
+        if (loopback_delay + loopback_jitter > 255) begin
+            $display("hilat_dut_model: loopback_delay + loopback_jitter > 255 ticks, clamped");
+            loopback_jitter = 0;
+            if (loopback_delay > 255) loopback_delay = 255;
+        end
+        if (pps_width == 0 || pps_width >= pps_period / 3) pps_width = pps_period / 10 + 1;
+        pps_log_fd = 0;
+        if (pps_period != 0 && $value$plusargs("dut_pps_log=%s", pps_log_name)) begin
+            pps_log_fd = $fopen(pps_log_name, "w");
+        end
     end
 
-    assign spare_pin = 1'b0;
 
     reg        stim_prev;
     reg [31:0] state;
@@ -142,4 +188,99 @@ module hilat_dut_model (
             end
         end
     end
+
+    // ---- loopback: spare_pin = stim[0] delayed by loopback_delay (+ jitter drawn per pulse) ----
+    reg  [255:0] stim_hist;        // stim_hist[i]: stim[0] i+1 ticks ago
+    reg  [31:0]  lb_state, lb_delay;
+    wire [31:0]  lb_r = xorshift32(lb_state);
+    wire [31:0]  lb_draw = loopback_delay + (loopback_jitter == 0 ? 32'd0 : lb_r % (loopback_jitter + 1));
+    // The delay of a pulse is drawn at its rising edge and holds until the next one.
+    wire [31:0]  lb_now = (stim[0] & ~stim_prev) ? lb_draw : lb_delay;
+    wire         loopback_pin = (lb_now == 0) ? stim[0] : stim_hist[lb_now[7:0] - 8'd1];
+
+    // ---- 1PPS ----
+    reg  [63:0]        cycle;      // DUT clock ticks since reset
+    reg  [63:0]        pps_ideal;  // tick of the next ideal pulse
+    reg  [63:0]        pps_rise_at, pps_extra_at, pps_fall_at;
+    reg                pps_rise_pending, pps_extra_pending;
+    reg  signed [63:0] pps_rem;    // accumulated fraction, in 1e-9 ticks, 0 <= pps_rem < 1e9
+    reg  [31:0]        pps_index, pps_state, pps_rise_index, pps_extra_index;
+    reg                pps_pin;
+    // Exact fractional accumulation of the next interval, P*(1 + ppb*1e-9) = P + q + (rem' - rem)/1e9.
+    wire signed [63:0] pps_total = pps_rem + $signed({32'd0, pps_period}) * $signed({{32{pps_ppb[31]}}, pps_ppb});
+    wire signed [63:0] pps_trunc = pps_total / 64'sd1000000000;   // rounds toward zero
+    wire signed [63:0] pps_q     = (pps_total - pps_trunc * 64'sd1000000000 < 0) ? pps_trunc - 1 : pps_trunc;
+    wire        [31:0] pps_r     = xorshift32(pps_state);
+    wire               pps_missing = pps_missing_every != 0 && pps_index >= pps_missing_every
+                                     && (pps_index % pps_missing_every) < pps_missing_run;
+
+    always @(posedge clk) begin
+        if (rst) begin
+            stim_hist <= 0;
+            lb_state  <= loopback_seed;
+            lb_delay  <= loopback_delay;
+            cycle     <= 0;
+            pps_ideal <= {32'd0, pps_period};
+            pps_rem   <= 0;
+            pps_index <= 0;
+            pps_state <= pps_seed;
+            pps_pin   <= 1'b0;
+            pps_rise_pending  <= 1'b0;
+            pps_extra_pending <= 1'b0;
+            pps_fall_at <= 0;
+        end else begin
+            stim_hist <= {stim_hist[254:0], stim[0]};
+            if (stim[0] & ~stim_prev) begin
+                lb_delay <= lb_draw;
+                if (loopback_jitter != 0) lb_state <= lb_r;
+            end
+            cycle <= cycle + 1;
+            if (pps_period != 0) begin
+                // Pulses are registered: decided in tick X-1 to show in tick X.
+                if (cycle == pps_ideal) begin
+                    pps_rem   <= pps_total - pps_q * 64'sd1000000000;
+                    pps_ideal <= pps_ideal + {32'd0, pps_period} + pps_q;
+                    pps_index <= pps_index + 1;
+                    pps_state <= pps_r;
+                    // A pulse shows in tick ideal + 2 + J + u, u uniform in [-J, J] (0 without jitter).
+                    if (pps_missing) begin
+                        if (pps_log_fd != 0) begin
+                            $fwrite(pps_log_fd, "missing,%0d,%0d\n", pps_index, cycle + 2 + {32'd0, pps_jitter});
+                            $fflush(pps_log_fd);
+                        end
+                    end else begin
+                        pps_rise_pending <= 1'b1;
+                        pps_rise_index   <= pps_index;
+                        pps_rise_at <= cycle + 2 + {32'd0, pps_jitter == 0 ? 32'd0 : pps_r % (2 * pps_jitter + 1)};
+                    end
+                    if (pps_extra_every != 0 && pps_index >= 1 && pps_index % pps_extra_every == 0) begin
+                        pps_extra_pending <= 1'b1;
+                        pps_extra_index   <= pps_index;
+                        pps_extra_at <= cycle + 2 + {32'd0, pps_jitter + pps_period / 3};
+                    end
+                end
+                if (pps_rise_pending && cycle + 1 == pps_rise_at) begin
+                    pps_rise_pending <= 1'b0;
+                    pps_pin <= 1'b1;
+                    pps_fall_at <= pps_rise_at + {32'd0, pps_width};
+                    if (pps_log_fd != 0) begin
+                        $fwrite(pps_log_fd, "pulse,%0d,%0d\n", pps_rise_index, pps_rise_at);
+                        $fflush(pps_log_fd);
+                    end
+                end else if (pps_extra_pending && cycle + 1 == pps_extra_at) begin
+                    pps_extra_pending <= 1'b0;
+                    pps_pin <= 1'b1;
+                    pps_fall_at <= pps_extra_at + {32'd0, pps_width};
+                    if (pps_log_fd != 0) begin
+                        $fwrite(pps_log_fd, "extra,%0d,%0d\n", pps_extra_index, pps_extra_at);
+                        $fflush(pps_log_fd);
+                    end
+                end else if (pps_pin && cycle + 1 == pps_fall_at) begin
+                    pps_pin <= 1'b0;
+                end
+            end
+        end
+    end
+
+    assign spare_pin = loopback != 0 ? loopback_pin : pps_pin;
 endmodule
