@@ -2,7 +2,7 @@
 PY      := .venv/bin/python
 BUILD   := build
 
-.PHONY: setup test demo lint verilog clean
+.PHONY: setup test demo lint verilog bitstream clean
 
 setup:
 	@bash scripts/setup.sh
@@ -13,6 +13,14 @@ test: lint
 # The main job: a capture against the simulated rig and DUT, ending in a latency table.
 demo: setup
 	.venv/bin/hilat demo $(DEMO_ARGS)
+
+# Bitstream for a real board with the open toolchain (YoWASP, from PyPI), with a build report in
+# build/boards/$(BOARD)/build_report.json; fails when a clock misses its requested frequency.
+BOARDS ?= colorlight_i5 ulx3s
+BOARD  ?= colorlight_i5
+bitstream: setup
+	@case " $(BOARDS) " in *" $(BOARD) "*) ;; *) echo "BOARD must be one of: $(BOARDS)" >&2; exit 2;; esac
+	$(PY) -m targets.$(BOARD) --build $(BITSTREAM_ARGS)
 
 # Generated Verilog of the timing cores, for linting and inspection.
 verilog: setup

@@ -62,13 +62,15 @@ class RigSoC(SoCCore):
 
         # What the firmware reports in IDENTIFY (soc.h), so no number is hard-coded in C.
         identity = identity or git_identity()
-        self.add_constant("HILAT_TS_CLOCK_FREQUENCY", int(ts_clk_freq))
+        self.ts_clk_freq = int(ts_clk_freq)
+        self.gateware_identity = f"{board} {identity}"
+        self.add_constant("HILAT_TS_CLOCK_FREQUENCY", self.ts_clk_freq)
         self.add_constant("HILAT_N_STIMULUS", n_stimulus)
         self.add_constant("HILAT_N_INPUTS", n_inputs)
         self.add_constant("HILAT_TAG_CHANNEL", self.capture.tag_channel)
         self.add_constant("HILAT_FIFO_DEPTH", fifo_depth)
         self.add_constant("HILAT_PIN_TO_STAMP_DELAY", self.capture.PIN_TO_STAMP_DELAY)
-        self.add_constant("HILAT_GATEWARE_IDENTITY", f"{board} {identity}")
+        self.add_constant("HILAT_GATEWARE_IDENTITY", self.gateware_identity)
 
 
 class RigBuilder(Builder):

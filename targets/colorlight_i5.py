@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""hilat rig on the Colorlight i5 (ECP5 LFE5U-25F) with its extension board.
+
+Built with the open toolchain from PyPI (YoWASP Yosys + nextpnr-ecp5 + ecppack), loaded with
+openFPGALoader through the extension board's CMSIS-DAP USB port, which also carries the UART.
+
+    python -m targets.colorlight_i5 --build          # build/boards/colorlight_i5/
+    python -m targets.colorlight_i5 --load           # SRAM, lost at power-off
+    python -m targets.colorlight_i5 --flash          # configuration flash
+
+Rig signals are on connector P3 (litex-boards' ``pmode``); see docs/wiring.md.
+"""
+
+from litex.gen import LiteXModule
+from litex.soc.cores.clock import ECP5PLL
+from litex_boards.platforms import colorlight_i5
+from migen import ClockDomain, Signal
+
+from gateware.soc import RigSoC
+from targets import board_flow
+
+BOARD = "colorlight_i5"
+PROGRAMMER_BOARD = "colorlight-i5"
+SYS_CLK_FREQ = 50e6
+TS_CLK_FREQ  = 80e6
+
+# Rig signal -> connector position (pmode:0..3 = PMOD pins 1-4, pmode:4..7 = pins 7-10). A jumper
+# across pins 1 and 7 (stim0 -> spare) is the calibration loopback.
+PINS = {
+    "stim0": "pmode:0",  # P3 pin 1
+    "stim1": "pmode:1",  # P3 pin 2
+    "isr":   "pmode:2",  # P3 pin 3
+    "spare": "pmode:4",  # P3 pin 7
+    "tag":   "pmode:5",  # P3 pin 8
+    "task":  "pmode:6",  # P3 pin 9
+}
+
+
+# CRG ----------------------------------------------------------------------------------------------
+
+class _CRG(LiteXModule):
+    def __init__(self, platform, sys_clk_freq, ts_clk_freq):
+        self.rst    = Signal()
+        self.cd_sys = ClockDomain()
+        self.cd_ts  = ClockDomain()
+
+        # # #
+
+        clk25 = platform.request("clk25")
+        rst_n = platform.request("cpu_reset_n")
+
+        # One PLL: sys and ts share a VCO. margin=0: the clocks are exactly what is asked (or the build
+        # stops), so the ts frequency the rig reports is the real tick rate.
+        self.pll = pll = ECP5PLL()
+        self.comb += pll.reset.eq(~rst_n | self.rst)
+        pll.register_clkin(clk25, 25e6)
+        pll.create_clkout(self.cd_sys, sys_clk_freq, margin=0)
+        pll.create_clkout(self.cd_ts,  ts_clk_freq,  margin=0)
+
+
+# BaseSoC ------------------------------------------------------------------------------------------
+
+class BaseSoC(RigSoC):
+    def __init__(self, sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=TS_CLK_FREQ, toolchain="trellis", **kwargs):
+        platform = colorlight_i5.Platform(board="i5", revision="7.0", toolchain=toolchain)
+        platform.add_extension(board_flow.rig_io(PINS))
+
+        # CRG --------------------------------------------------------------------------------------
+        self.crg = _CRG(platform, sys_clk_freq, ts_clk_freq)
+
+        # Rig SoC ----------------------------------------------------------------------------------
+        stimulus_pads, capture_pads = board_flow.request_rig_pads(platform)
+        RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
+                        board=BOARD, **kwargs)
+
+
+# Build --------------------------------------------------------------------------------------------
+
+def make_parser():
+    return board_flow.make_parser(colorlight_i5.Platform, BOARD, "hilat rig on Colorlight i5",
+                                  SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD)
+
+
+def build_soc(args, parser):
+    kwargs = board_flow.rig_soc_kwargs(parser)
+    cpu_variant = kwargs.pop("cpu_variant", None) or "standard"
+    return BaseSoC(sys_clk_freq=args.sys_clk_freq, ts_clk_freq=args.ts_clk_freq, toolchain=args.toolchain,
+                   fifo_depth=args.fifo_depth, cpu_variant=cpu_variant, **kwargs)
+
+
+def main():
+    parser = make_parser()
+    board_flow.main(lambda args: build_soc(args, parser), BOARD, __file__, parser, PROGRAMMER_BOARD)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""hilat rig on the ULX3S (ECP5 LFE5U-12F/25F/45F/85F, FT231X USB-UART).
+
+Built with the open toolchain from PyPI (YoWASP Yosys + nextpnr-ecp5 + ecppack), loaded with
+openFPGALoader through the FT231X on the US1 port, which also carries the UART.
+
+    python -m targets.ulx3s --build [--device LFE5U-85F]    # build/boards/ulx3s/
+    python -m targets.ulx3s --load                          # SRAM, lost at power-off
+    python -m targets.ulx3s --flash                         # configuration flash
+
+Rig signals are on header J1, GP0-GP2/GN0-GN2; see docs/wiring.md.
+"""
+
+from litex.gen import LiteXModule
+from litex.soc.cores.clock import ECP5PLL
+from litex_boards.platforms import radiona_ulx3s
+from migen import ClockDomain, Signal
+
+from gateware.soc import RigSoC
+from targets import board_flow
+
+BOARD = "ulx3s"
+PROGRAMMER_BOARD = "ulx3s"
+SYS_CLK_FREQ = 50e6
+TS_CLK_FREQ  = 80e6
+
+# Rig signal -> FPGA ball. J1 pairs GPn (+ row) / GNn (- row) sit side by side, so a jumper across
+# GP0/GN0 (stim0 -> spare) is the calibration loopback.
+PINS = {
+    "stim0": "B11",  # GP0, J1 "5+"
+    "spare": "C11",  # GN0, J1 "5-"
+    "stim1": "A10",  # GP1, J1 "7+"
+    "tag":   "A11",  # GN1, J1 "7-"
+    "isr":   "A9",   # GP2, J1 "9+"
+    "task":  "B10",  # GN2, J1 "9-"
+}
+
+
+# CRG ----------------------------------------------------------------------------------------------
+
+class _CRG(LiteXModule):
+    def __init__(self, platform, sys_clk_freq, ts_clk_freq):
+        self.rst    = Signal()
+        self.cd_sys = ClockDomain()
+        self.cd_ts  = ClockDomain()
+
+        # # #
+
+        clk25 = platform.request("clk25")
+        rst   = platform.request("rst")
+
+        # One PLL: sys and ts share a VCO. margin=0: the clocks are exactly what is asked (or the build
+        # stops), so the ts frequency the rig reports is the real tick rate.
+        self.pll = pll = ECP5PLL()
+        self.comb += pll.reset.eq(rst | self.rst)
+        pll.register_clkin(clk25, 25e6)
+        pll.create_clkout(self.cd_sys, sys_clk_freq, margin=0)
+        pll.create_clkout(self.cd_ts,  ts_clk_freq,  margin=0)
+
+        # Keep the ESP32 from resetting the FPGA.
+        self.comb += platform.request("wifi_gpio0").eq(1)
+
+
+# BaseSoC ------------------------------------------------------------------------------------------
+
+class BaseSoC(RigSoC):
+    def __init__(self, device="LFE5U-45F", revision="2.0", sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=TS_CLK_FREQ,
+                 toolchain="trellis", **kwargs):
+        platform = radiona_ulx3s.Platform(device=device, revision=revision, toolchain=toolchain)
+        platform.add_extension(board_flow.rig_io(PINS))
+
+        # CRG --------------------------------------------------------------------------------------
+        self.crg = _CRG(platform, sys_clk_freq, ts_clk_freq)
+
+        # Rig SoC ----------------------------------------------------------------------------------
+        stimulus_pads, capture_pads = board_flow.request_rig_pads(platform)
+        RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
+                        board=BOARD, **kwargs)
+
+
+# Build --------------------------------------------------------------------------------------------
+
+def make_parser():
+    parser = board_flow.make_parser(radiona_ulx3s.Platform, BOARD, "hilat rig on ULX3S",
+                                    SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD)
+    parser.add_target_argument("--device", default="LFE5U-45F",
+                               help="FPGA device (LFE5U-12F, LFE5U-25F, LFE5U-45F or LFE5U-85F).")
+    parser.add_target_argument("--revision", default="2.0", help="Board revision (2.0 or 1.7).")
+    return parser
+
+
+def build_soc(args, parser):
+    kwargs = board_flow.rig_soc_kwargs(parser)
+    cpu_variant = kwargs.pop("cpu_variant", None) or "standard"
+    return BaseSoC(device=args.device, revision=args.revision, sys_clk_freq=args.sys_clk_freq,
+                   ts_clk_freq=args.ts_clk_freq, toolchain=args.toolchain, fifo_depth=args.fifo_depth,
+                   cpu_variant=cpu_variant, **kwargs)
+
+
+def main():
+    parser = make_parser()
+    board_flow.main(lambda args: build_soc(args, parser), BOARD, __file__, parser, PROGRAMMER_BOARD)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""The Colorlight i5 bitstream builds with the open toolchain and meets timing at its requested clocks.
+
+The build (several minutes) is reused when ``build/boards/colorlight_i5`` holds a report whose source
+hash matches the current sources and whose bitstream still has the recorded hash; otherwise it runs
+``python -m targets.colorlight_i5 --build``, exactly what ``make bitstream`` runs. The checks below read
+nextpnr's log and the build outputs themselves rather than trusting the report.
+"""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from targets import board_flow, build_report, colorlight_i5
+
+BOARD = "colorlight_i5"
+IDCODE_LFE5U_25F = bytes.fromhex("41111043")  # the bitstream's VERIFY_ID operand
+
+
+def _reusable(out):
+    path = out / "build_report.json"
+    if not path.exists():
+        return False
+    report = json.loads(path.read_text())
+    bit = report.get("bitstream")
+    return (report.get("source_hash") == board_flow.source_hash(colorlight_i5.__file__) and bit is not None
+            and (board_flow.ROOT / bit["path"]).exists()
+            and build_report.sha256(board_flow.ROOT / bit["path"]) == bit["sha256"])
+
+
+@pytest.fixture(scope="module")
+def build():
+    out = board_flow.board_dir(BOARD)
+    if not _reusable(out):
+        out.mkdir(parents=True, exist_ok=True)
+        log = out / "build.log"
+        with open(log, "w") as f:
+            result = subprocess.run([sys.executable, "-m", "targets.colorlight_i5", "--build"], cwd=board_flow.ROOT,
+                                    stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=3600)
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        assert result.returncode == 0, f"bitstream build failed (see {log}):\n{tail}"
+    return out, json.loads((out / "build_report.json").read_text())
+
+
+def test_timing_met_at_requested_clocks(build):
+    out, report = build
+    assert report["timing_met"] and build_report.problems(report) == []
+    assert set(report["clocks"]) == {"sys", "ts"}
+    assert report["clocks"]["sys"]["requested_mhz"] == colorlight_i5.SYS_CLK_FREQ / 1e6
+    assert report["clocks"]["ts"]["requested_mhz"] == colorlight_i5.TS_CLK_FREQ / 1e6
+    # nextpnr's own post-route verdicts, read here from its log, agree with the report.
+    log = (out / "gateware" / "nextpnr.log").read_text()
+    verdicts = {}
+    for net, achieved, verdict, constraint in re.findall(
+            r"Max frequency for clock\s+'([^']+)':\s+([0-9.]+) MHz \((PASS|FAIL) at ([0-9.]+) MHz\)", log):
+        verdicts[net] = (float(achieved), verdict, float(constraint))
+    assert verdicts and all(v[1] == "PASS" for v in verdicts.values())
+    for clock in report["clocks"].values():
+        for net in clock["nets"]:
+            achieved, _, constraint = verdicts[net]
+            assert constraint == pytest.approx(clock["requested_mhz"], abs=0.01)
+            assert achieved >= clock["requested_mhz"]
+        assert clock["achieved_mhz"] == min(verdicts[n][0] for n in clock["nets"])
+
+
+def test_bitstream_matches_report_and_device(build):
+    out, report = build
+    bit = board_flow.ROOT / report["bitstream"]["path"]
+    data = bit.read_bytes()
+    assert len(data) == report["bitstream"]["bytes"] > 100_000
+    assert build_report.sha256(bit) == report["bitstream"]["sha256"]
+    assert IDCODE_LFE5U_25F in data[:4096], "bitstream is not for an LFE5U-25F"
+    assert report["device"] == "LFE5U-25F-6BG381C"
+
+
+def test_resources_plausible(build):
+    _, report = build
+    res = report["resources"]
+    for bel in ("TRELLIS_COMB", "TRELLIS_FF", "DP16KD", "EHXPLLL", "TRELLIS_IO"):
+        assert 0 < res[bel]["used"] <= res[bel]["available"], bel
+    assert res["EHXPLLL"]["used"] == 1
+    # clk25, reset, UART tx/rx, LED-less rig: 6 rig signals -> at least 10 pins.
+    assert res["TRELLIS_IO"]["used"] >= 10
+
+
+def test_build_identity_is_baked_in(build):
+    """What IDENTIFY reports: the gateware string and the ts frequency, compiled into the firmware."""
+    out, report = build
+    soc_h = (out / "software" / "include" / "generated" / "soc.h").read_text()
+    ts_hz = int(re.search(r"#define HILAT_TS_CLOCK_FREQUENCY (\d+)", soc_h).group(1))
+    sys_hz = int(re.search(r"#define CONFIG_CLOCK_FREQUENCY (\d+)", soc_h).group(1))
+    assert ts_hz == int(colorlight_i5.TS_CLK_FREQ) and sys_hz == int(colorlight_i5.SYS_CLK_FREQ)
+    identity = report["gateware_identity"]
+    assert identity == f"{BOARD} {report['git']}" and re.fullmatch(r"[0-9a-f]{10}(-dirty)?|unknown", report["git"])
+    # The ROM image (32-bit little-endian words, one per line) holds the firmware with that string.
+    words = (out / "gateware" / f"{BOARD}_rom.init").read_text().split()
+    rom = b"".join(int(w, 16).to_bytes(4, "little") for w in words)
+    assert identity.encode() + b"\0" in rom

@@ -1,0 +1,51 @@
+"""`hilat info` shows the build identity IDENTIFY carries: board, git hash, clocks."""
+
+import dataclasses
+import json
+
+import pytest
+from fake_rig import FakeRig, identify
+from hilat import protocol as p
+from hilat.cli import main
+
+
+def rig_identifying_as(ident):
+    def script(receive, send):
+        seq = 0
+        while (frames := receive()) is not None:
+            for frame in frames:
+                if isinstance(frame.msg, p.Hello):
+                    send(ident.encode(seq))
+                elif isinstance(frame.msg, p.StatusReq):
+                    send(p.Status(0, 0, 0, 0, [0] * 6, [0, 0]).encode(seq))
+                seq += 1
+    return FakeRig(script)
+
+
+BOARD_IDENT = dataclasses.replace(identify(), ts_hz=150_000_000, sys_hz=50_000_000,
+                                  gateware="colorlight_i5 0123abcdef-dirty")
+
+
+def test_info_prints_board_git_hash_and_clocks(capsys):
+    with rig_identifying_as(BOARD_IDENT) as rig:
+        assert main(["info", rig.url]) == 0
+    out = capsys.readouterr().out
+    assert "board      colorlight_i5" in out
+    assert "gateware   git 0123abcdef-dirty  (built from uncommitted changes)" in out
+    assert "ts 150 MHz (1 tick = 6.66667 ns, uncalibrated), sys 50 MHz" in out
+
+
+def test_info_json_has_identity_fields(capsys):
+    with rig_identifying_as(BOARD_IDENT) as rig:
+        assert main(["info", rig.url, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert (info["board"], info["git_hash"], info["ts_hz"], info["sys_hz"]) == \
+        ("colorlight_i5", "0123abcdef-dirty", 150_000_000, 50_000_000)
+    assert info["tick_ns"] == pytest.approx(1e9 / 150e6)
+
+
+def test_info_shows_an_unstructured_gateware_string_as_is(capsys):
+    with rig_identifying_as(dataclasses.replace(identify(), gateware="custom")) as rig:
+        assert main(["info", rig.url]) == 0
+    out = capsys.readouterr().out
+    assert "gateware   custom" in out and "board" not in out
