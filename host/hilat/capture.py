@@ -8,7 +8,7 @@ Run directory (``OUT/YYYYmmdd-HHMMSS-LABEL/``):
 - ``meta.json``     rig identity, configuration, label, counters (frames, losses, drops), and the
                     calibration in force (``"calibration"``: offset subtracted, calibrated ts_hz,
                     warnings, resolution statement; see ``hilat.calibration``);
-- ``summary.json``, ``summary.txt``  the latency table.
+- ``summary.txt``   the latency table; ``summary.json``: the report document (docs/analysis.md).
 """
 
 import csv
@@ -295,9 +295,6 @@ class Capture:
                             int(pairing.task_latency[i]), int(pairing.isr_to_task[i]),
                             int(pairing.tag_at_stimulus[i]), int(pairing.tag_in_window[i]),
                             int(pairing.isr_duplicates[i])])
-        ts_hz = self.ts_hz
-        summary = {"all": analysis.summarize(pairing, ts_hz),
-                   "untagged": analysis.summarize(pairing, ts_hz, exclude_tagged=True)}
         dropped = list(self.status.dropped) if self.status else None
         meta = {
             "format": "hilat-run", "version": 1,
@@ -324,9 +321,12 @@ class Capture:
             "calibration": self._calibration_meta(),
         }
         (run / "meta.json").write_text(json.dumps(meta, indent=1))
-        (run / "summary.json").write_text(json.dumps({"format": "hilat-summary", "version": 1, **summary},
-                                                     indent=1))
         (run / "summary.txt").write_text(self.report() + "\n")
+        # The run's summary is the report document of `hilat report --format json` (schema in
+        # docs/hilat-report.schema.json), computed again from the files just written.
+        from hilat import report, runs
+
+        (run / "summary.json").write_text(report.format_json(report.build_report([runs.load_run(run)])))
 
     def _calibration_meta(self):
         if self.calibration is None:

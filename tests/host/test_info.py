@@ -26,16 +26,18 @@ BOARD_IDENT = dataclasses.replace(identify(), ts_hz=150_000_000, sys_hz=50_000_0
                                   gateware="colorlight_i5 0123abcdef-dirty")
 
 
-def test_info_prints_board_git_hash_and_clocks(capsys):
+def test_info_prints_board_git_hash_and_clocks(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("HILAT_CALIBRATION_DIR", str(tmp_path / "calibration"))
     with rig_identifying_as(BOARD_IDENT) as rig:
         assert main(["info", rig.url]) == 0
     out = capsys.readouterr().out
     assert "board      colorlight_i5" in out
     assert "gateware   git 0123abcdef-dirty  (built from uncommitted changes)" in out
-    assert "ts 150 MHz (1 tick = 6.66667 ns, uncalibrated), sys 50 MHz" in out
+    assert "ts 150 MHz nominal (1 tick = 6.66667 ns, clock not calibrated), sys 50 MHz" in out
 
 
-def test_info_json_has_identity_fields(capsys):
+def test_info_json_has_identity_fields(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("HILAT_CALIBRATION_DIR", str(tmp_path / "calibration"))
     with rig_identifying_as(BOARD_IDENT) as rig:
         assert main(["info", rig.url, "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
