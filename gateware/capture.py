@@ -115,9 +115,17 @@ class EdgeCapture(LiteXModule):
                 "Write ``1`` to apply all channels' settings at once (in the ``ts`` domain)."),
         ], description="Apply the channel settings.")
         sources = []
+        ignore_sys = []
         for csr in self._channel_config:
             f = csr.fields
-            sources += [f.enable, f.rise, f.fall, f.glitch]
+            # The glitch setting as a mask, bit k = "tap k need not hold" (glitch <= k), decoded here
+            # in sys so the ts side only sees registers.
+            glitch_reset = f.glitch.reset.value
+            ignore = Signal(self.filter_taps, name=f"ignore{len(sources) // 4}",
+                            reset=sum(1 << k for k in range(self.filter_taps) if glitch_reset <= k))
+            self.comb += ignore.eq(Cat(*[f.glitch <= k for k in range(self.filter_taps)]))
+            ignore_sys.append(ignore)
+            sources += [f.enable, f.rise, f.fall, ignore]
         self.config = ConfigCommit(sources, clock_domain)
         self.comb += self.config.commit.eq(self._commit.fields.commit)
         configs = [self.config.outputs[4*i:4*i + 4] for i in range(n)]
@@ -137,14 +145,19 @@ class EdgeCapture(LiteXModule):
                 self.comb += synced.eq(chain[-1])
             else:
                 self.specials += MultiReg(pin, synced, odomain=clock_domain, n=sync_stages)
-            line = [Signal(name=f"line{i}_{k}") for k in range(self.filter_taps)]
-            sync += [line[0].eq(synced)] + [line[k].eq(line[k - 1]) for k in range(1, self.filter_taps)]
-            enable, rise, fall, glitch = configs[i]
+            taps = self.filter_taps
+            line = [Signal(name=f"line{i}_{k}") for k in range(taps)]
+            sync += [line[0].eq(synced)] + [line[k].eq(line[k - 1]) for k in range(1, taps)]
+            enable, rise, fall, ignore = configs[i]
             candidate = line[-1]
-            # The new level must hold on the `glitch` taps from the edge on (newest at index 0).
-            holds = [Signal(name=f"holds{i}_{k}") for k in range(self.filter_taps)]
-            for k in range(self.filter_taps):
-                self.comb += holds[k].eq((line[-1 - k] == candidate) | (glitch <= k))
+            # The new level must hold on the `glitch` taps from the edge on (newest at index 0):
+            # holds[k] = (line[taps-1-k] == candidate) | ignore[k], registered from the values the
+            # line and the mask take next (the line shifts; the mask changes only on a commit).
+            before = [synced] + line[:-1]  # before[j] becomes line[j]
+            ignore_next = Mux(self.config.strobe.o, ignore_sys[i], ignore)
+            holds = [Signal(name=f"holds{i}_{k}", reset=1) for k in range(taps)]
+            for k in range(taps):
+                sync += holds[k].eq((before[taps - 1 - k] == before[taps - 1]) | ignore_next[k])
             accepted = Signal(name=f"accepted{i}")
             level = Signal(name=f"level{i}")
             self.comb += [

