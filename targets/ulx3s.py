@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""hilat rig on the ULX3S (ECP5 LFE5U-12F/25F/45F/85F, FT231X USB-UART).
+"""hilat rig on the ULX3S (ECP5 LFE5U-25F/45F/85F, FT231X USB-UART; the 12F is too small for the rig).
 
 Built with the open toolchain from PyPI (YoWASP Yosys + nextpnr-ecp5 + ecppack), loaded with
 openFPGALoader through the FT231X on the US1 port, which also carries the UART.
@@ -84,7 +84,7 @@ def make_parser():
     parser = board_flow.make_parser(radiona_ulx3s.Platform, BOARD, "hilat rig on ULX3S",
                                     SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD)
     parser.add_target_argument("--device", default="LFE5U-45F",
-                               help="FPGA device (LFE5U-12F, LFE5U-25F, LFE5U-45F or LFE5U-85F).")
+                               help="FPGA device (LFE5U-25F, LFE5U-45F or LFE5U-85F).")
     parser.add_target_argument("--revision", default="2.0", help="Board revision (2.0 or 1.7).")
     return parser
 
