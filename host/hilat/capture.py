@@ -251,16 +251,13 @@ class Capture:
         roles = analysis.Channels(stimulus_active=0 if self.settings.stimulus.invert else 1,
                                   tag=self.identity.tag_channel if self.identity else 5)
         end = int(self.records[-1][0]) + 1 if self.records else 0
-        pairing = analysis.pair(ticks, chans, levels, roles, self.settings.deadline_ticks, end_tick=end)
-        # The rig's own stimulus->capture delay (loopback calibration) is not the DUT's: subtract it
-        # from the stimulus->response latencies; ISR->task is a difference and keeps it out already.
-        offset = self.offset_ticks
-        self.responses_before_offset = 0
-        if offset:
-            for latency in (pairing.isr_latency, pairing.task_latency):
-                found = latency != analysis.MISSING
-                self.responses_before_offset += int((found & (latency < offset)).sum())
-                latency[found] -= offset
+        # The rig's own stimulus->capture delay (loopback calibration) is subtracted by the pairing
+        # from the stimulus->response latencies only.
+        pairing = analysis.pair(ticks, chans, levels, roles, self.settings.deadline_ticks, end_tick=end,
+                                offset_ticks=self.offset_ticks)
+        self.responses_before_offset = sum(
+            int(((at != analysis.MISSING) & (latency < 0)).sum())
+            for at, latency in ((pairing.isr_tick, pairing.isr_latency), (pairing.task_tick, pairing.task_latency)))
         return pairing
 
     @property

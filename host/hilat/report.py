@@ -31,14 +31,7 @@ def _ns(value, tick_ns):
 def kind_row(values_ticks, stimuli, tick_ns):
     """One statistics row: counts, the miss share, and the statistics in ticks and in ns."""
     ok = values_ticks[values_ticks != analysis.MISSING]
-    st = analysis.stats(ok)
-    ticks = {k: st[k] for k in STAT_KEYS}
-    ticks["percentiles"] = st["percentiles"]
-    ns = {k: _ns(st[k], tick_ns) for k in STAT_KEYS}
-    ns["percentiles"] = {k: _ns(v, tick_ns) for k, v in st["percentiles"].items()}
-    misses = int(stimuli - len(ok))
-    return {"stimuli": int(stimuli), "count": st["count"], "misses": misses,
-            "miss_share": (misses / stimuli) if stimuli else None, "ticks": ticks, "ns": ns}
+    return _row_from_stats(analysis.stats(ok), stimuli, stimuli - len(ok), tick_ns)
 
 
 def _row_from_stats(st, stimuli, misses, tick_ns):
