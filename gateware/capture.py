@@ -49,7 +49,7 @@ from litex.soc.interconnect.csr import CSRField, CSRStatus, CSRStorage
 from migen import *
 from migen.genlib.cdc import MultiReg
 
-from gateware.cdc import ConfigCommit, Snapshot
+from gateware.cdc import ConfigCommit, Snapshot, StreamAsyncFIFO
 
 RECORD_KIND_EDGES    = 0
 RECORD_KIND_OVERFLOW = 1
@@ -178,10 +178,14 @@ class EdgeCapture(LiteXModule):
             record.fraction.eq(0),
         ]
         self.fifo = fifo = ClockDomainsRenamer({"write": clock_domain, "read": "sys"})(
-            stream.AsyncFIFO(self.layout, fifo_depth, buffered=True))
+            StreamAsyncFIFO(self.layout, fifo_depth))
         self.comb += fifo.source.connect(self.source)
 
         # Drops: counted per channel, flagged, and marked in the stream -----------------------------
+        # `drop` comes from the FIFO's pointer compare; it is registered (with the record it drops)
+        # before anything acts on it, so the full flag never fans out to the 64-bit marker or the
+        # counters in the same cycle. While a registered drop is pending, the marker waits a cycle
+        # so that drop's channels are merged into it, never into a second marker.
         dropped  = [Signal(counter_width, name=f"dropped{i}") for i in range(n)]
         overflow = Signal()
         marker_pending   = Signal()
@@ -189,12 +193,15 @@ class EdgeCapture(LiteXModule):
         marker_channels  = Signal(n)
         drop  = Signal()
         clear = Signal()
+        drop_d = Signal()
+        dropped_timestamp = Signal(64)
+        dropped_channels  = Signal(n)
         self.comb += [
             drop.eq(record.valid & ~fifo.sink.ready),
             If(record.valid,
                 record.connect(fifo.sink, omit={"ready"}),
             ).Else(
-                fifo.sink.valid.eq(marker_pending),
+                fifo.sink.valid.eq(marker_pending & ~drop_d),
                 fifo.sink.timestamp.eq(marker_timestamp),
                 fifo.sink.channels.eq(marker_channels),
                 fifo.sink.kind.eq(RECORD_KIND_OVERFLOW),
@@ -202,19 +209,22 @@ class EdgeCapture(LiteXModule):
         ]
         saturated = 2**counter_width - 1
         sync += [
-            If(drop,
+            drop_d.eq(drop),
+            dropped_timestamp.eq(record.timestamp),
+            dropped_channels.eq(record.channels),
+            If(drop_d,
                 overflow.eq(1),
                 marker_pending.eq(1),
                 If(marker_pending,
-                    marker_channels.eq(marker_channels | record.channels),
+                    marker_channels.eq(marker_channels | dropped_channels),
                 ).Else(
-                    marker_timestamp.eq(record.timestamp),
-                    marker_channels.eq(record.channels),
+                    marker_timestamp.eq(dropped_timestamp),
+                    marker_channels.eq(dropped_channels),
                 ),
             ).Elif(~record.valid & marker_pending & fifo.sink.ready,
                 marker_pending.eq(0),
             ),
-            *[If(drop & record.channels[i] & (dropped[i] != saturated), dropped[i].eq(dropped[i] + 1))
+            *[If(drop_d & dropped_channels[i] & (dropped[i] != saturated), dropped[i].eq(dropped[i] + 1))
               for i in range(n)],
             If(clear, overflow.eq(0), *[d.eq(0) for d in dropped]),
         ]

@@ -8,8 +8,10 @@ that strobe (a toggle) and for single quasi-static status bits.
 """
 
 from litex.gen import LiteXModule
+from litex.soc.interconnect import stream
 from migen import *
-from migen.genlib.cdc import PulseSynchronizer
+from migen.genlib.cdc import GrayCounter, MultiReg, PulseSynchronizer
+from migen.genlib.fifo import _FIFOInterface
 
 
 def _copy_of(signal):
@@ -75,3 +77,94 @@ class Snapshot(LiteXModule):
                 self.valid.eq(1),
             )
         ]
+
+
+class RegisteredFullAsyncFIFO(Module, _FIFOInterface):
+    """Migen's ``AsyncFIFOBuffered``, with ``writable`` a register.
+
+    In Migen's AsyncFIFO, ``writable`` is a Gray-code compare of the synchronized read pointer,
+    combinational, and it gates the block RAM's write enable and the write counter in the same
+    cycle: at a fast write clock that compare plus the route to the RAM is the critical path. Here
+    ``writable`` is decided one cycle ahead from registers: from the write pointer the cycle will
+    end with (``+1`` is kept registered, so no adder sits on the path) and the read pointer as
+    synchronized one cycle earlier. An older read pointer can only see the FIFO fuller than it is,
+    so a write is never accepted without room; at worst it is refused one cycle before the FIFO is
+    full, while the reader frees an entry.
+
+    Clock domains ``write`` and ``read``, as Migen's FIFOs (``ClockDomainsRenamer`` to rename them).
+    """
+    def __init__(self, width, depth):
+        _FIFOInterface.__init__(self, width, depth)
+
+        # # #
+
+        bits = log2_int(depth, True) + 1  # pointer width: one wrap bit above the address
+        # Write side: binary and Gray pointers, each with its successor registered alongside.
+        wbin, wbin_inc = Signal(bits), Signal(bits, reset=1)
+        wgray, wgray_inc = Signal(bits), Signal(bits, reset=1)  # gray(1) == 1
+        wbin_inc2 = Signal(bits)
+        self.comb += wbin_inc2.eq(wbin_inc + 1)
+        ce = Signal()
+        consume_wdomain = Signal(bits)
+        wgray.attr.add("no_retiming")
+
+        def full(produce, consume):
+            return ((produce[-1] != consume[-1]) & (produce[-2] != consume[-2]) &
+                    (produce[:-2] == consume[:-2]))
+
+        writable = Signal(reset=1)
+        self.comb += [
+            self.writable.eq(writable),
+            ce.eq(writable & self.we),
+        ]
+        self.sync.write += [
+            If(ce,
+                wbin.eq(wbin_inc),
+                wgray.eq(wgray_inc),
+                wbin_inc.eq(wbin_inc2),
+                wgray_inc.eq(wbin_inc2 ^ wbin_inc2[1:]),
+            ),
+            writable.eq(~full(Mux(ce, wgray_inc, wgray), consume_wdomain)),
+        ]
+
+        # Read side, as Migen's AsyncFIFO.
+        consume = ClockDomainsRenamer("read")(GrayCounter(bits))
+        self.submodules += consume
+        consume.q.attr.add("no_retiming")
+        produce_rdomain = Signal(bits)
+        self.specials += [
+            MultiReg(wgray, produce_rdomain, "read"),
+            MultiReg(consume.q, consume_wdomain, "write"),
+        ]
+        fifo_readable = Signal()
+        fifo_re = Signal()
+        self.comb += [
+            fifo_readable.eq(consume.q != produce_rdomain),
+            consume.ce.eq(fifo_readable & fifo_re),
+        ]
+
+        storage = Memory(self.width, depth)
+        self.specials += storage
+        wrport = storage.get_port(write_capable=True, clock_domain="write")
+        rdport = storage.get_port(clock_domain="read")
+        self.specials += wrport, rdport
+        self.comb += [
+            wrport.adr.eq(wbin[:-1]),
+            wrport.dat_w.eq(self.din),
+            wrport.we.eq(ce),
+            rdport.adr.eq(consume.q_next_binary[:-1]),
+        ]
+
+        # Output register (as AsyncFIFOBuffered): the block RAM's clock-to-out is not on a path.
+        self.sync.read += If(self.re | ~self.readable,
+            self.dout.eq(rdport.dat_r),
+            self.readable.eq(fifo_readable),
+        )
+        self.comb += fifo_re.eq(self.re | ~self.readable)
+
+
+class StreamAsyncFIFO(stream._FIFOWrapper):
+    """``stream.AsyncFIFO(layout, depth, buffered=True)`` built on RegisteredFullAsyncFIFO."""
+    def __init__(self, layout, depth):
+        assert depth >= 4
+        stream._FIFOWrapper.__init__(self, RegisteredFullAsyncFIFO, layout, depth)

@@ -143,46 +143,55 @@ class StimulusChannel(LiteXModule):
         dither_span = Signal(33)  # 2J + 1
         dither_span3 = Signal(35)  # 3 * span, for the radix-4 multiplier
         burst_last  = Signal(16)  # K - 1
+        burst_before_last = Signal(16)  # K - 2 (mod 2**16; unused when K = 1)
         burst_gap   = Signal(32)  # P - (K-1)*S: last rising edge of a burst to the next burst
-        start_m3    = Signal(64)  # the start comparator pipeline looks 3 ticks ahead
+        start_m4    = Signal(64)  # the start comparator pipeline looks 4 ticks ahead
         seed_nz     = Signal(32)  # the seed, 0 replaced (xorshift32 has 0 as a fixed point)
         self.comb += [
             dither_base.eq(period - jitter),
             dither_span.eq(2*jitter + 1),
             dither_span3.eq(dither_span + (dither_span << 1)),
             burst_last.eq(self._burst_count.storage - 1),
+            burst_before_last.eq(self._burst_count.storage - 2),
             burst_gap.eq(period - burst_last * self._burst_spacing.storage),
-            start_m3.eq(self._start_time.storage - 3),
+            start_m4.eq(self._start_time.storage - 4),
             seed_nz.eq(Mux(self._seed.storage == 0, ZERO_SEED_REPLACEMENT, self._seed.storage)),
         ]
 
         seed_step, seed_step_logic = xorshift32(seed_nz)  # the PRNG's state one step after the seed
-        self.comb += seed_step_logic
+        seed_step2, seed_step2_logic = xorshift32(seed_step)  # ... and two steps after
+        self.comb += seed_step_logic + seed_step2_logic
         sources = [control.enable, control.mode, control.invert, control.at_time,
                    self._width.storage, period, dither_base, dither_span,
                    self._probability.storage, burst_last, self._burst_spacing.storage,
-                   burst_gap, self._count.storage, start_m3, seed_nz, seed_step, dither_span3]
+                   burst_gap, self._count.storage, start_m4, seed_nz, seed_step, dither_span3,
+                   seed_step2, burst_before_last]
         self.config = ConfigCommit(sources, clock_domain)
         self.comb += self.config.commit.eq(self._commit.fields.commit)
         (enable, mode, invert, at_time, width, period, dither_base, dither_span, probability,
-         burst_last, burst_spacing, burst_gap, count, start_m3, seed, seed_step, span3) = self.config.outputs
+         burst_last, burst_spacing, burst_gap, count, start_m4, seed, seed_step, span3,
+         seed_step2, burst_before_last) = self.config.outputs
         applied = self.config.applied
 
         # # #
 
         sync = getattr(self.sync, clock_domain)
 
-        # Start comparator, 2-stage pipelined: in cycle c, `reached` <=> ts(c) + 1 >= start_time.
+        # Start comparator, 2-stage pipelined: in cycle c, `reached_next` <=> ts(c) + 2 >= start_time
+        # (what `reached` is in cycle c + 1), `reached` <=> ts(c) + 1 >= start_time.
         half = len(ts) // 2
         hi_gt, hi_eq, lo_ge, lo_eq = Signal(), Signal(), Signal(), Signal()
+        reached_next, exact_next = Signal(), Signal()
         reached, exact = Signal(), Signal()
         sync += [
-            hi_gt.eq(ts[half:] > start_m3[half:]),
-            hi_eq.eq(ts[half:] == start_m3[half:]),
-            lo_ge.eq(ts[:half] >= start_m3[:half]),
-            lo_eq.eq(ts[:half] == start_m3[:half]),
-            reached.eq(hi_gt | (hi_eq & lo_ge)),
-            exact.eq(hi_eq & lo_eq),
+            hi_gt.eq(ts[half:] > start_m4[half:]),
+            hi_eq.eq(ts[half:] == start_m4[half:]),
+            lo_ge.eq(ts[:half] >= start_m4[:half]),
+            lo_eq.eq(ts[:half] == start_m4[:half]),
+            reached_next.eq(hi_gt | (hi_eq & lo_ge)),
+            exact_next.eq(hi_eq & lo_eq),
+            reached.eq(reached_next),
+            exact.eq(exact_next),
         ]
 
         # PRNG and the dither pipeline: `draw` -> dither_interval valid 4 cycles later (MIN_INTERVAL).
@@ -200,8 +209,11 @@ class StimulusChannel(LiteXModule):
         random_mode = Signal()  # registered mode == RANDOM: the PRNG steps every RUN tick
         # `prng_next` is always xorshift32(prng): a second register that steps with prng, one step
         # ahead, so stepping is a register copy and every compare starts at a register.
+        # A third, `prng_next2`, is xorshift32(prng_next), so the RANDOM-mode hit can be compared
+        # two steps ahead, from registers too.
         prng_next = Signal(32, reset=xorshift32_int(1))
-        prng_after_next, prng_after_logic = xorshift32(prng_next)
+        prng_next2 = Signal(32, reset=xorshift32_int(xorshift32_int(1)))
+        prng_after_next2, prng_after_logic = xorshift32(prng_next2)
         self.comb += prng_after_logic
         mult_src  = Signal(32)
         fire_draw = Signal()  # comb, below: a DITHER pulse fires (and draws), not overridden by a commit
@@ -218,14 +230,27 @@ class StimulusChannel(LiteXModule):
         last_two = _carry_save(rows2, levels=1)
         assert len(last_two) == 2
         offset = Signal(32)
-        dither_interval = Signal(32)
+        dither_mode = Signal()  # registered mode == DITHER
+        burst_mode  = Signal()  # registered mode == BURST
+        burst_wrap  = Signal(reset=1)  # == (burst_pos == burst_last), registered ahead
+        # The interval loaded on the next `fire`, registered: fires are >= MIN_INTERVAL apart, and it
+        # is valid 4 cycles after a draw (as dither_base + offset) or 1 cycle after a burst step.
+        next_interval = Signal(32)
         sync += [
             mult_src.eq(Mux(applied, seed, prng_next)),
             applied_d.eq(applied),
             stage1.eq(fire_draw | applied_d),
             stage2.eq(stage1),
             If(stage2, offset.eq((last_two[0] + last_two[1])[32:64])),
-            dither_interval.eq(dither_base + offset),
+            dither_mode.eq(mode == MODE_DITHER),
+            burst_mode.eq(mode == MODE_BURST),
+            If(dither_mode,
+                next_interval.eq(dither_base + offset),
+            ).Elif(burst_mode,
+                next_interval.eq(Mux(burst_wrap, burst_gap, burst_spacing)),
+            ).Else(
+                next_interval.eq(period),
+            ),
         ]
 
         # Channel state.
@@ -236,28 +261,28 @@ class StimulusChannel(LiteXModule):
         free        = Signal()
         burst_pos   = Signal(16)
         arm_left    = Signal(max=ARM_CYCLES + 1)
-        fire        = Signal()
-        hit         = Signal()            # == (prng < probability) in RANDOM mode, registered ahead
-        remaining_is_1 = Signal()             # == (remaining == 1), registered ahead
-        pulses_done    = Signal(reset=1)      # == (pulses_left == 0), registered ahead
         running, done, late = Signal(), Signal(), Signal()
-        next_interval = Signal(32)
-        burst_wrap    = Signal(reset=1)  # == (burst_pos == burst_last), registered ahead
-        next_is_1     = Signal()         # == (next_interval == 1)
-        gap_is_1, spacing_is_1, period_is_1 = Signal(), Signal(), Signal()  # of quasi-static settings
-        self.comb += [
-            Case(mode, {
-                MODE_DITHER: next_interval.eq(dither_interval),
-                MODE_BURST:  next_interval.eq(Mux(burst_wrap, burst_gap, burst_spacing)),
-                "default":   next_interval.eq(period),
-            }),
-            Case(mode, {
-                MODE_DITHER: next_is_1.eq(dither_interval == 1),
-                MODE_BURST:  next_is_1.eq(Mux(burst_wrap, gap_is_1, spacing_is_1)),
-                "default":   next_is_1.eq(period_is_1),
-            }),
-            self.pin.eq(active ^ invert),
-        ]
+        self.comb += self.pin.eq(active ^ invert)
+
+        # `fire` (a rising edge starts now) is a register, decided one cycle ahead, because it fans
+        # out to ~150 flip-flops; every flag that decision reads is itself registered ahead, so no
+        # wide compare sits on any path through `fire`. What makes this possible: rising edges are
+        # >= MIN_INTERVAL ticks apart (the firmware refuses shorter intervals; the hardware assumes
+        # them), so a fire now means none next cycle, and every value a flag compares changes only
+        # on a fire (or a commit, which overrides everything and is followed by ARM_CYCLES without
+        # a fire): a flag compared one cycle late is stale only when no fire can follow.
+        fire = Signal()
+        next_hit = Signal()           # prng_next < probability (RANDOM mode)
+        remaining_near = Signal()     # remaining in {1, 2}
+        remaining_le_1 = Signal(reset=1)  # remaining <= 1 (the counter holds)
+        pulses_done    = Signal(reset=1)  # pulses_left == 0
+        width_left_is_1 = Signal()    # width_left == 1
+        width_left_gt_1 = Signal()    # width_left > 1
+        # Compared one cycle after their values change (see above):
+        pulses_left_is_1 = Signal()   # pulses_left == 1
+        burst_next_wraps = Signal()   # burst_pos + 1 == burst_last
+        burst_last_is_0  = Signal()   # settings: stale in a commit's cycle only
+        width_is_1, width_gt_1 = Signal(), Signal()
 
         self.fsm = fsm = ClockDomainsRenamer(clock_domain)(FSM(reset_state="IDLE"))
         fsm.act("IDLE")
@@ -265,71 +290,74 @@ class StimulusChannel(LiteXModule):
             If(arm_left == 0, NextState("WAIT")),
         )
         fsm.act("WAIT",
-            If(~at_time | (reached & exact),
-                fire.eq(1),
+            If(fire,
                 NextState("RUN"),
             ).Elif(reached,
                 NextState("IDLE"),  # start time already passed: refuse, flag `late`
             )
         )
         fsm.act("RUN",
-            If(~free & pulses_done,
-                If(~active, NextState("IDLE")),
-            ).Elif(remaining_is_1 & (~random_mode | hit),
-                fire.eq(1),
-            )
+            If(~free & pulses_done & ~active, NextState("IDLE")),
         )
-        self.comb += [
-            fire_draw.eq(fire & (mode == MODE_DITHER) & ~applied),
-            draw.eq(applied | fire_draw),
-        ]
-        # Flags registered one cycle ahead from the values their signals take next, so no wide
-        # compare sits on the `fire` path. `hit` counts only in RANDOM mode, where only a commit or
-        # a RUN tick moves the PRNG; its three candidates are compared straight from registers.
-        # In a commit's cycle the commit overrides everything `fire` does, so a flag may be stale
-        # there; settings change only on a commit and are first used ARM_CYCLES later.
-        step = Signal()
-        seed_below, next_below, now_below = Signal(), Signal(), Signal()
+        step = Signal()  # the PRNG steps every RUN tick in RANDOM mode
         self.comb += [
             step.eq(random_mode & fsm.ongoing("RUN")),
-            seed_below.eq(seed < probability),
-            next_below.eq(prng_next < probability),
-            now_below.eq(prng < probability),
+            fire_draw.eq(fire & dither_mode & ~applied),
+            draw.eq(applied | fire_draw),
         ]
+        # Next cycle's fire. In WAIT: the channel is in WAIT next cycle and then starts (at once,
+        # or at the exact start tick). In RUN: it stays in RUN (pulses left), the interval ends
+        # (remaining == 1 next cycle) and, in RANDOM mode, next cycle's PRNG value hits (the PRNG
+        # steps every RUN tick, so that is prng_next < probability now).
+        wait_next = Signal()
+        self.comb += wait_next.eq(fsm.ongoing("ARM") & (arm_left == 0) |
+                                  fsm.ongoing("WAIT") & at_time & ~reached)
         sync += [
+            fire.eq(~applied & (
+                wait_next & (~at_time | reached_next & exact_next) |
+                fsm.ongoing("RUN") & ~fire & remaining_near & (free | ~pulses_done) &
+                    (~random_mode | next_hit))),
             random_mode.eq(mode == MODE_RANDOM),
-            hit.eq(Mux(applied, seed_below, Mux(step, next_below, now_below))),
-            remaining_is_1.eq(~applied & Mux(fire, next_is_1, (remaining == 1) | (remaining == 2))),
-            gap_is_1.eq(burst_gap == 1),
-            spacing_is_1.eq(burst_spacing == 1),
-            period_is_1.eq(period == 1),
+            next_hit.eq(Mux(applied, seed_step < probability,
+                            Mux(step, prng_next2 < probability, prng_next < probability))),
+            remaining_near.eq(~applied & ~fire & (remaining[2:] == 0) & (remaining[:2] != 0)),
+            remaining_le_1.eq(applied | ~fire & (remaining[2:] == 0) & (remaining[:2] != 3)),
+            burst_last_is_0.eq(burst_last == 0),
+            burst_next_wraps.eq(burst_pos == burst_before_last),
             burst_wrap.eq(Mux(applied, burst_last == 0,
-                              Mux(fire, Mux(burst_wrap, burst_last == 0, burst_pos + 1 == burst_last), burst_wrap))),
+                              Mux(fire, Mux(burst_wrap, burst_last_is_0, burst_next_wraps), burst_wrap))),
+            pulses_left_is_1.eq(pulses_left == 1),
             pulses_done.eq(Mux(applied, Mux(mode == MODE_ONESHOT, 1, count) == 0,
-                               Mux(fire, pulses_left == 1, pulses_left == 0))),
+                               Mux(fire, pulses_left_is_1, pulses_done))),
+            width_is_1.eq(width == 1),
+            width_gt_1.eq(width > 1),
+            width_left_is_1.eq(~applied & Mux(fire, width_is_1, width_left == 2)),
+            width_left_gt_1.eq(~applied & Mux(fire, width_gt_1, width_left > 2)),
         ]
         sync += [
             If(applied,
                 prng.eq(seed),
                 prng_next.eq(seed_step),
+                prng_next2.eq(seed_step2),
             ).Elif(draw | step,
                 prng.eq(prng_next),
-                prng_next.eq(prng_after_next),
+                prng_next.eq(prng_next2),
+                prng_next2.eq(prng_after_next2),
             ),
             If(fire,
                 remaining.eq(next_interval),
                 pulses_left.eq(pulses_left - 1),
                 burst_pos.eq(Mux(burst_wrap, 0, burst_pos + 1)),
-            ).Elif(remaining > 1,
+            ).Elif(~remaining_le_1,
                 remaining.eq(remaining - 1),
             ),
             If(fire,
                 active.eq(1),
                 width_left.eq(width),
-            ).Elif(width_left == 1,
+            ).Elif(width_left_is_1,
                 active.eq(0),
                 width_left.eq(0),
-            ).Elif(width_left > 1,
+            ).Elif(width_left_gt_1,
                 width_left.eq(width_left - 1),
             ),
             If(fsm.ongoing("ARM"), arm_left.eq(arm_left - 1)),
