@@ -27,6 +27,9 @@ Constraints the host checks before it commits: every interval >= ``MIN_INTERVAL`
 is held active: the two merge into one).
 """
 
+from functools import reduce
+from operator import and_
+
 from litex.gen import LiteXModule
 from litex.soc.interconnect.csr import CSRField, CSRStatus, CSRStorage
 from migen import *
@@ -179,17 +182,23 @@ class StimulusChannel(LiteXModule):
 
         # Start comparator, 2-stage pipelined: in cycle c, `reached_next` <=> ts(c) + 2 >= start_time
         # (what `reached` is in cycle c + 1), `reached` <=> ts(c) + 1 >= start_time.
-        half = len(ts) // 2
-        hi_gt, hi_eq, lo_ge, lo_eq = Signal(), Signal(), Signal(), Signal()
+        # Stage 1 compares 16-bit chunks; stage 2 combines them, most significant first.
+        chunks = [slice(lo, min(lo + 16, len(ts))) for lo in range(0, len(ts), 16)]
+        chunk_gt = [Signal(name=f"start_gt{k}") for k in range(len(chunks))]  # chunk 0: >=
+        chunk_eq = [Signal(name=f"start_eq{k}") for k in range(len(chunks))]
         reached_next, exact_next = Signal(), Signal()
         reached, exact = Signal(), Signal()
+        for k, chunk in enumerate(chunks):
+            sync += [
+                chunk_gt[k].eq(ts[chunk] >= start_m4[chunk] if k == 0 else ts[chunk] > start_m4[chunk]),
+                chunk_eq[k].eq(ts[chunk] == start_m4[chunk]),
+            ]
+        ts_reached = chunk_gt[0]
+        for k in range(1, len(chunks)):
+            ts_reached = chunk_gt[k] | (chunk_eq[k] & ts_reached)
         sync += [
-            hi_gt.eq(ts[half:] > start_m4[half:]),
-            hi_eq.eq(ts[half:] == start_m4[half:]),
-            lo_ge.eq(ts[:half] >= start_m4[:half]),
-            lo_eq.eq(ts[:half] == start_m4[:half]),
-            reached_next.eq(hi_gt | (hi_eq & lo_ge)),
-            exact_next.eq(hi_eq & lo_eq),
+            reached_next.eq(ts_reached),
+            exact_next.eq(reduce(and_, chunk_eq)),
             reached.eq(reached_next),
             exact.eq(exact_next),
         ]
@@ -197,7 +206,8 @@ class StimulusChannel(LiteXModule):
         # PRNG and the dither pipeline: `draw` -> dither_interval valid 4 cycles later (MIN_INTERVAL).
         # offset = (prng * span) >> 32, uniform in [0, span), as a carry-save multiplier in LUTs (a
         # MULT18X18D costs 3.9 ns by itself plus routing, more than a fast `ts` cycle):
-        #   cycle c    16 radix-4 rows; 2 carry-save levels, 16 -> 8 rows       (every cycle)
+        #   cycle c-1  16 radix-4 rows selected by the operand `mult_src` takes next (every cycle)
+        #   cycle c    2 carry-save levels, 16 -> 8 rows                         (every cycle)
         #   cycle c+1  3 more levels, 8 -> 3 rows
         #   cycle c+2  1 more level and the final add: offset = bits 32..63 of the product
         #   cycle c+3  dither_interval <= dither_base + offset                     (every cycle)
@@ -215,7 +225,7 @@ class StimulusChannel(LiteXModule):
         prng_next2 = Signal(32, reset=xorshift32_int(xorshift32_int(1)))
         prng_after_next2, prng_after_logic = xorshift32(prng_next2)
         self.comb += prng_after_logic
-        mult_src  = Signal(32)
+        mult_src  = Signal(32)  # comb: the multiplier's operand next cycle
         fire_draw = Signal()  # comb, below: a DITHER pulse fires (and draws), not overridden by a commit
         applied_d = Signal()
         stage1, stage2 = Signal(), Signal()
@@ -223,9 +233,9 @@ class StimulusChannel(LiteXModule):
         rows = []
         for i in range(16):
             digit = mult_src[2*i:2*i + 2]
-            rows.append(Mux(digit[1], Mux(digit[0], span3, dither_span << 1), Mux(digit[0], dither_span, 0))
-                        << 2*i)
-        rows1 = _registered_rows(sync, _carry_save(rows, levels=2), 64)
+            rows.append(Mux(digit[1], Mux(digit[0], span3, dither_span << 1), Mux(digit[0], dither_span, 0)))
+        rows0 = [row << 2*i for i, row in enumerate(_registered_rows(sync, rows, 64))]
+        rows1 = _registered_rows(sync, _carry_save(rows0, levels=2), 64)
         rows2 = _registered_rows(sync, _carry_save(rows1, levels=3), 64, enable=stage1)
         last_two = _carry_save(rows2, levels=1)
         assert len(last_two) == 2
@@ -236,8 +246,8 @@ class StimulusChannel(LiteXModule):
         # The interval loaded on the next `fire`, registered: fires are >= MIN_INTERVAL apart, and it
         # is valid 4 cycles after a draw (as dither_base + offset) or 1 cycle after a burst step.
         next_interval = Signal(32)
+        self.comb += mult_src.eq(Mux(applied, seed, prng_next))
         sync += [
-            mult_src.eq(Mux(applied, seed, prng_next)),
             applied_d.eq(applied),
             stage1.eq(fire_draw | applied_d),
             stage2.eq(stage1),
