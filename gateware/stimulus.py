@@ -203,17 +203,18 @@ class StimulusChannel(LiteXModule):
             exact.eq(exact_next),
         ]
 
-        # PRNG and the dither pipeline: `draw` -> dither_interval valid 4 cycles later (MIN_INTERVAL).
-        # offset = (prng * span) >> 32, uniform in [0, span), as a carry-save multiplier in LUTs (a
-        # MULT18X18D costs 3.9 ns by itself plus routing, more than a fast `ts` cycle):
-        #   cycle c-1  16 radix-4 rows selected by the operand `mult_src` takes next (every cycle)
-        #   cycle c    2 carry-save levels, 16 -> 8 rows                         (every cycle)
-        #   cycle c+1  3 more levels, 8 -> 3 rows
+        # PRNG and the dither pipeline: `draw` in cycle c -> `next_interval` valid from c+4 (MIN_INTERVAL).
+        # offset = (operand * span) >> 32, uniform in [0, span), as a carry-save multiplier in LUTs
+        # (a MULT18X18D costs 3.9 ns by itself plus routing, more than a fast `ts` cycle):
+        #   cycle c-1  16 radix-4 rows, selected by the operand the cycle c will see   (every cycle)
+        #   cycle c    2 carry-save levels, 16 -> 8 rows                               (every cycle)
+        #   cycle c+1  3 more levels, 8 -> 3 rows                                    (if c drew)
         #   cycle c+2  1 more level and the final add: offset = bits 32..63 of the product
-        #   cycle c+3  dither_interval <= dither_base + offset                     (every cycle)
-        # For a firing draw, cycle c's operand `mult_src` already holds the value `prng` takes after
-        # it: prng has been still since the previous draw, >= MIN_INTERVAL cycles before. The commit's
-        # draw multiplies the seed one cycle later, which its first use (after ARM_CYCLES) allows.
+        #   cycle c+3  next_interval <= dither_base + offset                           (every cycle)
+        # The operand of a firing draw in cycle c is `prng_next`, the value prng takes after it,
+        # unchanged since the previous draw >= MIN_INTERVAL cycles before, so the rows selected in
+        # c-1 are already the right ones. The commit's draw multiplies the seed one cycle later,
+        # which its first use (after ARM_CYCLES) allows.
         prng = Signal(32, reset=1)
         draw = Signal()
         random_mode = Signal()  # registered mode == RANDOM: the PRNG steps every RUN tick
@@ -225,7 +226,7 @@ class StimulusChannel(LiteXModule):
         prng_next2 = Signal(32, reset=xorshift32_int(xorshift32_int(1)))
         prng_after_next2, prng_after_logic = xorshift32(prng_next2)
         self.comb += prng_after_logic
-        mult_src  = Signal(32)  # comb: the multiplier's operand next cycle
+        mult_src  = Signal(32)  # comb: the operand whose rows are registered for the next cycle
         fire_draw = Signal()  # comb, below: a DITHER pulse fires (and draws), not overridden by a commit
         applied_d = Signal()
         stage1, stage2 = Signal(), Signal()
@@ -293,6 +294,10 @@ class StimulusChannel(LiteXModule):
         burst_next_wraps = Signal()   # burst_pos + 1 == burst_last
         burst_last_is_0  = Signal()   # settings: stale in a commit's cycle only
         width_is_1, width_gt_1 = Signal(), Signal()
+        width_is_2, width_gt_2 = Signal(), Signal()
+        width_left_was_3  = Signal()  # width_left == 3 in the previous cycle
+        width_left_was_gt_3 = Signal()  # width_left > 3 in the previous cycle
+        fire_d = Signal()
 
         self.fsm = fsm = ClockDomainsRenamer(clock_domain)(FSM(reset_state="IDLE"))
         fsm.act("IDLE")
@@ -341,8 +346,18 @@ class StimulusChannel(LiteXModule):
                                Mux(fire, pulses_left_is_1, pulses_done))),
             width_is_1.eq(width == 1),
             width_gt_1.eq(width > 1),
-            width_left_is_1.eq(~applied & Mux(fire, width_is_1, width_left == 2)),
-            width_left_gt_1.eq(~applied & Mux(fire, width_gt_1, width_left > 2)),
+            width_is_2.eq(width == 2),
+            width_gt_2.eq(width > 2),
+            # The pulse counter steps down by one per cycle unless reloaded (fire) or cleared
+            # (commit), so its compares are taken a cycle early: width_left == 2 now <=> it was 3
+            # (or was reloaded with a width of 2); > 2 now <=> it was > 3 (or reloaded with > 2).
+            fire_d.eq(fire),
+            width_left_was_3.eq(width_left == 3),
+            width_left_was_gt_3.eq(width_left > 3),
+            width_left_is_1.eq(~applied & Mux(fire, width_is_1,
+                ~applied_d & Mux(fire_d, width_is_2, width_left_was_3))),
+            width_left_gt_1.eq(~applied & Mux(fire, width_gt_1,
+                ~applied_d & Mux(fire_d, width_gt_2, width_left_was_gt_3))),
         ]
         sync += [
             If(applied,

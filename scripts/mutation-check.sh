@@ -8,21 +8,27 @@ root=$(pwd)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
+# name@file@text@mutated text ('@' separates: the patterns contain '|')
 mutants=(
-  "capture: timestamp shifted by one tick|gateware/capture.py|self.PIN_TO_STAMP_DELAY = sync_stages + self.filter_taps|self.PIN_TO_STAMP_DELAY = sync_stages + self.filter_taps + 1"
-  "capture: one record in 16 lost silently|gateware/capture.py|record.valid.eq(edges != 0),|record.valid.eq((edges != 0) & (stamp[:4] != 5)),"
-  "capture: channel 2 drops not counted|gateware/capture.py|*[If(drop & record.channels[i]|*[If(drop & record.channels[i] & (i != 2)"
-  "capture: glitch filter one tick short|gateware/capture.py|f.glitch <= k for k|f.glitch <= k + 1 for k"
-  "stimulus: dither interval off by one|gateware/stimulus.py|dither_interval.eq(dither_base + offset),|dither_interval.eq(dither_base + offset + 1),"
-  "stimulus: pulse one tick short|gateware/stimulus.py|width_left.eq(width),|width_left.eq(width - 1),"
-  "stimulus: burst spacing ignored for the last pulse|gateware/stimulus.py|Mux(burst_wrap, burst_gap, burst_spacing)|Mux(burst_wrap, period, burst_spacing)"
-  "stimulus: random hit decided on the PRNG one step late|gateware/stimulus.py|next_below.eq(prng_next < probability)|next_below.eq(prng < probability)"
-  "stimulus: dither multiplier loses a carry|gateware/stimulus.py|((a & b) | (a & c) | (b & c)) << 1|((a & b) | (a & c)) << 1"
-  "timebase: carry into the high word one tick late|gateware/timebase.py|low_full.eq(low == low_mask - 1),|low_full.eq(low == low_mask),"
+  "capture: timestamp shifted by one tick@gateware/capture.py@self.PIN_TO_STAMP_DELAY = sync_stages + self.filter_taps@self.PIN_TO_STAMP_DELAY = sync_stages + self.filter_taps + 1"
+  "capture: one record in 16 lost silently@gateware/capture.py@record.valid.eq(edges != 0),@record.valid.eq((edges != 0) & (stamp[:4] != 5)),"
+  "capture: channel 2 drops not counted@gateware/capture.py@*[If(drop_d & dropped_channels[i]@*[If(drop_d & dropped_channels[i] & (i != 2)"
+  "capture: glitch filter one tick short@gateware/capture.py@f.glitch <= k for k@f.glitch <= k + 1 for k"
+  "capture: FIFO full flag ignores the write in flight@gateware/cdc.py@writable.eq(~full(Mux(ce, wgray_inc, wgray), consume_wdomain))@writable.eq(~full(wgray, consume_wdomain))"
+  "capture: marker written while a drop is still to be merged@gateware/capture.py@fifo.sink.valid.eq(marker_pending & ~drop_d),@fifo.sink.valid.eq(marker_pending),"
+  "stimulus: dither interval off by one@gateware/stimulus.py@next_interval.eq(dither_base + offset),@next_interval.eq(dither_base + offset + 1),"
+  "stimulus: pulse one tick short@gateware/stimulus.py@width_left.eq(width),@width_left.eq(width - 1),"
+  "stimulus: pulse end for width 2 read from the wrong flag@gateware/stimulus.py@Mux(fire_d, width_is_2, width_left_was_3)@Mux(fire_d, width_is_1, width_left_was_3)"
+  "stimulus: burst spacing ignored for the last pulse@gateware/stimulus.py@Mux(burst_wrap, burst_gap, burst_spacing)@Mux(burst_wrap, period, burst_spacing)"
+  "stimulus: random hit decided on the PRNG one step late@gateware/stimulus.py@Mux(step, prng_next2 < probability,@Mux(step, prng_next < probability,"
+  "stimulus: fire ignores the pulse count@gateware/stimulus.py@remaining_near & (free | ~pulses_done)@remaining_near & (free | 1)"
+  "stimulus: start compare ignores the top chunk@gateware/stimulus.py@for k in range(1, len(chunks)):@for k in range(1, len(chunks) - 1):"
+  "stimulus: dither multiplier loses a carry@gateware/stimulus.py@((a & b) | (a & c) | (b & c)) << 1@((a & b) | (a & c)) << 1"
+  "timebase: carry into the high word one tick late@gateware/timebase.py@low_full.eq(low == low_mask - 1),@low_full.eq(low == low_mask),"
 )
 
 for m in "${mutants[@]}"; do
-  IFS='|' read -r name file from to <<<"$m"
+  IFS='@' read -r name file from to <<<"$m"
   rm -rf "$scratch/tree"; mkdir -p "$scratch/tree"
   git ls-files -z | xargs -0 -I{} cp --parents {} "$scratch/tree/"
   grep -qF "$from" "$scratch/tree/$file" || { echo "STALE   $name (pattern not found)"; continue; }

@@ -71,11 +71,14 @@ def write_shims(shim_dir):
 
 
 def mounts(work_dir, source_dirs=()):
-    """YOWASP_MOUNT value: ``work_dir`` at ``/``, the repository and ``source_dirs`` at their own paths."""
+    """YOWASP_MOUNT value: ``work_dir`` at ``/``; the repository, ``work_dir`` and ``source_dirs`` at
+    their own paths."""
     entries = [("/", Path(work_dir))]
     seen = set()
     site = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
-    for d in [ROOT, *sorted(site), *source_dirs]:
+    # The work directory at its own path too: LiteX names the top-level Verilog by its absolute
+    # path, which lies outside the repository with --output-dir elsewhere.
+    for d in [ROOT, Path(work_dir), *sorted(site), *source_dirs]:
         d = Path(d).resolve()
         if d in seen or any(d.is_relative_to(s) for s in seen):
             continue

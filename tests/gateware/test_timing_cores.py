@@ -215,10 +215,10 @@ class TB:
         return [(t, ch, lv) for t, ch, lv, kind in self.records if kind == 0]
 
 
-def assert_records_equal(observed, expected):
-    assert len(observed) == len(expected), f"{len(observed)} records, expected {len(expected)}"
+def assert_records_equal(observed, expected, what="records"):
+    assert len(observed) == len(expected), f"{what}: {len(observed)} records, expected {len(expected)}"
     for i, (o, e) in enumerate(zip(observed, expected)):
-        assert o == e, f"record {i}: got (tick, channels, levels)={o}, expected {e}"
+        assert o == e, f"{what}: record {i}: got (tick, channels, levels)={o}, expected {e}"
 
 
 async def start_tb(dut, clocks, **kwargs):
@@ -511,6 +511,46 @@ async def stimulus_dither_at_min_interval(dut, clocks):
     rises = [t for t, m, lv in tb.edge_records() if m & 1 and lv & 1]
     intervals = [b - a for a, b in zip(rises, rises[1:])]
     assert len(intervals) == 199 and min(intervals) == MIN_INTERVAL and max(intervals) == MIN_INTERVAL + 4
+
+
+# The tightest legal settings: every flag the `fire` decision reads ahead of time is exercised at
+# MIN_INTERVAL, at widths 1 and interval - 1, with bursts of 1 and 2 and a RANDOM channel that hits
+# on every tick (fires exactly every hold-off) or on about half of them.
+EDGE_CASES = {
+    "periodic_min_width1":     dict(mode=PERIODIC, period=MIN_INTERVAL, width=1, count=40),
+    "periodic_min_widest":     dict(mode=PERIODIC, period=MIN_INTERVAL + 1, width=MIN_INTERVAL, count=30),
+    "periodic_width2_count1":  dict(mode=PERIODIC, period=9, width=2, count=1),
+    "burst_of_1":              dict(mode=BURST, period=MIN_INTERVAL + 3, burst_count=1,
+                                    burst_spacing=MIN_INTERVAL, width=2, count=12),
+    "burst_of_2_min_gap":      dict(mode=BURST, period=2 * MIN_INTERVAL, burst_count=2,
+                                    burst_spacing=MIN_INTERVAL, width=3, count=13),
+    "burst_of_5_width1":       dict(mode=BURST, period=6 * MIN_INTERVAL, burst_count=5,
+                                    burst_spacing=MIN_INTERVAL, width=1, count=23),
+    "random_always_hits":      dict(mode=RANDOM, period=MIN_INTERVAL, probability=2**32 - 1, width=1,
+                                    count=40, seed=5),
+    "random_half":             dict(mode=RANDOM, period=MIN_INTERVAL, probability=2**31, width=2,
+                                    count=60, seed=0),
+    "dither_min_width3":       dict(mode=DITHER, period=MIN_INTERVAL + 1, jitter=1, width=3, count=60,
+                                    seed=0xFFFFFFFF),
+    "oneshot_width1":          dict(mode=ONESHOT, width=1),
+}
+
+
+@cocotb.test(**needs("default"))
+@cocotb.parametrize(clocks=CLOCKS)
+async def stimulus_tightest_settings(dut, clocks):
+    """Shortest intervals, narrowest and widest pulses, bursts of 1 and 2, RANDOM hitting every
+    tick: every edge exact against the model, on both channels."""
+    tb = await start_tb(dut, clocks)
+    for k, (name, settings) in enumerate(EDGE_CASES.items()):
+        channel = k % 2
+        start = await tb.now() + 200
+        cfg = StimulusConfig(start_time=start, **settings)
+        tb.records.clear()
+        expected = await run_stimulus(tb, {channel: cfg}, 60)
+        n_rises = sum(1 for _, m, lv in expected if m >> channel & 1 and lv >> channel & 1)
+        assert n_rises == (1 if cfg.mode == ONESHOT else min(60, cfg.count)), name
+        assert_records_equal(tb.edge_records(), expected, name)
 
 
 @cocotb.test(**needs("default"))
