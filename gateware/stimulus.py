@@ -213,8 +213,8 @@ class StimulusChannel(LiteXModule):
         #   cycle c+3  next_interval <= dither_base + offset                           (every cycle)
         # The operand of a firing draw in cycle c is `prng_next`, the value prng takes after it,
         # unchanged since the previous draw >= MIN_INTERVAL cycles before, so the rows selected in
-        # c-1 are already the right ones. The commit's draw multiplies the seed one cycle later,
-        # which its first use (after ARM_CYCLES) allows.
+        # c-1 are already the right ones. The commit's draw multiplies the seed two cycles after
+        # the commit, which its first use (after ARM_CYCLES) allows.
         prng = Signal(32, reset=1)
         draw = Signal()
         random_mode = Signal()  # registered mode == RANDOM: the PRNG steps every RUN tick
@@ -247,10 +247,14 @@ class StimulusChannel(LiteXModule):
         # The interval loaded on the next `fire`, registered: fires are >= MIN_INTERVAL apart, and it
         # is valid 4 cycles after a draw (as dither_base + offset) or 1 cycle after a burst step.
         next_interval = Signal(32)
-        self.comb += mult_src.eq(Mux(applied, seed, prng_next))
+        # The commit's draw takes its operand a cycle after the commit, from prng (== the seed by
+        # then), so the heavily loaded `applied` stays off the multiplier's paths.
+        applied_d2 = Signal()
+        self.comb += mult_src.eq(Mux(applied_d, prng, prng_next))
         sync += [
             applied_d.eq(applied),
-            stage1.eq(fire_draw | applied_d),
+            applied_d2.eq(applied_d),
+            stage1.eq(fire_draw | applied_d2),
             stage2.eq(stage1),
             If(stage2, offset.eq((last_two[0] + last_two[1])[32:64])),
             dither_mode.eq(mode == MODE_DITHER),
