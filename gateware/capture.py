@@ -8,13 +8,14 @@ tag). Each channel has an enable, an edge select (rise / fall / both) and an opt
 
 Path of an edge, and the delay that is subtracted
 -------------------------------------------------
-``pin -> synchronizer (sync_stages FFs) -> delay line (filter_taps FFs) -> edge detect -> record``
+``pin -> synchronizer (sync_stages FFs) -> delay line (filter_taps FFs) -> filter verdict (1 FF)
+-> edge detect (1 FF) -> record``
 
 External inputs cross a ``sync_stages``-deep MultiReg; internal levels pass through as many plain
 registers, so both kinds arrive aligned. The delay line lets the glitch filter look *ahead*: an edge
 is accepted when the new level holds for ``glitch`` ticks from the edge on, so the accepted edge
 keeps the tick it reached the pin at, whatever ``glitch`` is. Records are stamped from a counter
-that runs exactly ``PIN_TO_STAMP_DELAY = sync_stages + filter_taps`` ticks behind the timebase
+that runs exactly ``PIN_TO_STAMP_DELAY = sync_stages + filter_taps + 2`` ticks behind the timebase
 (ARTIQ's input collector subtracts its known delay the same way): a timestamp names the ``ts``
 cycle in which the edge reached the pin, i.e. the last cycle before the first synchronizer flip-flop
 sampled the new level.
@@ -90,7 +91,9 @@ class EdgeCapture(LiteXModule):
         self.filter_taps      = max(glitch_max, 1)
         self.tag_channel      = tag_channel
         self.counter_width    = counter_width
-        self.PIN_TO_STAMP_DELAY = sync_stages + self.filter_taps
+        # + 2: the filter's verdict (all taps hold) is registered before the edge is detected, and
+        # each channel's edge before the record is built.
+        self.PIN_TO_STAMP_DELAY = sync_stages + self.filter_taps + 2
         self.layout           = record_layout(n, fraction_width)
         self.source           = stream.Endpoint(self.layout)  # sys
 
@@ -158,22 +161,37 @@ class EdgeCapture(LiteXModule):
             holds = [Signal(name=f"holds{i}_{k}", reset=1) for k in range(taps)]
             for k in range(taps):
                 sync += holds[k].eq((before[taps - 1 - k] == before[taps - 1]) | ignore_next[k])
+            # The verdict is registered with the candidate it judges, so the edge detect and the
+            # record run one cycle behind the line (counted in PIN_TO_STAMP_DELAY).
+            held = Signal(name=f"held{i}")
+            judged = Signal(name=f"judged{i}")
+            sync += [
+                held.eq(reduce(and_, holds)),
+                judged.eq(candidate),
+            ]
             accepted = Signal(name=f"accepted{i}")
             level = Signal(name=f"level{i}")
             self.comb += [
-                accepted.eq((candidate != level) & reduce(and_, holds)),
-                edges[i].eq(accepted & enable & Mux(candidate, rise, fall)),
-                levels[i].eq(Mux(accepted, candidate, level)),
+                accepted.eq((judged != level) & held),
+                edges[i].eq(accepted & enable & Mux(judged, rise, fall)),
+                levels[i].eq(Mux(accepted, judged, level)),
             ]
-            sync += If(accepted, level.eq(candidate))
+            sync += If(accepted, level.eq(judged))
 
         # Record register, then the FIFO ------------------------------------------------------------
+        # Each channel's edge and level are registered where they are made, and the record a cycle
+        # later (counted in PIN_TO_STAMP_DELAY): the channels' logic lies spread over the device,
+        # and this keeps their merge into one record off any long path.
+        channel_edges  = Signal(n)
+        channel_levels = Signal(n)
         record = stream.Endpoint(self.layout)  # ts; valid = "edges this cycle"
         sync += [
-            record.valid.eq(edges != 0),
+            channel_edges.eq(edges),
+            channel_levels.eq(levels),
+            record.valid.eq(channel_edges != 0),
             record.timestamp.eq(stamp),
-            record.channels.eq(edges),
-            record.levels.eq(levels),
+            record.channels.eq(channel_edges),
+            record.levels.eq(channel_levels),
             record.kind.eq(RECORD_KIND_EDGES),
             record.fraction.eq(0),
         ]
@@ -208,6 +226,9 @@ class EdgeCapture(LiteXModule):
             ),
         ]
         saturated = 2**counter_width - 1
+        saturated_flag = [Signal(name=f"dropped_saturated{i}") for i in range(n)]
+        count_drop = Signal(n)
+        self.comb += [count_drop[i].eq(drop_d & dropped_channels[i] & ~saturated_flag[i]) for i in range(n)]
         sync += [
             drop_d.eq(drop),
             dropped_timestamp.eq(record.timestamp),
@@ -224,9 +245,12 @@ class EdgeCapture(LiteXModule):
             ).Elif(~record.valid & marker_pending & fifo.sink.ready,
                 marker_pending.eq(0),
             ),
-            *[If(drop_d & dropped_channels[i] & (dropped[i] != saturated), dropped[i].eq(dropped[i] + 1))
+            *[If(count_drop[i], dropped[i].eq(dropped[i] + 1)) for i in range(n)],
+            # Saturation flags registered from the value each counter takes next (no wide compare
+            # in front of the counter's enable).
+            *[saturated_flag[i].eq(Mux(count_drop[i], dropped[i] == saturated - 1, dropped[i] == saturated))
               for i in range(n)],
-            If(clear, overflow.eq(0), *[d.eq(0) for d in dropped]),
+            If(clear, overflow.eq(0), *[d.eq(0) for d in dropped], *[f.eq(0) for f in saturated_flag]),
         ]
 
         self.dropped, self.overflow = dropped, overflow

@@ -162,18 +162,17 @@ class StimulusChannel(LiteXModule):
         ]
 
         seed_step, seed_step_logic = xorshift32(seed_nz)  # the PRNG's state one step after the seed
-        seed_step2, seed_step2_logic = xorshift32(seed_step)  # ... and two steps after
-        self.comb += seed_step_logic + seed_step2_logic
+        self.comb += seed_step_logic
         sources = [control.enable, control.mode, control.invert, control.at_time,
                    self._width.storage, period, dither_base, dither_span,
                    self._probability.storage, burst_last, self._burst_spacing.storage,
                    burst_gap, self._count.storage, start_m4, seed_nz, seed_step, dither_span3,
-                   seed_step2, burst_before_last]
+                   burst_before_last]
         self.config = ConfigCommit(sources, clock_domain)
         self.comb += self.config.commit.eq(self._commit.fields.commit)
         (enable, mode, invert, at_time, width, period, dither_base, dither_span, probability,
          burst_last, burst_spacing, burst_gap, count, start_m4, seed, seed_step, span3,
-         seed_step2, burst_before_last) = self.config.outputs
+         burst_before_last) = self.config.outputs
         applied = self.config.applied
 
         # # #
@@ -211,29 +210,28 @@ class StimulusChannel(LiteXModule):
         #   cycle c+1  3 more levels, 8 -> 3 rows                                    (if c drew)
         #   cycle c+2  1 more level and the final add: offset = bits 32..63 of the product
         #   cycle c+3  next_interval <= dither_base + offset                           (every cycle)
-        # The operand of a firing draw in cycle c is `prng_next`, the value prng takes after it,
-        # unchanged since the previous draw >= MIN_INTERVAL cycles before, so the rows selected in
-        # c-1 are already the right ones. The commit's draw multiplies the seed two cycles after
-        # the commit, which its first use (after ARM_CYCLES) allows.
-        prng = Signal(32, reset=1)
+        # The xorshift32 PRNG is kept as the next two values it steps to: `prng_next` (the operand
+        # of the next draw; in RANDOM mode the value the next RUN tick compares) and `prng_next2`
+        # == xorshift32(prng_next). Stepping is a register copy, and every compare and the
+        # multiplier start at a register with nothing in between.
+        # The operand of a firing draw in cycle c is `prng_next`, unchanged since the previous
+        # draw >= MIN_INTERVAL cycles before, so the rows selected in c-1 are already the right
+        # ones. A commit loads the seed as `prng_next` and draws it in the next cycle (a step like
+        # any other): its rows are selected then, and it goes through the multiplier as a draw two
+        # cycles after the commit, which its first use (after ARM_CYCLES) allows.
         draw = Signal()
         random_mode = Signal()  # registered mode == RANDOM: the PRNG steps every RUN tick
-        # `prng_next` is always xorshift32(prng): a second register that steps with prng, one step
-        # ahead, so stepping is a register copy and every compare starts at a register.
-        # A third, `prng_next2`, is xorshift32(prng_next), so the RANDOM-mode hit can be compared
-        # two steps ahead, from registers too.
-        prng_next = Signal(32, reset=xorshift32_int(1))
-        prng_next2 = Signal(32, reset=xorshift32_int(xorshift32_int(1)))
+        prng_next = Signal(32, reset=1)
+        prng_next2 = Signal(32, reset=xorshift32_int(1))
         prng_after_next2, prng_after_logic = xorshift32(prng_next2)
         self.comb += prng_after_logic
-        mult_src  = Signal(32)  # comb: the operand whose rows are registered for the next cycle
         fire_draw = Signal()  # comb, below: a DITHER pulse fires (and draws), not overridden by a commit
         applied_d = Signal()
         stage1, stage2 = Signal(), Signal()
         # Radix 4: 16 rows, each 0, span, 2*span or 3*span (precomputed) by 2 bits of the operand.
         rows = []
         for i in range(16):
-            digit = mult_src[2*i:2*i + 2]
+            digit = prng_next[2*i:2*i + 2]
             rows.append(Mux(digit[1], Mux(digit[0], span3, dither_span << 1), Mux(digit[0], dither_span, 0)))
         rows0 = [row << 2*i for i, row in enumerate(_registered_rows(sync, rows, 64))]
         rows1 = _registered_rows(sync, _carry_save(rows0, levels=2), 64)
@@ -247,10 +245,7 @@ class StimulusChannel(LiteXModule):
         # The interval loaded on the next `fire`, registered: fires are >= MIN_INTERVAL apart, and it
         # is valid 4 cycles after a draw (as dither_base + offset) or 1 cycle after a burst step.
         next_interval = Signal(32)
-        # The commit's draw takes its operand a cycle after the commit, from prng (== the seed by
-        # then), so the heavily loaded `applied` stays off the multiplier's paths.
         applied_d2 = Signal()
-        self.comb += mult_src.eq(Mux(applied_d, prng, prng_next))
         sync += [
             applied_d.eq(applied),
             applied_d2.eq(applied_d),
@@ -303,42 +298,43 @@ class StimulusChannel(LiteXModule):
         width_left_was_gt_3 = Signal()  # width_left > 3 in the previous cycle
         fire_d = Signal()
 
-        self.fsm = fsm = ClockDomainsRenamer(clock_domain)(FSM(reset_state="IDLE"))
-        fsm.act("IDLE")
-        fsm.act("ARM",
-            If(arm_left == 0, NextState("WAIT")),
-        )
-        fsm.act("WAIT",
-            If(fire,
-                NextState("RUN"),
-            ).Elif(reached,
-                NextState("IDLE"),  # start time already passed: refuse, flag `late`
-            )
-        )
-        fsm.act("RUN",
-            If(~free & pulses_done & ~active, NextState("IDLE")),
-        )
+        # Channel states, one-hot, with the commit (which overrides any state) in the last gate:
+        #   IDLE -> (commit, enabled) ARM -> ARM_CYCLES later WAIT -> (start) RUN -> (count done,
+        #   pulse over) IDLE; WAIT -> IDLE when the start time had already passed (`late`).
+        idle, arming, waiting, run = (Signal(reset=1, name="state_idle"), Signal(name="state_arm"),
+                                      Signal(name="state_wait"), Signal(name="state_run"))
+        armed = Signal()     # ARM ends this cycle
+        finished = Signal()  # RUN ends this cycle
+        self.comb += [
+            armed.eq(arming & (arm_left == 0)),
+            finished.eq(run & ~free & pulses_done & ~active),
+        ]
+        sync += [
+            idle.eq(Mux(applied, ~enable, idle | waiting & ~fire & reached | finished)),
+            arming.eq(Mux(applied, enable, arming & ~armed)),
+            waiting.eq(~applied & (armed | waiting & ~fire & ~reached)),
+            run.eq(~applied & (waiting & fire | run & ~finished)),
+        ]
         step = Signal()  # the PRNG steps every RUN tick in RANDOM mode
         self.comb += [
-            step.eq(random_mode & fsm.ongoing("RUN")),
+            step.eq(random_mode & run),
             fire_draw.eq(fire & dither_mode & ~applied),
-            draw.eq(applied | fire_draw),
+            draw.eq(applied_d | fire_draw),  # the commit draws its seed a cycle later
         ]
         # Next cycle's fire. In WAIT: the channel is in WAIT next cycle and then starts (at once,
         # or at the exact start tick). In RUN: it stays in RUN (pulses left), the interval ends
         # (remaining == 1 next cycle) and, in RANDOM mode, next cycle's PRNG value hits (the PRNG
         # steps every RUN tick, so that is prng_next < probability now).
         wait_next = Signal()
-        self.comb += wait_next.eq(fsm.ongoing("ARM") & (arm_left == 0) |
-                                  fsm.ongoing("WAIT") & at_time & ~reached)
+        self.comb += wait_next.eq(armed | waiting & at_time & ~reached)
         sync += [
             fire.eq(~applied & (
                 wait_next & (~at_time | reached_next & exact_next) |
-                fsm.ongoing("RUN") & ~fire & remaining_near & (free | ~pulses_done) &
+                run & ~fire & remaining_near & (free | ~pulses_done) &
                     (~random_mode | next_hit))),
             random_mode.eq(mode == MODE_RANDOM),
-            next_hit.eq(Mux(applied, seed_step < probability,
-                            Mux(step, prng_next2 < probability, prng_next < probability))),
+            next_hit.eq(Mux(applied, seed < probability,
+                            Mux(draw | step, prng_next2 < probability, prng_next < probability))),
             remaining_near.eq(~applied & ~fire & (remaining[2:] == 0) & (remaining[:2] != 0)),
             remaining_le_1.eq(applied | ~fire & (remaining[2:] == 0) & (remaining[:2] != 3)),
             burst_last_is_0.eq(burst_last == 0),
@@ -365,11 +361,9 @@ class StimulusChannel(LiteXModule):
         ]
         sync += [
             If(applied,
-                prng.eq(seed),
-                prng_next.eq(seed_step),
-                prng_next2.eq(seed_step2),
+                prng_next.eq(seed),
+                prng_next2.eq(seed_step),
             ).Elif(draw | step,
-                prng.eq(prng_next),
                 prng_next.eq(prng_next2),
                 prng_next2.eq(prng_after_next2),
             ),
@@ -389,9 +383,9 @@ class StimulusChannel(LiteXModule):
             ).Elif(width_left_gt_1,
                 width_left.eq(width_left - 1),
             ),
-            If(fsm.ongoing("ARM"), arm_left.eq(arm_left - 1)),
-            If(fsm.ongoing("WAIT") & at_time & reached & ~exact, late.eq(1)),
-            If(fsm.ongoing("RUN") & ~free & pulses_done & ~active, done.eq(1)),
+            If(arming, arm_left.eq(arm_left - 1)),
+            If(waiting & at_time & reached & ~exact, late.eq(1)),
+            If(finished, done.eq(1)),
             If(applied,
                 # A new configuration stops whatever ran: pin idle, counters reloaded.
                 active.eq(0),
@@ -405,11 +399,7 @@ class StimulusChannel(LiteXModule):
                 late.eq(0),
             ),
         ]
-        # The commit overrides the FSM from any state.
-        fsm.act("IDLE", If(applied & enable, NextState("ARM")))
-        for state in ("ARM", "WAIT", "RUN"):
-            fsm.act(state, If(applied, If(enable, NextState("ARM")).Else(NextState("IDLE"))))
-        self.comb += running.eq(~fsm.ongoing("IDLE"))
+        self.comb += running.eq(~idle)
 
         status = self._status.fields
         self.specials += [

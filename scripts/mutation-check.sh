@@ -12,7 +12,7 @@ trap 'rm -rf "$scratch"' EXIT
 mutants=(
   "capture: timestamp shifted by one tick@gateware/capture.py@self.PIN_TO_STAMP_DELAY = sync_stages + self.filter_taps@self.PIN_TO_STAMP_DELAY = sync_stages + self.filter_taps + 1"
   "capture: one record in 16 lost silently@gateware/capture.py@record.valid.eq(edges != 0),@record.valid.eq((edges != 0) & (stamp[:4] != 5)),"
-  "capture: channel 2 drops not counted@gateware/capture.py@*[If(drop_d & dropped_channels[i]@*[If(drop_d & dropped_channels[i] & (i != 2)"
+  "capture: channel 2 drops not counted@gateware/capture.py@count_drop[i].eq(drop_d & dropped_channels[i]@count_drop[i].eq(drop_d & dropped_channels[i] & (i != 2)"
   "capture: glitch filter one tick short@gateware/capture.py@f.glitch <= k for k@f.glitch <= k + 1 for k"
   "capture: FIFO full flag ignores the write in flight@gateware/cdc.py@writable.eq(~full(Mux(ce, wgray_inc, wgray), consume_wdomain))@writable.eq(~full(wgray, consume_wdomain))"
   "capture: marker written while a drop is still to be merged@gateware/capture.py@fifo.sink.valid.eq(marker_pending & ~drop_d),@fifo.sink.valid.eq(marker_pending),"
