@@ -124,7 +124,8 @@ class RegisteredFullAsyncFIFO(Module, _FIFOInterface):
                 wbin_inc.eq(wbin_inc2),
                 wgray_inc.eq(wbin_inc2 ^ wbin_inc2[1:]),
             ),
-            writable.eq(~full(Mux(ce, wgray_inc, wgray), consume_wdomain)),
+            # Both outcomes compared in parallel; the write in flight only selects.
+            writable.eq(~Mux(ce, full(wgray_inc, consume_wdomain), full(wgray, consume_wdomain))),
         ]
 
         # Read side, as Migen's AsyncFIFO.

@@ -208,8 +208,9 @@ class StimulusChannel(LiteXModule):
         #   cycle c-1  16 radix-4 rows, selected by the operand the cycle c will see   (every cycle)
         #   cycle c    2 carry-save levels, 16 -> 8 rows                               (every cycle)
         #   cycle c+1  3 more levels, 8 -> 3 rows                                    (if c drew)
-        #   cycle c+2  1 more level and the final add: offset = bits 32..63 of the product
-        #   cycle c+3  next_interval <= dither_base + offset                           (every cycle)
+        #   cycle c+2  1 more level, 3 -> 2 rows; the low halves' carry; the high halves and
+        #              dither_base folded into 2 rows
+        #   cycle c+3  next_interval <= dither_base + offset: the 2 rows + the carry   (every cycle)
         # The xorshift32 PRNG is kept as the next two values it steps to: `prng_next` (the operand
         # of the next draw; in RANDOM mode the value the next RUN tick compares) and `prng_next2`
         # == xorshift32(prng_next). Stepping is a register copy, and every compare and the
@@ -238,7 +239,13 @@ class StimulusChannel(LiteXModule):
         rows2 = _registered_rows(sync, _carry_save(rows1, levels=3), 64, enable=stage1)
         last_two = _carry_save(rows2, levels=1)
         assert len(last_two) == 2
-        offset = Signal(32)
+        # Stage c+2 adds only the low halves (for their carry) and folds the high halves and
+        # dither_base into two rows; stage c+3 adds those with the carry: next_interval =
+        # dither_base + offset, offset = bits 32..63 of the product, with no 64-bit carry chain.
+        low, high = slice(0, 32), slice(32, 64)
+        low_carry = Signal()
+        interval_rows = [Signal(32), Signal(32)]
+        high_rows = _carry_save([last_two[0][high], last_two[1][high], dither_base], levels=1)
         dither_mode = Signal()  # registered mode == DITHER
         burst_mode  = Signal()  # registered mode == BURST
         burst_wrap  = Signal(reset=1)  # == (burst_pos == burst_last), registered ahead
@@ -251,11 +258,15 @@ class StimulusChannel(LiteXModule):
             applied_d2.eq(applied_d),
             stage1.eq(fire_draw | applied_d2),
             stage2.eq(stage1),
-            If(stage2, offset.eq((last_two[0] + last_two[1])[32:64])),
+            If(stage2,
+                low_carry.eq((last_two[0][low] + last_two[1][low])[32]),
+                interval_rows[0].eq(high_rows[0]),
+                interval_rows[1].eq(high_rows[1][:32]),
+            ),
             dither_mode.eq(mode == MODE_DITHER),
             burst_mode.eq(mode == MODE_BURST),
             If(dither_mode,
-                next_interval.eq(dither_base + offset),
+                next_interval.eq(interval_rows[0] + interval_rows[1] + low_carry),
             ).Elif(burst_mode,
                 next_interval.eq(Mux(burst_wrap, burst_gap, burst_spacing)),
             ).Else(

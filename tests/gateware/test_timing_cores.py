@@ -439,6 +439,33 @@ async def events_across_wrap(dut, clocks):
     assert_records_equal(tb.edge_records(), expected)
 
 
+@cocotb.test(**needs("wrap"))
+@cocotb.parametrize(clocks=CLOCKS)
+async def stimulus_across_wrap(dut, clocks):
+    """Start times are absolute 64-bit ticks, compared over all 64 bits: a channel started before
+    the wrap pulses across it exactly; a start that differs from the current tick only in the top
+    16 bits, and lies in the past, is refused as late."""
+    tb = await start_tb(dut, clocks)
+    configs = await tb.configure_capture()
+    now = await tb.now()
+    assert now > 2**64 - 3000, "the wrap variant starts near the end of the 64-bit range"
+    across = StimulusConfig(mode=PERIODIC, period=97, width=6, count=20, start_time=2**64 - 1000)
+    # Below `now`, above it in the low 48 bits.
+    past = StimulusConfig(mode=PERIODIC, period=51, width=3, count=10, start_time=2**64 - 2**48 - 1)
+    for ch, cfg in ((0, across), (1, past)):
+        await tb.configure_stimulus(ch, cfg)
+    await tb.commit_stimulus(0, 1)
+    assert (await tb.now()) < across.start_time - 10
+    stim = {0: stimulus_edges(across, 20)}
+    await ClockCycles(dut.ts_clk, stim[0][-1][0] - await tb.now() + 200)
+    await ClockCycles(dut.sys_clk, 300)
+    expected = [(tk % 2**64, m, lv) for tk, m, lv in tb.expected(configs, stim)]
+    assert any(tk < 2**63 for tk, _, _ in expected) and expected[0][0] > 2**63, "no wrap in range"
+    assert_records_equal(tb.edge_records(), expected)
+    assert await tb.read("stimulus_ch0_status") == 0b10, "channel 0: done"
+    assert await tb.read("stimulus_ch1_status") == 0b100, "channel 1: refused as late"
+
+
 # Stimulus --------------------------------------------------------------------------------------
 
 async def run_stimulus(tb, cfgs, n_pulses, configs=None):
@@ -600,6 +627,51 @@ async def stimulus_oneshot_late_and_inverted(dut, clocks):
     assert records[0][2] == 0b10 and records[0][0] < start
     assert stimulus_rises(inverted, 5) == [start]
     del configs
+
+
+@cocotb.test(**needs("default"))
+@cocotb.parametrize(clocks=CLOCKS)
+async def overflow_gaps_each_marked_once(dut, clocks):
+    """Slow random reads against dense edges: the FIFO fills and drains many times. Every record
+    that gets through is exact and in order, every lost one is counted, and each gap has exactly
+    one marker: at its first lost record, with the channels of every record lost until the next
+    marker, never two markers for one gap."""
+    tb = await start_tb(dut, clocks, ready_probability=0.15)
+    configs = await tb.configure_capture()
+    rng = random.Random(11)
+    t = await tb.now() + 20
+    for _ in range(6 * tb.params["fifo_depth"]):
+        t += rng.randint(1, 3)
+        ch = rng.randrange(FIRST_INPUT, tb.n_channels)
+        level = 1 - (tb.input_changes[ch][-1][1] if tb.input_changes[ch] else 0)
+        tb.drive(ch, t, level)
+    await tb.wait_until(t + 50)
+    tb.ready_probability = 1.0
+    await tb.settle()
+    expected = tb.expected(configs)
+    overflow, dropped = await tb.snapshot_drops()
+
+    kept, lost, j = tb.edge_records(), [], 0
+    for record in expected:
+        if j < len(kept) and kept[j] == record:
+            j += 1
+        else:
+            lost.append(record)
+    assert j == len(kept), f"record {j} that got through is not the model's next one: {kept[j]}"
+    markers = [(ts, mask) for ts, mask, _, kind in tb.records if kind == 1]
+    marker_ticks = [ts for ts, _ in markers]
+    assert overflow == 1 and len(markers) >= 3, f"{len(markers)} gaps: the test must overflow repeatedly"
+    assert marker_ticks == sorted(set(marker_ticks)), "a gap marked twice, or markers out of order"
+    lost_ticks = {ts for ts, _, _ in lost}
+    assert all(ts in lost_ticks for ts in marker_ticks), "a marker not at a lost record"
+    covered = {ts: 0 for ts in marker_ticks}
+    for ts, mask, _ in lost:
+        owner = max((m for m in marker_ticks if m <= ts), default=None)
+        assert owner is not None, f"record lost at {ts} before any marker"
+        covered[owner] |= mask
+    assert [mask for _, mask in markers] == [covered[ts] for ts in marker_ticks]
+    for ch in range(tb.n_channels):
+        assert dropped[ch] == sum(m >> ch & 1 for _, m, _ in lost), f"channel {ch}"
 
 
 # CSR read-out (the firmware's path) -------------------------------------------------------------
