@@ -22,9 +22,11 @@ silently moved), else as soon as the commit reaches the ``ts`` domain.
 The pin level (``pins``) is also fed to the EdgeCapture core, so every stimulus edge is recorded with
 its exact timestamp: the host never infers when a stimulus happened.
 
-Constraints the host checks before it commits: every interval >= ``MIN_INTERVAL``, and
-``width`` >= 1 and shorter than the shortest interval (a pulse still active when the next one fires
-is held active: the two merge into one).
+Constraints the host checks before it commits (and the firmware enforces): every interval >=
+``MIN_INTERVAL``, and ``width`` >= 1 and shorter than the shortest interval. The hardware relies on
+them: it decides each rising edge a cycle ahead from flags that assume edges >= MIN_INTERVAL ticks
+apart (what it does with shorter intervals is unspecified). ``start_time`` is compared over all 64
+bits: a start numerically below the current tick has passed.
 """
 
 from functools import reduce
@@ -43,7 +45,8 @@ MODE_RANDOM   = 2
 MODE_BURST    = 3
 MODE_ONESHOT  = 4
 
-# Shortest interval between rising edges, in ticks: the dither pipeline needs 4 cycles per draw.
+# Shortest interval between rising edges, in ticks: the dither pipeline needs 4 cycles per draw,
+# and `fire` is decided a cycle ahead from flags that may lag one cycle behind a fire.
 MIN_INTERVAL = 4
 # Cycles from the commit reaching `ts` to the channel accepting its start (pipelines settle).
 ARM_CYCLES = 6
@@ -215,11 +218,12 @@ class StimulusChannel(LiteXModule):
         # of the next draw; in RANDOM mode the value the next RUN tick compares) and `prng_next2`
         # == xorshift32(prng_next). Stepping is a register copy, and every compare and the
         # multiplier start at a register with nothing in between.
-        # The operand of a firing draw in cycle c is `prng_next`, unchanged since the previous
-        # draw >= MIN_INTERVAL cycles before, so the rows selected in c-1 are already the right
-        # ones. A commit loads the seed as `prng_next` and draws it in the next cycle (a step like
-        # any other): its rows are selected then, and it goes through the multiplier as a draw two
-        # cycles after the commit, which its first use (after ARM_CYCLES) allows.
+        # The operand of a firing draw in cycle c is `prng_next`, unchanged since the step one
+        # cycle after the previous draw (>= MIN_INTERVAL cycles before), so the rows selected in
+        # c-1 are already the right ones. A commit loads the seed as `prng_next` and draws it in
+        # the next cycle (a step like any other): its rows are selected then, and it goes through
+        # the multiplier as a draw two cycles after the commit, which its first use (after
+        # ARM_CYCLES) allows.
         draw = Signal()
         random_mode = Signal()  # registered mode == RANDOM: the PRNG steps every RUN tick
         prng_next = Signal(32, reset=1)
@@ -330,7 +334,9 @@ class StimulusChannel(LiteXModule):
         self.comb += [
             step.eq(random_mode & run),
             fire_draw.eq(fire & dither_mode & ~applied),
-            draw.eq(applied_d | fire_draw),  # the commit draws its seed a cycle later
+            # The PRNG steps for a draw a cycle after it (the commit draws its seed then, a fire's
+            # successor is not needed before MIN_INTERVAL): its enable comes from registers only.
+            draw.eq(applied_d | fire_d & dither_mode),
         ]
         # Next cycle's fire. In WAIT: the channel is in WAIT next cycle and then starts (at once,
         # or at the exact start tick). In RUN: it stays in RUN (pulses left), the interval ends
