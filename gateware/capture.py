@@ -118,7 +118,6 @@ class EdgeCapture(LiteXModule):
                 "Write ``1`` to apply all channels' settings at once (in the ``ts`` domain)."),
         ], description="Apply the channel settings.")
         sources = []
-        ignore_sys = []
         for csr in self._channel_config:
             f = csr.fields
             # The glitch setting as a mask, bit k = "tap k need not hold" (glitch <= k), decoded here
@@ -127,7 +126,6 @@ class EdgeCapture(LiteXModule):
             ignore = Signal(self.filter_taps, name=f"ignore{len(sources) // 4}",
                             reset=sum(1 << k for k in range(self.filter_taps) if glitch_reset <= k))
             self.comb += ignore.eq(Cat(*[f.glitch <= k for k in range(self.filter_taps)]))
-            ignore_sys.append(ignore)
             sources += [f.enable, f.rise, f.fall, ignore]
         self.config = ConfigCommit(sources, clock_domain)
         self.comb += self.config.commit.eq(self._commit.fields.commit)
@@ -152,15 +150,18 @@ class EdgeCapture(LiteXModule):
             line = [Signal(name=f"line{i}_{k}") for k in range(taps)]
             sync += [line[0].eq(synced)] + [line[k].eq(line[k - 1]) for k in range(1, taps)]
             enable, rise, fall, ignore = configs[i]
+            # A commit reaches the glitch mask's users two cycles before the edge detect sees their
+            # verdict, so the edge selects are delayed as much: all settings change between the
+            # same two ticks, two ticks after the commit.
+            enable, rise, fall = [self._delayed(sync, setting, 2) for setting in (enable, rise, fall)]
             candidate = line[-1]
             # The new level must hold on the `glitch` taps from the edge on (newest at index 0):
             # holds[k] = (line[taps-1-k] == candidate) | ignore[k], registered from the values the
-            # line and the mask take next (the line shifts; the mask changes only on a commit).
+            # line takes next (it shifts).
             before = [synced] + line[:-1]  # before[j] becomes line[j]
-            ignore_next = Mux(self.config.strobe.o, ignore_sys[i], ignore)
             holds = [Signal(name=f"holds{i}_{k}", reset=1) for k in range(taps)]
             for k in range(taps):
-                sync += holds[k].eq((before[taps - 1 - k] == before[taps - 1]) | ignore_next[k])
+                sync += holds[k].eq((before[taps - 1 - k] == before[taps - 1]) | ignore[k])
             # The verdict is registered with the candidate it judges, so the edge detect and the
             # record run one cycle behind the line (counted in PIN_TO_STAMP_DELAY).
             held = Signal(name=f"held{i}")
@@ -256,6 +257,14 @@ class EdgeCapture(LiteXModule):
         self.dropped, self.overflow = dropped, overflow
         if with_csr:
             self.add_csr(dropped, overflow, clear)
+
+    @staticmethod
+    def _delayed(sync, signal, cycles):
+        for _ in range(cycles):
+            delayed = Signal.like(signal, reset=signal.reset)
+            sync += delayed.eq(signal)
+            signal = delayed
+        return signal
 
     def add_csr(self, dropped, overflow, clear):
         n = self.n_channels

@@ -29,8 +29,6 @@ apart (what it does with shorter intervals is unspecified). ``start_time`` is co
 bits: a start numerically below the current tick has passed.
 """
 
-from functools import reduce
-from operator import and_
 
 from litex.gen import LiteXModule
 from litex.soc.interconnect.csr import CSRField, CSRStatus, CSRStorage
@@ -50,6 +48,9 @@ MODE_ONESHOT  = 4
 MIN_INTERVAL = 4
 # Cycles from the commit reaching `ts` to the channel accepting its start (pipelines settle).
 ARM_CYCLES = 6
+# Ticks the start comparator looks ahead: its 4 pipeline stages, then 2 more (`reached_next`
+# is what `reached` will be next cycle, which is itself one tick ahead of the start).
+START_LEAD = 6
 # Seed used instead of 0 (xorshift32 has 0 as a fixed point).
 ZERO_SEED_REPLACEMENT = 0x2545F491
 
@@ -151,7 +152,7 @@ class StimulusChannel(LiteXModule):
         burst_last  = Signal(16)  # K - 1
         burst_before_last = Signal(16)  # K - 2 (mod 2**16; unused when K = 1)
         burst_gap   = Signal(32)  # P - (K-1)*S: last rising edge of a burst to the next burst
-        start_m4    = Signal(64)  # the start comparator pipeline looks 4 ticks ahead
+        start_lead  = Signal(64)  # start_time - START_LEAD: the start comparator's pipeline looks ahead
         seed_nz     = Signal(32)  # the seed, 0 replaced (xorshift32 has 0 as a fixed point)
         self.comb += [
             dither_base.eq(period - jitter),
@@ -160,7 +161,7 @@ class StimulusChannel(LiteXModule):
             burst_last.eq(self._burst_count.storage - 1),
             burst_before_last.eq(self._burst_count.storage - 2),
             burst_gap.eq(period - burst_last * self._burst_spacing.storage),
-            start_m4.eq(self._start_time.storage - 4),
+            start_lead.eq(self._start_time.storage - START_LEAD),
             seed_nz.eq(Mux(self._seed.storage == 0, ZERO_SEED_REPLACEMENT, self._seed.storage)),
         ]
 
@@ -169,12 +170,12 @@ class StimulusChannel(LiteXModule):
         sources = [control.enable, control.mode, control.invert, control.at_time,
                    self._width.storage, period, dither_base, dither_span,
                    self._probability.storage, burst_last, self._burst_spacing.storage,
-                   burst_gap, self._count.storage, start_m4, seed_nz, seed_step, dither_span3,
+                   burst_gap, self._count.storage, start_lead, seed_nz, seed_step, dither_span3,
                    burst_before_last]
         self.config = ConfigCommit(sources, clock_domain)
         self.comb += self.config.commit.eq(self._commit.fields.commit)
         (enable, mode, invert, at_time, width, period, dither_base, dither_span, probability,
-         burst_last, burst_spacing, burst_gap, count, start_m4, seed, seed_step, span3,
+         burst_last, burst_spacing, burst_gap, count, start_lead, seed, seed_step, span3,
          burst_before_last) = self.config.outputs
         applied = self.config.applied
 
@@ -182,25 +183,36 @@ class StimulusChannel(LiteXModule):
 
         sync = getattr(self.sync, clock_domain)
 
-        # Start comparator, 2-stage pipelined: in cycle c, `reached_next` <=> ts(c) + 2 >= start_time
-        # (what `reached` is in cycle c + 1), `reached` <=> ts(c) + 1 >= start_time.
-        # Stage 1 compares 16-bit chunks; stage 2 combines them, most significant first.
-        chunks = [slice(lo, min(lo + 16, len(ts))) for lo in range(0, len(ts), 16)]
-        chunk_gt = [Signal(name=f"start_gt{k}") for k in range(len(chunks))]  # chunk 0: >=
-        chunk_eq = [Signal(name=f"start_eq{k}") for k in range(len(chunks))]
-        reached_next, exact_next = Signal(), Signal()
-        reached, exact = Signal(), Signal()
+        # Start comparator, pipelined: in cycle c, `reached_next` <=> ts(c) + 2 >= start_time (what
+        # `reached` is in cycle c + 1), `reached` <=> ts(c) + 1 >= start_time. Stage 1 compares
+        # 8-bit chunks (>= for the lowest, > and == for the others); each further stage merges
+        # pairs, most significant first, so `ts` (loaded by every comparator) feeds a short path.
+        chunks = [slice(lo, min(lo + 8, len(ts))) for lo in range(0, len(ts), 8)]
+        assert len(chunks) & (len(chunks) - 1) == 0
+        gt, eq = [], []
         for k, chunk in enumerate(chunks):
+            gt_k, eq_k = Signal(name=f"start_gt{k}"), Signal(name=f"start_eq{k}")
             sync += [
-                chunk_gt[k].eq(ts[chunk] >= start_m4[chunk] if k == 0 else ts[chunk] > start_m4[chunk]),
-                chunk_eq[k].eq(ts[chunk] == start_m4[chunk]),
+                gt_k.eq(ts[chunk] >= start_lead[chunk] if k == 0 else ts[chunk] > start_lead[chunk]),
+                eq_k.eq(ts[chunk] == start_lead[chunk]),
             ]
-        ts_reached = chunk_gt[0]
-        for k in range(1, len(chunks)):
-            ts_reached = chunk_gt[k] | (chunk_eq[k] & ts_reached)
+            gt.append(gt_k)
+            eq.append(eq_k)
+        while len(gt) > 1:
+            merged_gt = [Signal() for _ in range(len(gt) // 2)]
+            merged_eq = [Signal() for _ in range(len(gt) // 2)]
+            for k in range(len(gt) // 2):
+                low, high = 2*k, 2*k + 1
+                sync += [
+                    merged_gt[k].eq(gt[high] | (eq[high] & gt[low])),
+                    merged_eq[k].eq(eq[high] & eq[low]),
+                ]
+            gt, eq = merged_gt, merged_eq
+        start_stages = 1 + bits_for(len(chunks) - 1)  # compare + merges
+        assert START_LEAD == start_stages + 2
+        reached_next, exact_next = gt[0], eq[0]
+        reached, exact = Signal(), Signal()
         sync += [
-            reached_next.eq(ts_reached),
-            exact_next.eq(reduce(and_, chunk_eq)),
             reached.eq(reached_next),
             exact.eq(exact_next),
         ]
@@ -211,9 +223,9 @@ class StimulusChannel(LiteXModule):
         #   cycle c-1  16 radix-4 rows, selected by the operand the cycle c will see   (every cycle)
         #   cycle c    2 carry-save levels, 16 -> 8 rows                               (every cycle)
         #   cycle c+1  3 more levels, 8 -> 3 rows                                    (if c drew)
-        #   cycle c+2  1 more level, 3 -> 2 rows; the low halves' carry; the high halves and
-        #              dither_base folded into 2 rows
-        #   cycle c+3  next_interval <= dither_base + offset: the 2 rows + the carry   (every cycle)
+        #   cycle c+2  1 more level, 3 -> 2 rows; the high halves and dither_base folded into
+        #              2 rows, the low halves' carry in the empty bit 0 of the second
+        #   cycle c+3  next_interval <= dither_base + offset = the sum of those 2 rows  (every cycle)
         # The xorshift32 PRNG is kept as the next two values it steps to: `prng_next` (the operand
         # of the next draw; in RANDOM mode the value the next RUN tick compares) and `prng_next2`
         # == xorshift32(prng_next). Stepping is a register copy, and every compare and the
@@ -243,18 +255,15 @@ class StimulusChannel(LiteXModule):
         rows2 = _registered_rows(sync, _carry_save(rows1, levels=3), 64, enable=stage1)
         last_two = _carry_save(rows2, levels=1)
         assert len(last_two) == 2
-        # Stage c+2 adds only the low halves (for their carry) and folds the high halves and
-        # dither_base into two rows; stage c+3 adds those with the carry: next_interval =
-        # dither_base + offset, offset = bits 32..63 of the product, with no 64-bit carry chain.
+        # offset = bits 32..63 of the product: no 64-bit carry chain, one 32-bit add per stage.
         low, high = slice(0, 32), slice(32, 64)
-        low_carry = Signal()
         interval_rows = [Signal(32), Signal(32)]
         high_rows = _carry_save([last_two[0][high], last_two[1][high], dither_base], levels=1)
         dither_mode = Signal()  # registered mode == DITHER
         burst_mode  = Signal()  # registered mode == BURST
         burst_wrap  = Signal(reset=1)  # == (burst_pos == burst_last), registered ahead
         # The interval loaded on the next `fire`, registered: fires are >= MIN_INTERVAL apart, and it
-        # is valid 4 cycles after a draw (as dither_base + offset) or 1 cycle after a burst step.
+        # is valid 4 cycles after a draw (as dither_base + offset) or 2 cycles after a burst step.
         next_interval = Signal(32)
         applied_d2 = Signal()
         sync += [
@@ -262,20 +271,19 @@ class StimulusChannel(LiteXModule):
             applied_d2.eq(applied_d),
             stage1.eq(fire_draw | applied_d2),
             stage2.eq(stage1),
-            If(stage2,
-                low_carry.eq((last_two[0][low] + last_two[1][low])[32]),
+            # The other modes' interval goes through the same two rows (as value + 0), so the
+            # adder feeds next_interval with no mode select after it.
+            If(~dither_mode,
+                interval_rows[0].eq(Mux(burst_mode, Mux(burst_wrap, burst_gap, burst_spacing), period)),
+                interval_rows[1].eq(0),
+            ).Elif(stage2,
                 interval_rows[0].eq(high_rows[0]),
-                interval_rows[1].eq(high_rows[1][:32]),
+                # Bit 0 of the carry row is always 0: the low halves' carry goes in there.
+                interval_rows[1].eq(Cat((last_two[0][low] + last_two[1][low])[32], high_rows[1][1:32])),
             ),
             dither_mode.eq(mode == MODE_DITHER),
             burst_mode.eq(mode == MODE_BURST),
-            If(dither_mode,
-                next_interval.eq(interval_rows[0] + interval_rows[1] + low_carry),
-            ).Elif(burst_mode,
-                next_interval.eq(Mux(burst_wrap, burst_gap, burst_spacing)),
-            ).Else(
-                next_interval.eq(period),
-            ),
+            next_interval.eq(interval_rows[0] + interval_rows[1]),
         ]
 
         # Channel state.

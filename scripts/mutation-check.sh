@@ -16,7 +16,7 @@ mutants=(
   "capture: glitch filter one tick short@gateware/capture.py@f.glitch <= k for k@f.glitch <= k + 1 for k"
   "capture: FIFO full flag ignores the write in flight@gateware/cdc.py@writable.eq(~Mux(ce, full(wgray_inc, consume_wdomain),@writable.eq(~Mux(ce, full(wgray, consume_wdomain),"
   "capture: marker written while a drop is still to be merged@gateware/capture.py@fifo.sink.valid.eq(marker_pending & ~drop_d),@fifo.sink.valid.eq(marker_pending),"
-  "stimulus: dither interval off by one@gateware/stimulus.py@next_interval.eq(interval_rows[0] + interval_rows[1] + low_carry),@next_interval.eq(interval_rows[0] + interval_rows[1] + low_carry + 1),"
+  "stimulus: dither interval off by one@gateware/stimulus.py@interval_rows[0].eq(high_rows[0]),@interval_rows[0].eq(high_rows[0] + 1),"
   "stimulus: pulse one tick short@gateware/stimulus.py@width_left.eq(width),@width_left.eq(width - 1),"
   "stimulus: pulse end for width 2 read from the wrong flag@gateware/stimulus.py@Mux(fire_d, width_is_2, width_left_was_3)@Mux(fire_d, width_is_1, width_left_was_3)"
   "stimulus: burst spacing ignored for the last pulse@gateware/stimulus.py@Mux(burst_wrap, burst_gap, burst_spacing)@Mux(burst_wrap, period, burst_spacing)"

@@ -455,6 +455,8 @@ async def stimulus_across_wrap(dut, clocks):
     for ch, cfg in ((0, across), (1, past)):
         await tb.configure_stimulus(ch, cfg)
     await tb.commit_stimulus(0, 1)
+    await ClockCycles(dut.sys_clk, 40)
+    assert await tb.read("stimulus_ch1_status") == 0b100, "channel 1: refused as late at once"
     assert (await tb.now()) < across.start_time - 10
     stim = {0: stimulus_edges(across, 20)}
     await ClockCycles(dut.ts_clk, stim[0][-1][0] - await tb.now() + 200)
