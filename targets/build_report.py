@@ -47,14 +47,17 @@ def parse_utilisation(log_text):
     return table
 
 
-def domain_nets(requested_mhz, fmax, tolerance_mhz=0.01):
+def domain_nets(requested_mhz, fmax, tolerance=2e-4):
     """nextpnr's clock nets timed at ``requested_mhz``.
 
     nextpnr derives each PLL output's constraint from the PLL's settings, and names the clock net after
     whatever wire Yosys kept (``$glbnet$crg_clkout1``, or a CPU wire for ``sys``), so the frequency
     identifies a domain and the name does not. Domains with equal frequencies share their nets.
+    The match is relative (``tolerance``): the constraint comes from a period rounded to 1 ps, e.g.
+    7.142 ns, printed as 140.02 MHz for 140 MHz.
     """
-    return sorted(net for net, f in fmax.items() if abs(f["constraint_mhz"] - requested_mhz) <= tolerance_mhz)
+    return sorted(net for net, f in fmax.items()
+                  if abs(f["constraint_mhz"] - requested_mhz) <= tolerance * requested_mhz)
 
 
 def sha256(path):

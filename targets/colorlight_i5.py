@@ -22,7 +22,7 @@ from targets import board_flow
 BOARD = "colorlight_i5"
 PROGRAMMER_BOARD = "colorlight-i5"
 SYS_CLK_FREQ = 50e6
-TS_CLK_FREQ  = 150e6  # 6.67 ns ticks; the PLL makes it exactly (VCO 600 MHz, with sys 50 MHz)
+TS_CLK_FREQ  = 140e6  # 7.14 ns ticks, exact from the PLL (VCO 700 MHz, with sys 50 MHz)
 
 # Rig signal -> connector position (pmode:0..3 = PMOD pins 1-4, pmode:4..7 = pins 7-10). A jumper
 # across pins 1 and 7 (stim0 -> spare) is the calibration loopback.

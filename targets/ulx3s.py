@@ -22,7 +22,7 @@ from targets import board_flow
 BOARD = "ulx3s"
 PROGRAMMER_BOARD = "ulx3s"
 SYS_CLK_FREQ = 50e6
-TS_CLK_FREQ  = 150e6  # 6.67 ns ticks; the PLL makes it exactly (VCO 600 MHz, with sys 50 MHz)
+TS_CLK_FREQ  = 140e6  # 7.14 ns ticks, exact from the PLL (VCO 700 MHz, with sys 50 MHz)
 
 # Rig signal -> FPGA ball. J1 pairs GPn (+ row) / GNn (- row) sit side by side, so a jumper across
 # GP0/GN0 (stim0 -> spare) is the calibration loopback.

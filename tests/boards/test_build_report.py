@@ -60,3 +60,11 @@ def test_missing_bitstream_is_a_problem(tmp_path):
     report = build_report.make("board", "dev", {"sys": 50e6}, LOG, tmp_path / "none.bit", tmp_path)
     assert report["timing_met"] and report["bitstream"] is None
     assert build_report.problems(report) == ["no bitstream was written"]
+
+
+def test_domain_matched_despite_period_rounding():
+    """LiteX constrains 140 MHz as a 7.142 ns period, which nextpnr prints as 140.02 MHz."""
+    fmax = {"$glbnet$crg_clkout1": {"constraint_mhz": 140.02}, "$glbnet$sys_clk": {"constraint_mhz": 50.0}}
+    assert build_report.domain_nets(140e6 / 1e6, fmax) == ["$glbnet$crg_clkout1"]
+    assert build_report.domain_nets(50.0, fmax) == ["$glbnet$sys_clk"]
+    assert build_report.domain_nets(140.1, fmax) == []
