@@ -1,10 +1,11 @@
 """Clock-domain-crossing helpers shared by the hilat timing cores.
 
-Both helpers move *bundles* of bits coherently between ``sys`` (where the CSRs live) and a core's
-own clock domain (``ts``), at any frequency ratio. They follow the "data + synchronized strobe"
-pattern: the data is held still by its owner while a single-bit strobe crosses through a 2-FF
-synchronizer, so the receiving side samples it only once it has settled. MultiReg is used only for
-that strobe (a toggle) and for single quasi-static status bits.
+ConfigCommit and Snapshot move *bundles* of bits coherently between ``sys`` (where the CSRs live)
+and a core's own clock domain (``ts``), at any frequency ratio. They follow the "data + synchronized
+strobe" pattern: the data is held still by its owner while a single-bit strobe crosses through a
+2-FF synchronizer, so the receiving side samples it only once it has settled. The capture records
+cross in RegisteredFullAsyncFIFO, whose Gray-coded pointers (one bit changes per step) go through
+MultiReg as in Migen's AsyncFIFO.
 """
 
 from litex.gen import LiteXModule
@@ -88,8 +89,9 @@ class RegisteredFullAsyncFIFO(Module, _FIFOInterface):
     ``writable`` is decided one cycle ahead from registers: from the write pointer the cycle will
     end with (``+1`` is kept registered, so no adder sits on the path) and the read pointer as
     synchronized one cycle earlier. An older read pointer can only see the FIFO fuller than it is,
-    so a write is never accepted without room; at worst it is refused one cycle before the FIFO is
-    full, while the reader frees an entry.
+    so a write is never accepted without room. The cost: an entry the reader frees is seen by the
+    writer one cycle later than in Migen's FIFO (as with a 3-stage synchronizer), so with the FIFO
+    full a write can be refused for one more cycle.
 
     Clock domains ``write`` and ``read``, as Migen's FIFOs (``ClockDomainsRenamer`` to rename them).
     """

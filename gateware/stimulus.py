@@ -161,7 +161,9 @@ class StimulusChannel(LiteXModule):
             burst_last.eq(self._burst_count.storage - 1),
             burst_before_last.eq(self._burst_count.storage - 2),
             burst_gap.eq(period - burst_last * self._burst_spacing.storage),
-            start_lead.eq(self._start_time.storage - START_LEAD),
+            # Saturated: a start before tick START_LEAD must still read as reached (and passed).
+            start_lead.eq(Mux(self._start_time.storage < START_LEAD, 0,
+                              self._start_time.storage - START_LEAD)),
             seed_nz.eq(Mux(self._seed.storage == 0, ZERO_SEED_REPLACEMENT, self._seed.storage)),
         ]
 
@@ -217,7 +219,8 @@ class StimulusChannel(LiteXModule):
             exact.eq(exact_next),
         ]
 
-        # PRNG and the dither pipeline: `draw` in cycle c -> `next_interval` valid from c+4 (MIN_INTERVAL).
+        # PRNG and the dither pipeline: a DITHER fire in cycle c -> `next_interval` valid from c+4
+        # (MIN_INTERVAL); a commit in cycle a -> valid from a+6.
         # offset = (operand * span) >> 32, uniform in [0, span), as a carry-save multiplier in LUTs
         # (a MULT18X18D costs 3.9 ns by itself plus routing, more than a fast `ts` cycle):
         #   cycle c-1  16 radix-4 rows, selected by the operand the cycle c will see   (every cycle)

@@ -610,12 +610,14 @@ async def stimulus_oneshot_late_and_inverted(dut, clocks):
     tb = await start_tb(dut, clocks)
     configs = await tb.configure_capture()
     now = await tb.now()
-    late = StimulusConfig(mode=ONESHOT, width=5, start_time=now - 10)
-    await tb.configure_stimulus(0, late)
-    await tb.commit_stimulus(0)
-    await ClockCycles(dut.sys_clk, 40)
-    status = await tb.read("stimulus_ch0_status")
-    assert status == 0b100, f"late start must be refused and flagged, status={status:#b}"
+    # Ticks 0..5 too: below the start comparator's look-ahead, they must not wrap into the future.
+    for start_time in (now - 10, 0, 3, 5):
+        late = StimulusConfig(mode=ONESHOT, width=5, start_time=start_time)
+        await tb.configure_stimulus(0, late)
+        await tb.commit_stimulus(0)
+        await ClockCycles(dut.sys_clk, 40)
+        status = await tb.read("stimulus_ch0_status")
+        assert status == 0b100, f"start {start_time}: must be refused and flagged late, status={status:#b}"
     start = await tb.now() + 400
     inverted = StimulusConfig(mode=ONESHOT, width=11, start_time=start, invert=1)
     await tb.configure_stimulus(1, inverted)
