@@ -22,7 +22,7 @@ mutants=(
   "stimulus: burst spacing ignored for the last pulse@gateware/stimulus.py@Mux(burst_wrap, burst_gap, burst_spacing)@Mux(burst_wrap, period, burst_spacing)"
   "stimulus: random hit decided on the PRNG one step late@gateware/stimulus.py@Mux(draw | step, prng_next2 < probability,@Mux(draw | step, prng_next < probability,"
   "stimulus: fire ignores the pulse count@gateware/stimulus.py@remaining_near & (free | ~pulses_done)@remaining_near & (free | 1)"
-  "stimulus: start compare ignores the top chunk@gateware/stimulus.py@for k in range(1, len(chunks)):@for k in range(1, len(chunks) - 1):"
+  "stimulus: start compare lets a lower chunk outrank a higher one@gateware/stimulus.py@merged_gt[k].eq(gt[high] | (eq[high] & gt[low])),@merged_gt[k].eq(gt[high] | gt[low]),"
   "stimulus: dither multiplier loses a carry@gateware/stimulus.py@((a & b) | (a & c) | (b & c)) << 1@((a & b) | (a & c)) << 1"
   "timebase: carry into the high word one tick late@gateware/timebase.py@low_full.eq(low == low_mask - 1),@low_full.eq(low == low_mask),"
 )
