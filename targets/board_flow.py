@@ -26,6 +26,9 @@ import time
 from pathlib import Path
 
 from litex.build.generic_platform import IOStandard, Misc, Pins
+from litex.gen import LiteXModule
+from litex.soc.cores.clock import ECP5PLL
+from migen import ClockDomain, Signal
 
 from gateware.soc import INPUT_NAMES, RigBuilder, git_identity
 from targets import build_report, open_toolchain
@@ -57,6 +60,28 @@ def request_rig_pads(platform):
     """(stimulus pads, capture pads) in channel order."""
     return ([platform.request(name) for name in STIMULUS_NAMES],
             [platform.request(name) for name in INPUT_NAMES])
+
+
+# Clocks ------------------------------------------------------------------------------------------
+
+class PllCRG(LiteXModule):
+    """``sys`` and ``ts`` from one ECP5 PLL on a 25 MHz oscillator; ``reset`` (active high) holds the PLL.
+
+    margin=0: the clocks are exactly what is asked (or the build stops), so the ts frequency the rig
+    reports is the real tick rate. Both clocks must divide one VCO frequency in 400-800 MHz.
+    """
+    def __init__(self, clk25, reset, sys_clk_freq, ts_clk_freq):
+        self.rst    = Signal()
+        self.cd_sys = ClockDomain()
+        self.cd_ts  = ClockDomain()
+
+        # # #
+
+        self.pll = pll = ECP5PLL()
+        self.comb += pll.reset.eq(reset | self.rst)
+        pll.register_clkin(clk25, 25e6)
+        pll.create_clkout(self.cd_sys, sys_clk_freq, margin=0)
+        pll.create_clkout(self.cd_ts,  ts_clk_freq,  margin=0)
 
 
 # Command line ------------------------------------------------------------------------------------

@@ -189,6 +189,17 @@ def _listening(port):
     return any(line.split()[1] == wanted and line.split()[3] == "0A" for line in lines)
 
 
+DUT_LOG_COLUMNS = ("index", "missed", "isr", "task", "tagged")
+
+
+def read_dut_log(path):
+    """The DUT model's log of what it injected (``+dut_log``), one row per stimulus, as an int64 array
+    with the columns DUT_LOG_COLUMNS (latencies in ticks)."""
+    import numpy as np
+    rows = np.loadtxt(path, delimiter=",", dtype=np.int64, ndmin=2)
+    return rows.reshape(-1, len(DUT_LOG_COLUMNS))
+
+
 class SimulatedRig:
     """A running simulator process. ``url`` is what ``hilat`` connects to."""
 

@@ -11,10 +11,7 @@ openFPGALoader through the FT231X on the US1 port, which also carries the UART.
 Rig signals are on header J1, GP0-GP2/GN0-GN2; see docs/wiring.md.
 """
 
-from litex.gen import LiteXModule
-from litex.soc.cores.clock import ECP5PLL
 from litex_boards.platforms import radiona_ulx3s
-from migen import ClockDomain, Signal
 
 from gateware.soc import RigSoC
 from targets import board_flow
@@ -38,25 +35,10 @@ PINS = {
 
 # CRG ----------------------------------------------------------------------------------------------
 
-class _CRG(LiteXModule):
+class _CRG(board_flow.PllCRG):
     def __init__(self, platform, sys_clk_freq, ts_clk_freq):
-        self.rst    = Signal()
-        self.cd_sys = ClockDomain()
-        self.cd_ts  = ClockDomain()
-
-        # # #
-
-        clk25 = platform.request("clk25")
-        rst   = platform.request("rst")
-
-        # One PLL: sys and ts share a VCO. margin=0: the clocks are exactly what is asked (or the build
-        # stops), so the ts frequency the rig reports is the real tick rate.
-        self.pll = pll = ECP5PLL()
-        self.comb += pll.reset.eq(rst | self.rst)
-        pll.register_clkin(clk25, 25e6)
-        pll.create_clkout(self.cd_sys, sys_clk_freq, margin=0)
-        pll.create_clkout(self.cd_ts,  ts_clk_freq,  margin=0)
-
+        board_flow.PllCRG.__init__(self, platform.request("clk25"), platform.request("rst"),
+                                   sys_clk_freq, ts_clk_freq)
         # Keep the ESP32 from resetting the FPGA.
         self.comb += platform.request("wifi_gpio0").eq(1)
 

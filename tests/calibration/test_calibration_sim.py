@@ -18,16 +18,6 @@ from targets import sim
 TS_HZ = sim.TS_CLK_FREQ
 
 
-@pytest.fixture(scope="module")
-def sim_dir():
-    return sim.build()
-
-
-def read_injected(path):
-    rows = [list(map(int, row)) for row in csv.reader(open(path))]
-    return np.array(rows, dtype=np.int64).reshape(-1, 5)  # index, missed, isr, task, tagged
-
-
 def calibrate(*args):
     return main(["calibrate", *map(str, args)])
 
@@ -44,7 +34,7 @@ def test_loopback_offset_recovered_and_applied_by_capture(sim_dir, tmp_path, cap
         loop = json.loads(capsys.readouterr().out)["loopback"]
         assert main(["info", rig.url, "--calibration-dir", str(cal_dir)]) == 0
         info = capsys.readouterr().out
-        calibration_pulses = len(read_injected(dut_log))   # they reached the DUT too: skip them below
+        calibration_pulses = len(sim.read_dut_log(dut_log))   # they reached the DUT too: skip them below
         assert main(["capture", rig.url, "--count", "300", "--period", "5000", "--jitter", "1000", "--out",
                      str(tmp_path / "runs"), "--label", "calibrated", "--no-progress",
                      "--calibration-dir", str(cal_dir)]) == 0
@@ -62,7 +52,7 @@ def test_loopback_offset_recovered_and_applied_by_capture(sim_dir, tmp_path, cap
     assert any("rig offset: 7 ticks" in line for line in calib["statement"])
     assert "rig offset: 7 ticks" in (run / "summary.txt").read_text()
 
-    injected = read_injected(dut_log)[calibration_pulses:]
+    injected = sim.read_dut_log(dut_log)[calibration_pulses:]
     rows = list(csv.DictReader(open(run / "latencies.csv")))
     assert len(rows) == len(injected) == 300
     isr = np.array([int(r["isr_latency_ticks"]) for r in rows])

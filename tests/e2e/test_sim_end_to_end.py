@@ -3,26 +3,14 @@
 The simulated DUT writes every latency it injects; the rig must measure exactly those, to the tick.
 """
 
-import csv
 
 import numpy as np
-import pytest
 from hilat.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
 
 from targets import sim
 
 N_STIMULI = 2000
-
-
-@pytest.fixture(scope="module")
-def sim_dir():
-    return sim.build()
-
-
-def read_injected(path):
-    rows = [list(map(int, row)) for row in csv.reader(open(path))]
-    return np.array(rows, dtype=np.int64).reshape(-1, 5)  # index, missed, isr, task, tagged
 
 
 def test_measured_equals_injected(sim_dir, tmp_path):
@@ -35,7 +23,7 @@ def test_measured_equals_injected(sim_dir, tmp_path):
         assert main(["info", rig.url]) == 0
         capture = Capture(rig.url, settings).run()
     assert capture.error is None and not capture.interrupted
-    injected = read_injected(dut_log)
+    injected = sim.read_dut_log(dut_log)
     pairing = capture.pairing()
     n = len(pairing.stim_tick)
     assert n == N_STIMULI

@@ -3,10 +3,11 @@ every figure must equal what the DUT model says it injected, to the tick."""
 
 import json
 
-import numpy as np
 import pytest
 from hilat import analysis
 from hilat.cli import main
+
+from targets import sim
 
 N = 1000
 DUT_A = ["isr_base=50", "resched_base=80"]
@@ -14,7 +15,7 @@ DUT_B = ["isr_base=90", "resched_base=150", "isr_width=35"]
 
 
 def injected(run_dir):
-    rows = np.loadtxt(run_dir / "dut_injected.csv", delimiter=",", dtype=np.int64).reshape(-1, 5)
+    rows = sim.read_dut_log(run_dir / "dut_injected.csv")
     ok = rows[:, 1] == 0
     return rows[ok, 2], rows[ok, 3], int((rows[:, 1] == 1).sum())
 

@@ -133,6 +133,16 @@ class TB:
         changes.append((tick, level))
         changes.sort()
 
+    def drive_random_toggles(self, rng, start, n, max_gap):
+        """Schedule ``n`` toggles of random inputs, 1..``max_gap`` ticks apart from ``start`` on;
+        returns the tick of the last one."""
+        t = start
+        for _ in range(n):
+            t += rng.randint(1, max_gap)
+            ch = rng.randrange(FIRST_INPUT, self.n_channels)
+            self.drive(ch, t, 1 - (self.input_changes[ch][-1][1] if self.input_changes[ch] else 0))
+        return t
+
     async def _drive_inputs(self):
         while True:
             await FallingEdge(self.dut.ts_clk)
@@ -336,13 +346,7 @@ async def overflow_counted_exactly_then_recovery(dut, clocks):
     """FIFO full: drops counted per channel, marker at the first lost record; then recovery."""
     tb = await start_tb(dut, clocks, ready_probability=0.0)
     configs = await tb.configure_capture()
-    rng = random.Random(3)
-    t = await tb.now() + 20
-    for _ in range(3 * tb.params["fifo_depth"]):
-        t += rng.randint(1, 6)
-        ch = rng.randrange(FIRST_INPUT, tb.n_channels)
-        level = 1 - (tb.input_changes[ch][-1][1] if tb.input_changes[ch] else 0)
-        tb.drive(ch, t, level)
+    tb.drive_random_toggles(random.Random(3), await tb.now() + 20, 3 * tb.params["fifo_depth"], max_gap=6)
     await tb.settle()
     expected = tb.expected(configs)
     overflow, dropped = await tb.snapshot_drops()
@@ -642,13 +646,7 @@ async def overflow_gaps_each_marked_once(dut, clocks):
     marker, never two markers for one gap."""
     tb = await start_tb(dut, clocks, ready_probability=0.15)
     configs = await tb.configure_capture()
-    rng = random.Random(11)
-    t = await tb.now() + 20
-    for _ in range(6 * tb.params["fifo_depth"]):
-        t += rng.randint(1, 3)
-        ch = rng.randrange(FIRST_INPUT, tb.n_channels)
-        level = 1 - (tb.input_changes[ch][-1][1] if tb.input_changes[ch] else 0)
-        tb.drive(ch, t, level)
+    t = tb.drive_random_toggles(random.Random(11), await tb.now() + 20, 6 * tb.params["fifo_depth"], max_gap=3)
     await tb.wait_until(t + 50)
     tb.ready_probability = 1.0
     await tb.settle()
