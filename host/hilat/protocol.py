@@ -499,8 +499,10 @@ class Events(Message):
                             if shift > 63:
                                 raise MalformedFrame("EVENTS: uleb128 longer than 10 bytes")
                         ts += delta
-                    if ts > MASK64:
-                        ts &= MASK64
+                # Timestamps are mod 2**64 whatever the delta's length (a 1-byte delta crosses the
+                # wrap as often as a long one).
+                if ts > MASK64:
+                    ts &= MASK64
                 append((ts, body[i], body[i + 1]))
                 i += 2
         except IndexError:
@@ -672,10 +674,17 @@ class FrameDecoder:
     ``malformed`` (CRC matched but the body does not fit its type); ``lost`` (sequence gaps,
     (seq - expected) mod 2**16); ``resync_bytes`` (bytes of corrupt frames, delimiter included).
     Every non-empty frame is counted in exactly one of frames_ok, corrupt, wrong_version,
-    unknown_type, malformed. Empty frames (consecutive 0x00) are ignored. The sequence is tracked
-    across all frames whose CRC and version are valid; the first one sets it, unless
+    unknown_type, malformed, duplicate. Empty frames (consecutive 0x00) are ignored. The sequence
+    is tracked across all frames whose CRC and version are valid; the first one sets it, unless
     ``expected_seq`` is given (e.g. 0 right after sending HELLO: see ``reset_sequence``).
+
+    ``duplicate``: a replay (a link or bridge that sends a frame again): a frame whose seq is one of
+    the last ``DUPLICATE_WINDOW`` seqs accepted and whose bytes equal that frame's. It is dropped,
+    counted there and not as loss, and the expected seq stays. A frame behind the sequence that is
+    *not* such a replay (other bytes) is not dropped: the sequence jumped, and the gap rule counts it.
     """
+
+    DUPLICATE_WINDOW = 64  # the rig never reuses a seq within 2**16 frames, so 64 is no ambiguity
 
     def __init__(self, from_host: bool = False, expected_seq: int | None = None):
         self.messages = HOST_MESSAGES if from_host else RIG_MESSAGES
@@ -687,13 +696,18 @@ class FrameDecoder:
         self.unknown_type = 0
         self.malformed = 0
         self.lost = 0
+        self.duplicate = 0
         self.resync_bytes = 0
+        # The bytes of the frame last accepted with each seq, by seq mod DUPLICATE_WINDOW.
+        self._recent: list[tuple[int, bytes] | None] = [None] * self.DUPLICATE_WINDOW
         self._pending = b""
         self._overlong = 0  # bytes dropped from the current (overlong) frame
 
     def reset_sequence(self, expected_seq: int | None = 0) -> None:
-        """Expect ``expected_seq`` next (None: take the next frame's seq without counting)."""
+        """Expect ``expected_seq`` next (None: take the next frame's seq without counting). A new
+        session: frames of the old one are no longer duplicates of anything."""
         self.expected_seq = expected_seq
+        self._recent = [None] * self.DUPLICATE_WINDOW
 
     def counters(self) -> dict[str, int]:
         return {
@@ -703,6 +717,7 @@ class FrameDecoder:
             "unknown_type": self.unknown_type,
             "malformed": self.malformed,
             "lost": self.lost,
+            "duplicate": self.duplicate,
             "resync_bytes": self.resync_bytes,
         }
 
@@ -747,9 +762,15 @@ class FrameDecoder:
             self.last_wrong_version = version
             return
         expected = self.expected_seq
+        slot = seq % self.DUPLICATE_WINDOW
         if expected is not None and seq != expected:
+            behind = (expected - seq) & 0xFFFF
+            if 1 <= behind <= self.DUPLICATE_WINDOW and self._recent[slot] == (seq, enc):
+                self.duplicate += 1
+                return
             self.lost += (seq - expected) & 0xFFFF
         self.expected_seq = (seq + 1) & 0xFFFF
+        self._recent[slot] = (seq, enc)
         cls = self.messages.get(msg_type)
         if cls is None:
             self.unknown_type += 1

@@ -75,6 +75,10 @@ class Run:
             out.append("the capture was interrupted (Ctrl-C): the figures cover what was captured")
         for what, n in self.losses().items():
             out.append(f"LOST: {n} {what}")
+        replayed = ((self.meta.get("counters") or {}).get("decoder") or {}).get("duplicate")
+        if replayed:
+            out.append(f"{replayed} replayed frames (a seq and bytes seen just before) were dropped as duplicates: "
+                       "no data lost, but the link repeats frames")
         return out
 
 

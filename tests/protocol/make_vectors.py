@@ -111,6 +111,14 @@ def events() -> list[dict]:
             note="deltas are (timestamp - previous) mod 2**64",
         )
     )
+    # 1-byte deltas across the wrap (the decoder's short path must wrap too), then 2-byte ones.
+    out.append(vec("1-byte delta across 2**64", 13, p.Events(U64 - 1, [(3, 1, 1)]),
+                   note="delta 5: the timestamp is 3, not 2**64 + 3"))
+    out.append(vec("1-byte deltas stepping over 2**64", 14,
+                   p.Events(U64 - 2, [(U64 - 2, 1, 1), (U64 - 1, 2, 3), (U64, 1, 2), (0, 2, 0), (1, 4, 4),
+                                      (127, 4, 0)])))
+    out.append(vec("2-byte deltas stepping over 2**64", 15,
+                   p.Events(U64 - 200, [(U64 - 72, 1, 1), (55, 1, 0), (16438, 2, 2)])))
     # Max-size frames: payload exactly 250 bytes.
     recs = [(10_000 + 2000 * (k + 1), 1 << (k & 1), (k & 1) + 1) for k in range(58)]
     recs += [(recs[-1][0] + 5, 4, 4), (recs[-1][0] + 9, 8, 12)]
@@ -331,6 +339,47 @@ FORMAT = (
 )
 
 
+def sequence() -> dict:
+    """Receiver sequence rules: streams of rig->host frames with the seqs accepted and the counters."""
+
+    def frame(seq: int, now: int) -> bytes:
+        return p.Time(seq, now).encode(seq)
+
+    def case(name: str, frames: list[tuple[int, int]], expected_seq: int | None = None, note: str = "") -> dict:
+        stream = [frame(s, now) for s, now in frames]
+        dec = p.FrameDecoder(expected_seq=expected_seq)
+        accepted = [f.seq for f in dec.feed(b"".join(stream))]
+        c = dec.counters()
+        out = {"name": name, "expected_seq": expected_seq, "frames": [w.hex() for w in stream],
+               "accepted_seqs": accepted, "lost": c["lost"], "duplicate": c["duplicate"]}
+        if note:
+            out["note"] = note
+        return out
+
+    def seqs(*values: int) -> list[tuple[int, int]]:
+        return [(s, 1000 + s) for s in values]
+
+    return {
+        "description": "rig->host streams (TIME frames; now = 1000 + seq unless a case says otherwise) and "
+                       "what the receiver does with their sequence numbers: the seqs it accepts, lost frames "
+                       "(gaps) and duplicates (replays) dropped (docs/protocol.md, Framing)",
+        "vectors": [
+            case("in order", seqs(0, 1, 2, 3), expected_seq=0),
+            case("gap after HELLO", seqs(3, 4), expected_seq=0),
+            case("gaps", seqs(0, 1, 2, 5, 6, 10)),
+            case("gap across the wrap", seqs(65534, 65535, 0, 3)),
+            case("replay of the last frame", seqs(0, 1, 1, 2), expected_seq=0),
+            case("replay of an older frame", seqs(0, 1, 2, 3, 1, 4), expected_seq=0),
+            case("replay across the wrap", seqs(65534, 65535, 0, 65535, 1)),
+            case("replay after a gap", seqs(0, 3, 3, 1, 4), expected_seq=0,
+                 note="1 was lost, not seen: its late arrival is a sequence jump back, counted by the gap rule"),
+            case("same seq, other bytes", [(5, 1), (6, 2), (6, 3), (7, 4)],
+                 note="not a replay: the sequence jumped back 1, so 65535 frames are counted lost"),
+            case("replay older than the window", seqs(*range(100), 10)),
+        ],
+    }
+
+
 def dump(doc) -> str:
     """Indented JSON with every list of numbers (records included) kept on one line."""
     text = json.dumps(doc, indent=1, ensure_ascii=False)
@@ -359,6 +408,7 @@ def main() -> None:
     }
     (OUT / "invalid_commands.json").write_text(dump(doc), encoding="utf-8")
     (OUT / "primitives.json").write_text(dump(primitives()), encoding="utf-8")
+    (OUT / "sequence.json").write_text(dump(sequence()), encoding="utf-8")
 
 
 if __name__ == "__main__":
