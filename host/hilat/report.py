@@ -86,8 +86,10 @@ def run_summary(run, hdr=False):
     subsets, worst, stimuli, tagged, edges = _hdr_statistics(run) if hdr else _exact_statistics(run)
     rig = run.meta.get("rig") or {}
     calibration = run.meta.get("calibration")
+    # Every run records the ts_hz it converts with; only a clock calibration makes it calibrated.
+    clock = (calibration or {}).get("clock")
     resolution = [f"1 tick = {run.tick_ns:.6g} ns (ts {run.ts_hz / 1e6:.6f} MHz"
-                  + (", calibrated)" if calibration and calibration.get("ts_hz") else ", nominal, uncalibrated)")]
+                  + (f", clock calibrated: {clock['ppm']:+.4g} ppm)" if clock else ", nominal, clock uncalibrated)")]
     if calibration:
         resolution += list(calibration.get("statement") or [])
     else:

@@ -117,14 +117,32 @@ def test_compare_differences_at_each_percentile(two_runs, cli):
 
 def test_report_applies_the_calibration_in_the_run(tmp_path, cli):
     stim = [1000, 6000]
-    cal = {"offset_ticks": 5, "ts_hz": 50_000_050.0, "statement": ["calibrated on rig X, 2 h ago"]}
+    cal = {"offset_ticks": 5, "ts_hz": 50_000_050.0, "statement": ["calibrated on rig X, 2 h ago"],
+           "clock": {"method": "pps", "ppm": 1.0}}
     run = write_run(tmp_path / "c", dut_edges(stim, [50, 60], [140, 150]), calibration=cal)
     code, out, _ = cli("report", run, "--format", "json")
     r = json.loads(out)["runs"][0]
     assert r["offset_ticks"] == 5 and r["subsets"]["all"]["stim_to_isr"]["ticks"]["min"] == 45
     assert r["subsets"]["all"]["stim_to_isr"]["ns"]["min"] == pytest.approx(45 * 1e9 / 50_000_050.0)
     assert "calibrated on rig X, 2 h ago" in r["resolution"]
+    assert r["resolution"][0] == "1 tick = 20 ns (ts 50.000050 MHz, clock calibrated: +1 ppm)"
     assert r["subsets"]["all"]["isr_to_task"]["ticks"]["min"] == 90
+
+
+def test_report_of_an_uncalibrated_run_says_uncalibrated_once(tmp_path, cli):
+    # What a capture without any stored calibration records: the nominal ts_hz and no clock.
+    from hilat import calibration
+
+    identity = {"gateware": "synthetic 0000000", "firmware": "hilat-fw 1", "ts_hz": TS_HZ}
+    cal = calibration.applied(identity, None, reason="none stored for this rig")
+    run = write_run(tmp_path / "u", dut_edges([1000, 6000], [50, 60], [140, 150]), calibration=cal)
+    for fmt in ("text", "markdown", "json"):
+        code, out, _ = cli("report", run, "--format", fmt)
+        assert code == 0 and ", calibrated)" not in out and "clock calibrated" not in out, fmt
+        assert "ts 50.000000 MHz, nominal, clock uncalibrated" in out and "clock: not calibrated" in out, fmt
+    code, _, _ = cli("report", run, "--html", tmp_path / "u.html")
+    page = (tmp_path / "u.html").read_text()
+    assert code == 0 and ", calibrated)" not in page and "nominal, clock uncalibrated" in page
 
 
 def test_empty_run_gives_an_honest_empty_report(tmp_path, cli):
