@@ -749,11 +749,12 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
             "loopback": loop, "clock": clock, "warnings": warnings, "statement": lines}
 
 
-def for_rig(ident, directory, now=None, stale_days=STALE_DAYS):
-    """The calibration a capture on this rig applies (see :func:`applied`), from ``directory``."""
+def for_rig(ident, directory, now=None, stale_days=STALE_DAYS, reason_if_none="no calibration directory given"):
+    """The calibration a capture on this rig applies (see :func:`applied`), from ``directory``;
+    ``directory`` None applies none, for ``reason_if_none``."""
     identity = rig_identity(ident)
     if directory is None:
-        return applied(identity, None, reason="no calibration directory given")
+        return applied(identity, None, reason=reason_if_none)
     try:
         cal, exact = Store(directory).find(identity)
     except CalibrationError as e:

@@ -58,8 +58,10 @@ class CaptureSettings:
     out_dir: Path = Path("runs")
     progress: bool = True
     stimulus: StimulusSettings = field(default_factory=StimulusSettings)
-    # Where this rig's calibration is looked up (hilat.calibration); None: none applied.
+    # Where this rig's calibration is looked up (hilat.calibration); None: none applied, for the
+    # reason given (stated in the run's resolution lines).
     calibration_dir: Path | None = None
+    no_calibration_reason: str = "no calibration directory given"
 
 
 class Capture:
@@ -210,7 +212,8 @@ class Capture:
             self.identity = rig.hello()
             log.info("rig: %s, %s; ts %.3f MHz", self.identity.gateware, self.identity.firmware,
                      self.identity.ts_hz / 1e6)
-            self.calibration = calibration.for_rig(self.identity, self.settings.calibration_dir)
+            self.calibration = calibration.for_rig(self.identity, self.settings.calibration_dir,
+                                                   reason_if_none=self.settings.no_calibration_reason)
             for warning in self.calibration["warnings"]:
                 log.warning("%s", warning)
             self._configure(rig)

@@ -187,7 +187,9 @@ def _run_capture(url, args, extra_meta=None):
     with Transport(url) as transport:
         ts_hz = Rig(transport).hello().ts_hz
     settings = _capture_settings(args, ts_hz)
-    if not args.no_calibration:
+    if args.no_calibration:
+        settings.no_calibration_reason = "--no-calibration: the user asked for none"
+    else:
         from hilat import calibration
         settings.calibration_dir = calibration.resolve_dir(args.calibration_dir)
     capture = Capture(url, settings, extra_meta).run()
@@ -525,16 +527,17 @@ def cmd_calibrate_loopback(args):
     fall = loop["fall"]
     print(f"loopback STIM{args.stimulus_channel} -> channel {args.channel} on {args.url}: {loop['stimuli']} pulses, "
           f"{loop['n']} arrived, {loop['missing']} missing")
+    applies = ("subtracted from stimulus->response latencies from now on" if path else
+               "not stored (--no-store): later captures do not subtract it")
     print(f"  rig offset    {loop['offset_ticks']} ticks ({loop['offset_ticks'] * tick_ns:g} ns), the median "
-          "rising-edge delay: subtracted from stimulus->response latencies from now on")
+          f"rising-edge delay: {applies}")
     print(f"  rig jitter    {loop['min_ticks']}..{loop['max_ticks']} ticks (peak-to-peak "
           f"{loop['max_ticks'] - loop['min_ticks']}), std {loop['std_ticks']:.3g} ticks, mean "
           f"{loop['mean_ticks']:.3f}")
     if fall.get("n"):
         print(f"  falling edge  {fall['min_ticks']}..{fall['max_ticks']} ticks (median {fall['median_ticks']})")
     print("  histogram     " + ", ".join(f"{k}: {v}" for k, v in loop["histogram"].items()))
-    if path:
-        print(f"stored in {path}")
+    print(f"stored in {path}" if path else "not stored (--no-store): captures apply the calibration stored before")
     return 0
 
 
@@ -596,8 +599,7 @@ def cmd_calibrate_clock(args):
           f"{'the host clock' if args.against == 'host' else 'the 1PPS'}: ts = {calibrated:.3f} Hz "
           f"(nominal {ts} Hz), 1 tick = {1e9 / calibrated:.6f} ns")
     print(f"  basis: {clock['basis']}")
-    if path:
-        print(f"stored in {path}")
+    print(f"stored in {path}" if path else "not stored (--no-store): captures apply the calibration stored before")
     return 0
 
 

@@ -16,7 +16,7 @@ def identify(version=p.PROTOCOL_VERSION):
 
 
 class FakeRig:
-    """``script(conn, decoder, send)`` runs once a client connects; ``sent`` keeps every byte sent."""
+    """``script(receive, send)`` runs each time a client connects; ``sent`` keeps every byte sent."""
 
     def __init__(self, script):
         self.script = script
@@ -31,10 +31,15 @@ class FakeRig:
         self.thread.start()
 
     def _serve(self):
-        try:
-            conn, _ = self.listener.accept()
-        except OSError:
-            return
+        # One client at a time, each from the script's start (a CLI command may open the port twice).
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self._session(conn)
+
+    def _session(self, conn):
         with conn:
             conn.settimeout(5)
             decoder = p.FrameDecoder(from_host=True)
@@ -57,6 +62,10 @@ class FakeRig:
                 pass
 
     def close(self):
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() of the serving thread
+        except OSError:
+            pass
         self.listener.close()
         self.thread.join(timeout=5)
 
@@ -65,3 +74,43 @@ class FakeRig:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def capture_script(count=3, period=1500, isr_latency=60):
+    """A rig that runs a whole capture: ACKs every command, answers TIME_REQ and STATUS_REQ, and on
+    START sends ``count`` stimuli ``period`` ticks apart, each answered on the ISR input (channel 2)
+    after ``isr_latency`` ticks. Once started, its clock is past the last response."""
+
+    def script(receive, send):
+        seq, now = 0, 1000
+        while True:
+            frames = receive()
+            if frames is None:
+                return
+            for frame in frames:
+                msg = frame.msg
+                if isinstance(msg, p.Hello):
+                    send(identify().encode(0))
+                    seq = 1
+                    continue
+                if isinstance(msg, p.TimeReq):
+                    send(p.Time(frame.seq, now).encode(seq))
+                elif isinstance(msg, p.StatusReq):
+                    send(p.Status(0, 0, 0, 0, [0] * 6, [p.STIM_DONE, 0]).encode(seq))
+                else:
+                    send(p.Ack(frame.seq).encode(seq))
+                    if isinstance(msg, p.Start):
+                        seq += 1
+                        records = []
+                        for k in range(count):
+                            t = msg.start + period * k
+                            records += [(t, 0b1, 0b1), (t + 10, 0b1, 0), (t + isr_latency, 0b100, 0b100),
+                                        (t + isr_latency + 20, 0b100, 0)]
+                        for events in p.pack_events(records):
+                            send(events.encode(seq))
+                            seq += 1
+                        now = msg.start + period * (count + 2)
+                        continue
+                seq += 1
+
+    return script

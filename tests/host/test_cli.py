@@ -1,0 +1,61 @@
+"""The CLI's wording where it used to mislead, and options that reach the transport (--baud)."""
+
+import json
+
+import pytest
+from fake_rig import FakeRig, capture_script
+from hilat import calibration
+from hilat.cli import main
+
+
+def test_no_calibration_run_says_it_was_asked_for(tmp_path, capsys):
+    # Before: "calibration: none applied (no calibration directory given)" though the user asked.
+    with FakeRig(capture_script()) as rig:
+        code = main(["capture", rig.url, "--count", "3", "--period", "1500", "--jitter", "0", "--mode", "periodic",
+                     "--out", str(tmp_path), "--no-progress", "--no-calibration"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "calibration: none applied (--no-calibration: the user asked for none)" in out
+    assert "no calibration directory given" not in out
+    (run_dir,) = tmp_path.iterdir()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert "calibration: none applied (--no-calibration: the user asked for none)" in meta["calibration"]["statement"]
+    assert "no calibration directory given" not in (run_dir / "summary.txt").read_text()
+
+
+def test_capture_with_calibration_dir_names_it(tmp_path, capsys):
+    with FakeRig(capture_script()) as rig:
+        code = main(["capture", rig.url, "--count", "3", "--period", "1500", "--jitter", "0", "--mode", "periodic",
+                     "--out", str(tmp_path / "runs"), "--no-progress", "--calibration-dir", str(tmp_path / "cal")])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert f"calibration: none applied (none stored for this rig in {tmp_path / 'cal'})" in out
+    assert "stimulus -> ISR entry" in out
+
+
+def _loopback_result():
+    # 100 pulses, every copy 7 ticks later (edge records as the rig sends them).
+    records = []
+    for k in range(100):
+        t = 10_000 + 5000 * k
+        records += [(t, 0b1, 0b1), (t + 7, 0b10000, 0b10001), (t + 100, 0b1, 0b10000), (t + 107, 0b10000, 0)]
+    return calibration.loopback_delays(records, 0, 4)
+
+
+@pytest.mark.parametrize("store", [True, False])
+def test_loopback_says_whether_the_offset_will_be_applied(store, tmp_path, capsys, monkeypatch):
+    # Before: --no-store said the offset is "subtracted ... from now on" though nothing was stored.
+    monkeypatch.setattr(calibration, "run_loopback", lambda *a, **k: _loopback_result())
+    argv = ["calibrate", "loopback", "URL", "--calibration-dir", str(tmp_path)] + ([] if store else ["--no-store"])
+    with FakeRig(capture_script()) as rig:
+        argv[2] = rig.url
+        assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "rig offset    7 ticks (140 ns)" in out
+    if store:
+        assert "subtracted from stimulus->response latencies from now on" in out and "stored in " in out
+        assert len(list(tmp_path.iterdir())) == 1
+    else:
+        assert "from now on" not in out and "stored in" not in out
+        assert "not stored (--no-store): later captures do not subtract it" in out
+        assert not list(tmp_path.iterdir())
