@@ -76,10 +76,11 @@ class FakeRig:
         self.close()
 
 
-def capture_script(count=3, period=1500, isr_latency=60):
+def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False):
     """A rig that runs a whole capture: ACKs every command, answers TIME_REQ and STATUS_REQ, and on
-    START sends ``count`` stimuli ``period`` ticks apart, each answered on the ISR input (channel 2)
-    after ``isr_latency`` ticks. Once started, its clock is past the last response."""
+    START sends one stimulus per entry of ``isr_latencies``, ``period`` ticks apart, each answered on
+    the ISR input (channel 2) that many ticks later. Once started, its clock is past the last
+    response. ``drop_link``: the link drops right after the events."""
 
     def script(receive, send):
         seq, now = 0, 1000
@@ -102,14 +103,16 @@ def capture_script(count=3, period=1500, isr_latency=60):
                     if isinstance(msg, p.Start):
                         seq += 1
                         records = []
-                        for k in range(count):
+                        for k, latency in enumerate(isr_latencies):
                             t = msg.start + period * k
-                            records += [(t, 0b1, 0b1), (t + 10, 0b1, 0), (t + isr_latency, 0b100, 0b100),
-                                        (t + isr_latency + 20, 0b100, 0)]
+                            records += [(t, 0b1, 0b1), (t + 10, 0b1, 0), (t + latency, 0b100, 0b100),
+                                        (t + latency + 20, 0b100, 0)]
                         for events in p.pack_events(records):
                             send(events.encode(seq))
                             seq += 1
-                        now = msg.start + period * (count + 2)
+                        if drop_link:
+                            return
+                        now = msg.start + period * (len(isr_latencies) + 2)
                         continue
                 seq += 1
 

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 import pytest
-from fake_rig import FakeRig, identify
+from fake_rig import FakeRig, capture_script, identify
 from hilat import protocol as p
 from hilat.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
@@ -43,38 +43,9 @@ def test_other_protocol_version_is_refused_naming_both():
 
 def test_link_dropped_mid_capture_keeps_raw_bytes_and_events(tmp_path):
     """The rig acknowledges, streams 3 stimuli with responses, then the link drops."""
-    def script(receive, send):
-        seq = 0
-        while True:
-            frames = receive()
-            if frames is None:
-                return
-            for frame in frames:
-                msg = frame.msg
-                if isinstance(msg, p.Hello):
-                    send(identify().encode(0))
-                    seq = 1
-                elif isinstance(msg, p.TimeReq):
-                    send(p.Time(frame.seq, 1000).encode(seq))
-                    seq += 1
-                elif isinstance(msg, p.Start):
-                    send(p.Ack(frame.seq).encode(seq))
-                    seq += 1
-                    s = msg.start
-                    records = []
-                    for k in range(3):
-                        t = s + 1500 * k
-                        records += [(t, 0b1, 0b1), (t + 10, 0b1, 0), (t + 60 + k, 0b100, 0b100),
-                                    (t + 80, 0b100, 0)]
-                    send(p.Events(records[0][0], records).encode(seq))
-                    return  # link drops
-                else:
-                    send(p.Ack(frame.seq).encode(seq))
-                    seq += 1
-
     settings = CaptureSettings(count=10, out_dir=tmp_path, progress=False, label="dropped",
                                stimulus=StimulusSettings(mode="periodic", period=1500, jitter=0))
-    with FakeRig(script) as rig:
+    with FakeRig(capture_script((60, 61, 62), drop_link=True)) as rig:
         capture = Capture(rig.url, settings).run()
     assert capture.error and "link to socket://" in capture.error and "lost" in capture.error
     assert (capture.run_dir / "raw.bin").read_bytes() == bytes(rig.sent)
