@@ -26,7 +26,7 @@ import numpy as np
 from hilat import analysis, calibration
 from hilat import protocol as p
 from hilat.rig import Rig, RigError
-from hilat.transport import Transport, TransportError
+from hilat.transport import DEFAULT_BAUDRATE, Transport, TransportError
 
 log = logging.getLogger("hilat")
 
@@ -62,6 +62,7 @@ class CaptureSettings:
     # reason given (stated in the run's resolution lines).
     calibration_dir: Path | None = None
     no_calibration_reason: str = "no calibration directory given"
+    baudrate: int = DEFAULT_BAUDRATE   # the rig's UART (ignored for socket://)
 
 
 class Capture:
@@ -207,7 +208,7 @@ class Capture:
         t0 = time.time()
         progress = _Progress(self, enabled=self.settings.progress)
         try:
-            transport = Transport(self.url)
+            transport = Transport(self.url, baudrate=self.settings.baudrate)
             rig = Rig(transport, raw_sink=raw.write)
             self.identity = rig.hello()
             log.info("rig: %s, %s; ts %.3f MHz", self.identity.gateware, self.identity.firmware,

@@ -68,6 +68,24 @@ def _dut_setting(text):
     return tuple(text.split("=", 1))
 
 
+def _add_link_options(parser):
+    from hilat.transport import DEFAULT_BAUDRATE
+
+    parser.add_argument("--baud", type=_positive_int, default=None, metavar="RATE",
+                        help=f"baud rate of the rig's UART (default {DEFAULT_BAUDRATE}, the gateware's "
+                             "--uart-baudrate; ignored for socket://)")
+
+
+def _open(url, args):
+    """The transport to the rig at ``url`` with the command's link options."""
+    from hilat.transport import DEFAULT_BAUDRATE, Transport
+
+    baud = getattr(args, "baud", None)
+    if baud is not None and url.startswith("socket://"):
+        log.info("--baud %d ignored: %s has no baud rate", baud, url)
+    return Transport(url, baudrate=baud or DEFAULT_BAUDRATE)
+
+
 def _add_capture_options(parser, default_count=2000):
     g = parser.add_argument_group("capture")
     g.add_argument("--count", type=_positive_int, default=None,
@@ -121,11 +139,10 @@ def _capture_settings(args, ts_hz, default_count=2000):
                            progress=not args.no_progress, stimulus=stim)
 
 
-def _identify(url):
+def _identify(url, args):
     from hilat.rig import Rig
-    from hilat.transport import Transport
 
-    with Transport(url) as transport:
+    with _open(url, args) as transport:
         rig = Rig(transport)
         ident = rig.hello()
         status = rig.status()
@@ -133,7 +150,7 @@ def _identify(url):
 
 
 def cmd_info(args):
-    ident, status = _identify(args.url)
+    ident, status = _identify(args.url, args)
     tick_ns = 1e9 / ident.ts_hz
     caps = [name for name, bit in [("dither", p.CAP_DITHER), ("random", p.CAP_RANDOM), ("burst", p.CAP_BURST),
                                    ("absolute-start", p.CAP_ABSOLUTE_START), ("glitch-filter", p.CAP_GLITCH_FILTER),
@@ -181,12 +198,13 @@ def cmd_info(args):
 def _run_capture(url, args, extra_meta=None):
     from hilat.capture import Capture
     from hilat.rig import Rig
-    from hilat.transport import Transport
 
     # Settings need the rig's tick frequency: identify first (a short session of its own).
-    with Transport(url) as transport:
+    with _open(url, args) as transport:
         ts_hz = Rig(transport).hello().ts_hz
     settings = _capture_settings(args, ts_hz)
+    if getattr(args, "baud", None):
+        settings.baudrate = args.baud
     if args.no_calibration:
         settings.no_calibration_reason = "--no-calibration: the user asked for none"
     else:
@@ -460,6 +478,7 @@ def _add_calibrate_parser(sub):
 
 
 def _add_calibrate_common(parser):
+    _add_link_options(parser)
     _add_calibration_dir(parser)
     parser.add_argument("--no-store", action="store_true", help="measure and print, store nothing")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -498,9 +517,8 @@ def _store(args, calibration, ident, part, result):
 def cmd_calibrate_loopback(args):
     from hilat import calibration
     from hilat.rig import Rig
-    from hilat.transport import Transport
 
-    with Transport(args.url) as transport:
+    with _open(args.url, args) as transport:
         rig = Rig(transport)
         ident = rig.hello()
         ts = ident.ts_hz
@@ -555,9 +573,8 @@ def _print_pps(result, loop_list=20):
 def cmd_calibrate_clock(args):
     from hilat import calibration
     from hilat.rig import Rig
-    from hilat.transport import Transport
 
-    with Transport(args.url) as transport:
+    with _open(args.url, args) as transport:
         rig = Rig(transport)
         ident = rig.hello()
         ts = ident.ts_hz
@@ -612,11 +629,13 @@ def build_parser():
     info = sub.add_parser("info", help="identify the rig on URL")
     info.add_argument("url", help="/dev/ttyUSB0, socket://127.0.0.1:PORT, ...")
     info.add_argument("--json", action="store_true", help="print JSON")
+    _add_link_options(info)
     _add_calibration_dir(info)
     info.set_defaults(func=cmd_info)
 
     cap = sub.add_parser("capture", help="run stimuli and capture every edge")
     cap.add_argument("url")
+    _add_link_options(cap)
     _add_capture_options(cap)
     cap.set_defaults(func=cmd_capture)
 

@@ -24,8 +24,13 @@ def _lock_path(url):
     return os.path.join(base, f"hilat-{safe}-{digest}.lock")
 
 
+# The rig's UART by default (gateware/soc.py, targets/board_flow.py); a board built with another
+# --uart-baudrate is reached with `--baud`. socket:// (the simulator) has no baud rate.
+DEFAULT_BAUDRATE = 3_000_000
+
+
 class Transport:
-    def __init__(self, url, baudrate=3_000_000, timeout=0.05):
+    def __init__(self, url, baudrate=DEFAULT_BAUDRATE, timeout=0.05):
         self.url = url
         self._lock = None
         self.port = None

@@ -117,3 +117,66 @@ def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False):
                 seq += 1
 
     return script
+
+
+class PtyRig:
+    """The same scripted rig behind a pseudo-terminal: the host opens ``url`` (/dev/pts/N) as a serial
+    port, so termios settings such as the baud rate are real and readable (``line_speeds``: the
+    slave's input and output speed, as termios constants, when the script ran)."""
+
+    def __init__(self, script):
+        import os
+        import termios
+
+        self.master, self.slave = os.openpty()
+        self.url = os.ttyname(self.slave)
+        self.sent = bytearray()
+        self.line_speeds = []
+        self._termios = termios
+        self.script = script
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        import os
+        import select
+
+        decoder = p.FrameDecoder(from_host=True)
+
+        def send(data):
+            self.sent += data
+            os.write(self.master, data)
+
+        def receive():
+            while True:
+                ready, _, _ = select.select([self.master], [], [], 5)
+                if not ready:
+                    return None
+                try:
+                    data = os.read(self.master, 4096)
+                except OSError:
+                    return None
+                self.line_speeds.append(tuple(self._termios.tcgetattr(self.slave)[4:6]))
+                frames = decoder.feed(data)
+                if frames:
+                    return frames
+        try:
+            self.script(receive, send)
+        except OSError:
+            pass
+
+    def close(self):
+        import os
+
+        for fd in (self.master, self.slave):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.thread.join(timeout=5)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

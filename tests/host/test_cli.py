@@ -1,9 +1,10 @@
 """The CLI's wording where it used to mislead, and options that reach the transport (--baud)."""
 
 import json
+import termios
 
 import pytest
-from fake_rig import FakeRig, capture_script
+from fake_rig import FakeRig, PtyRig, capture_script
 from hilat import calibration
 from hilat.cli import main
 
@@ -59,3 +60,36 @@ def test_loopback_says_whether_the_offset_will_be_applied(store, tmp_path, capsy
         assert "from now on" not in out and "stored in" not in out
         assert "not stored (--no-store): later captures do not subtract it" in out
         assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("argv,speed", [([], termios.B3000000), (["--baud", "115200"], termios.B115200),
+                                        (["--baud", "921600"], termios.B921600)])
+def test_baud_reaches_the_serial_port(argv, speed, capsys):
+    # Before: every command opened the port at 3 Mbaud, so a board built with another
+    # --uart-baudrate could not be reached.
+    with PtyRig(capture_script()) as rig:
+        assert main(["info", rig.url, "--json", *argv]) == 0
+    assert json.loads(capsys.readouterr().out)["gateware"] == "fake rig"
+    assert rig.line_speeds and set(rig.line_speeds) == {(speed, speed)}
+
+
+@pytest.mark.parametrize("command", [["info", "URL"], ["capture", "URL"], ["calibrate", "loopback", "URL"],
+                                     ["calibrate", "clock", "URL", "--against", "host"]])
+def test_every_command_that_opens_a_rig_takes_baud(command, monkeypatch):
+    from hilat import cli
+
+    opened = []
+    monkeypatch.setattr(cli, "_open", lambda url, args: opened.append((url, args.baud)) or _refuse())
+    with pytest.raises(SystemExit):
+        main([*command, "--baud", "57600"])
+    assert opened == [("URL", 57600)]
+
+
+def _refuse():
+    raise SystemExit(3)
+
+
+def test_baud_must_be_a_positive_number(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["info", "/dev/ttyUSB0", "--baud", "fast"])
+    assert e.value.code == 2 and "--baud: not a whole number: 'fast'" in capsys.readouterr().err
