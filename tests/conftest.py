@@ -1,4 +1,10 @@
+import sys
+from pathlib import Path
+
 import pytest
+
+# tests/analysis/synth.py (synthetic run directories) serves the tests of other folders too.
+sys.path.insert(0, str(Path(__file__).parent / "analysis"))
 
 
 @pytest.fixture(scope="session")

@@ -68,6 +68,13 @@ def _dut_setting(text):
     return tuple(text.split("=", 1))
 
 
+def _sim():
+    """targets.sim (the simulated rig), which needs the gateware extra."""
+    from hilat.extras import require
+
+    return require("targets.sim", "gateware", "the simulated rig (hilat sim, hilat demo)")
+
+
 def _add_link_options(parser):
     from hilat.transport import DEFAULT_BAUDRATE
 
@@ -230,7 +237,7 @@ def _dut_args(args):
 
 
 def cmd_sim(args):
-    from targets import sim
+    sim = _sim()
 
     dut_args = {**_dut_args(args), **_sim_calibration_sources(args)}
     sim_dir = sim.build(dut_model=args.dut_model, dut_top=args.dut_top)
@@ -249,7 +256,7 @@ def cmd_sim(args):
 def cmd_demo(args):
     import tempfile
 
-    from targets import sim
+    sim = _sim()
 
     log.info("building the simulated rig (cached after the first run)")
     sim_dir = sim.build(dut_model=args.dut_model, dut_top=args.dut_top)
@@ -267,10 +274,15 @@ def cmd_demo(args):
         (run_dir / "dut_injected.csv").write_bytes(dut_log.read_bytes())
     if code == 0 and run_dir:
         from hilat import plots, report
+        from hilat.extras import MissingExtra
         from hilat.runs import load_run
 
         run = load_run(run_dir)
-        images = plots.make_plots([run], formats=("png",))
+        try:
+            images = plots.make_plots([run], formats=("png",))
+        except MissingExtra as e:
+            log.warning("no report.html: %s", e)
+            return code
         html = report.format_html(report.build_report([run]), {_PLOT_TITLES[n]: images[n]["png"] for n in plots.PLOTS})
         (run_dir / "report.html").write_text(html)
         print(f"\nHTML report with plots: {run_dir / 'report.html'}\n"
@@ -417,7 +429,7 @@ def _add_sim_calibration_options(parser):
 
 def _sim_calibration_sources(args):
     """DUT-model plusargs of the calibration sources (targets/dut/hilat_dut_model.v)."""
-    from targets import sim
+    sim = _sim()
 
     if args.loopback is not None and args.pps_period is not None:
         raise UsageError("--loopback and --pps-period both drive the SPARE input: choose one")
@@ -700,15 +712,15 @@ def main(argv=None):
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="hilat: %(message)s",
                         stream=sys.stderr)
     log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    if getattr(args, "dut_model", "unset") is None:
-        from targets import sim
-        args.dut_model = str(sim.DEFAULT_DUT)
+    from hilat.extras import MissingExtra
     from hilat.rig import RigError
     from hilat.runs import RunError
     from hilat.transport import TransportError
     try:
+        if getattr(args, "dut_model", "unset") is None:
+            args.dut_model = str(_sim().DEFAULT_DUT)
         return args.func(args)
-    except (RigError, TransportError, RunError) as e:
+    except (RigError, TransportError, RunError, MissingExtra) as e:
         log.error("%s", e)
         return 1
     except UsageError as e:

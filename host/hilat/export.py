@@ -41,8 +41,10 @@ def write_csv(run, path):
 
 
 def write_parquet(run, path):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from hilat.extras import require
+
+    pa = require("pyarrow", "report", "Parquet export (--parquet)")
+    pq = require("pyarrow.parquet", "report", "Parquet export (--parquet)")
 
     cols = sample_columns(run)
     table = pa.table(cols)

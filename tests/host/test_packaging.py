@@ -1,0 +1,108 @@
+"""Packaging: what `pip install .` declares, and a clear one-line error for a missing extra.
+
+Before: matplotlib and pyarrow were undeclared, so `report --html` and `export --parquet` of a
+`pip install .` failed with a ModuleNotFoundError traceback."""
+
+import ast
+import email
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+from synth import dut_edges, write_run
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+BLOCKER = Path(__file__).parent / "blocker"
+
+
+def _requirement_name(req):
+    return re.split(r"[\s\[<>=!~;]", req, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _third_party_imports(folder):
+    names = set()
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {a.name.partition(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.partition(".")[0])
+            elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "require"
+                  and isinstance(node.args[0], ast.Constant)):
+                names.add(node.args[0].value.partition(".")[0])        # hilat.extras.require("pyarrow", ...)
+    ours = {"hilat", "gateware", "targets"}
+    return {n for n in names if n not in sys.stdlib_module_names and n not in ours}
+
+
+@pytest.mark.parametrize("folder,allowed", [("host/hilat", ("dependencies", "report", "gateware")),
+                                            ("targets", ("dependencies", "gateware", "boards")),
+                                            ("gateware", ("dependencies", "gateware"))])
+def test_every_import_is_declared(folder, allowed):
+    """Each third-party module the package imports belongs to a distribution pyproject.toml declares,
+    in the dependencies or an extra that folder may use."""
+    project = PYPROJECT["project"]
+    declared = {"dependencies": {_requirement_name(r) for r in project["dependencies"]}}
+    for extra, reqs in project["optional-dependencies"].items():
+        declared[extra] = {_requirement_name(r) for r in reqs}
+    allowed_dists = set().union(*(declared[a] for a in allowed))
+    dists_of = importlib.metadata.packages_distributions()
+    imports = _third_party_imports(ROOT / folder)
+    assert imports, folder
+    for module in sorted(imports):
+        dists = {d.lower().replace("_", "-") for d in dists_of.get(module, [])}
+        assert dists & allowed_dists, f"{folder} imports {module} ({dists or 'not installed'}): not in {allowed}"
+
+
+def test_wheel_declares_the_extras(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "--disable-pip-version-check", "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("hilat-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        meta = email.message_from_bytes(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))))
+        names = z.namelist()
+    extras = set(meta.get_all("Provides-Extra"))
+    assert {"report", "gateware", "boards", "all"} <= extras
+    requires = meta.get_all("Requires-Dist")
+    for dist in ("matplotlib", "pyarrow"):
+        assert any(r.startswith(dist) and 'extra == "report"' in r for r in requires), requires
+    assert any(r.startswith("pyserial") and "extra" not in r for r in requires)
+    assert "hilat/extras.py" in names and "targets/sim.py" in names
+
+
+def _cli(tmp_path, hide, *argv):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BLOCKER), os.environ.get("PYTHONPATH", "")]),
+           "HILAT_TEST_HIDE": ",".join(hide)}
+    return subprocess.run([sys.executable, "-m", "hilat.cli", *map(str, argv)], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+
+
+@pytest.mark.parametrize("hide,argv,extra,feature", [
+    (["matplotlib"], ["report", "RUN", "--html", "r.html"], "report", "plots"),
+    (["matplotlib"], ["report", "RUN", "--plots", "plots"], "report", "plots"),
+    (["pyarrow"], ["export", "RUN", "--parquet"], "report", "Parquet export"),
+    (["litex", "migen"], ["sim"], "gateware", "the simulated rig"),
+    (["litex", "migen"], ["demo", "--count", "5"], "gateware", "the simulated rig"),
+])
+def test_missing_extra_is_one_line_naming_it(tmp_path, hide, argv, extra, feature):
+    run = write_run(tmp_path / "run", dut_edges([1000, 6000], [50, 60], [140, 150]))
+    result = _cli(tmp_path, hide, *[run if a == "RUN" else a for a in argv])
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith(f"hilat: {feature}") and f"pip install 'hilat[{extra}]'" in lines[0]
+    assert f"needs {hide[0]}" in lines[0]
+
+
+def test_what_needs_no_extra_works_without_them(tmp_path):
+    run = write_run(tmp_path / "run", dut_edges([1000, 6000], [50, 60], [140, 150]))
+    result = _cli(tmp_path, ["matplotlib", "pyarrow", "litex", "migen"], "report", run)
+    assert result.returncode == 0 and "stimulus -> ISR entry" in result.stdout, result.stderr
+    result = _cli(tmp_path, ["matplotlib", "pyarrow", "litex", "migen"], "export", run, "--csv", "--vcd")
+    assert result.returncode == 0 and (run / "samples.csv").exists(), result.stderr
