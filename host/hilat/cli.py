@@ -369,9 +369,18 @@ def cmd_export(args):
             n = export.write_hlog(run, path, kind=args.kind, interval_s=args.interval)
             log.info("%d intervals of %g s", n, args.interval)
         else:
-            export.write_vcd(run, path)
+            export.write_vcd(run, path, unit_fs=args.vcd_timescale)
         print(path)
     return 0
+
+
+def _vcd_unit(text):
+    from hilat.export import parse_vcd_unit
+
+    try:
+        return parse_vcd_unit(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _seconds(text):
@@ -700,6 +709,8 @@ def build_parser():
     e.add_argument("--kind", choices=kind_names, default="stim_to_isr", help="latency in the .hlog (default "
                    "stim_to_isr)")
     e.add_argument("--interval", type=_seconds, default=1.0, help="HDR log interval in rig time (default 1s)")
+    e.add_argument("--vcd-timescale", type=_vcd_unit, default=None, metavar="UNIT",
+                   help="VCD time unit, e.g. 1fs, 10ps, 1ns (default: the coarsest exact one, else 1ns rounded)")
     e.set_defaults(func=cmd_export)
     _add_calibrate_parser(sub)
     return parser

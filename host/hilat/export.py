@@ -78,30 +78,55 @@ def write_hlog(run, path, kind="stim_to_isr", interval_s=1.0, significant_figure
     return len(intervals)
 
 
-def vcd_timescale(ts_hz):
-    """(timescale text, femtoseconds per unit, units per tick): the coarsest VCD unit (1/10/100 x s..fs)
-    in which a tick is a whole number; 1 fs with rounding when no unit fits exactly."""
+_VCD_UNITS = ["fs", "ps", "ns", "us", "ms", "s"]
+
+
+def parse_vcd_unit(text):
+    """Femtoseconds in a VCD time unit given as "1ns", "10 ps", "100us" (1, 10 or 100 of fs..s)."""
+    import re
+
+    m = re.fullmatch(r"\s*(1|10|100)\s*(fs|ps|ns|us|ms|s)\s*", text)
+    if not m:
+        raise ValueError(f"not a VCD time unit: {text!r} (1, 10 or 100 of fs, ps, ns, us, ms, s)")
+    return int(m.group(1)) * 10 ** (3 * _VCD_UNITS.index(m.group(2)))
+
+
+def vcd_timescale(ts_hz, unit_fs=None):
+    """(timescale text, femtoseconds per unit, units per tick, exact): by default the coarsest VCD
+    unit (1/10/100 x fs..s) in which a tick is a whole number; where none is (7.142857 ns at 140
+    MHz), 1 ns with times rounded to it, which keeps distinct ticks apart (ticks >= 2 ns) and a
+    waveform viewer's sample rate sane (sigrok expands a dump to one sample per unit: at 1 fs a
+    millisecond is 10^12 samples). ``unit_fs`` forces a unit (e.g. 1 for exact femtoseconds)."""
     tick_fs = 1e15 / ts_hz
-    for exp in range(15, -1, -1):
-        unit_fs = 10 ** exp
-        if tick_fs >= unit_fs and abs(tick_fs / unit_fs - round(tick_fs / unit_fs)) < 1e-9 * tick_fs / unit_fs:
-            names = ["fs", "ps", "ns", "us", "ms", "s"]
-            return f"{10 ** (exp % 3)} {names[exp // 3]}", unit_fs, round(tick_fs / unit_fs)
-    return "1 fs", 1, tick_fs
+
+    def fits(u):
+        return tick_fs >= u and abs(tick_fs / u - round(tick_fs / u)) < 1e-9 * tick_fs / u
+
+    if unit_fs is None:
+        unit_fs = next((10 ** e for e in range(15, -1, -1) if fits(10 ** e)), 10 ** 6 if tick_fs >= 2e6 else 1)
+    exp = len(str(unit_fs)) - 1
+    text = f"{10 ** (exp % 3)} {_VCD_UNITS[exp // 3]}"
+    exact = fits(unit_fs)
+    return text, unit_fs, round(tick_fs / unit_fs) if exact else tick_fs / unit_fs, exact
 
 
-def write_vcd(run, path):
-    """Every captured edge as a VCD: one wire per channel, times relative to the first edge (its
-    absolute tick in the header), in the coarsest unit that represents a tick exactly."""
-    scale_text, _unit_fs, per_tick = vcd_timescale(run.ts_hz)
+def write_vcd(run, path, unit_fs=None):
+    """Every captured edge as a VCD: one wire per channel, in the unit :func:`vcd_timescale` picks
+    (``unit_fs`` forces one). Time 0 of the file is one tick before the first edge (its rig tick is in
+    the header), where every channel has its level before its first edge, so each edge, the first
+    included, is a change at its own time; a last timestamp one tick after the final change closes
+    the dump (readers such as sigrok's drop a change that no later timestamp follows)."""
+    scale_text, _unit_fs, per_tick, exact = vcd_timescale(run.ts_hz, unit_fs)
     ticks, chans, levels = run.ticks, run.chans, run.levels
     present = sorted({int(c) for c in np.unique(chans)}) or [0]
     ids = {ch: chr(33 + i) for i, ch in enumerate(present)}
-    t0 = int(ticks[0]) if len(ticks) else 0
+    origin = int(ticks[0]) - 1 if len(ticks) else 0
     with open(path, "w") as f:
         f.write(f"$date {run.meta.get('started') or ''} $end\n")
         f.write(f"$version hilat export, run {run.label} $end\n")
-        f.write(f"$comment tick 0 of this file is rig tick {t0}; 1 tick = {run.tick_ns:g} ns $end\n")
+        rounding = "" if exact else f", times rounded to {scale_text} (--vcd-timescale 1fs for exact ones)"
+        f.write(f"$comment time 0 of this file is rig tick {origin}, one tick before the first edge; "
+                f"1 tick = {run.tick_ns:g} ns{rounding} $end\n")
         f.write(f"$timescale {scale_text} $end\n$scope module hilat $end\n")
         for ch in present:
             f.write(f"$var wire 1 {ids[ch]} {CHANNEL_NAMES.get(ch, f'ch{ch}')} $end\n")
@@ -114,9 +139,11 @@ def write_vcd(run, path):
         f.write("$end\n")
         last_time = 0
         for tick, ch, lv in zip(ticks.tolist(), chans.tolist(), levels.tolist()):
-            time = round((tick - t0) * per_tick)
+            time = round((tick - origin) * per_tick)
             if time != last_time:
                 f.write(f"#{time}\n")
                 last_time = time
             f.write(f"{lv}{ids[ch]}\n")
+        if len(ticks):
+            f.write(f"#{round((int(ticks[-1]) + 1 - origin) * per_tick)}\n")
     return len(ticks)

@@ -9,6 +9,7 @@ import vcdvcd
 from hilat import analysis, export
 from hilat.cli import main
 from hilat.runs import load_run
+from sigrok import check_vcd_with_sigrok
 from synth import dut_edges, random_run, write_run
 
 
@@ -37,12 +38,31 @@ def test_csv_and_parquet_equal_the_pairing(run, tmp_path):
 
 
 def test_vcd_timescale_choice():
-    assert export.vcd_timescale(50e6)[0::2] == ("10 ns", 2)
+    assert export.vcd_timescale(50e6) == ("10 ns", 10 ** 7, 2, True)
     assert export.vcd_timescale(100e6)[0::2] == ("10 ns", 1)
     assert export.vcd_timescale(125e6)[0::2] == ("1 ns", 8)
     assert export.vcd_timescale(1e6)[0::2] == ("1 us", 1)
-    scale, _, per_tick = export.vcd_timescale(150e6)      # 6.666.. ns: no exact unit, fs with rounding
+    # 140 MHz (the boards): 7.142857 ns, no exact unit: 1 ns, rounded.
+    scale, unit_fs, per_tick, exact = export.vcd_timescale(140e6)
+    assert (scale, unit_fs, exact) == ("1 ns", 10 ** 6, False) and per_tick == pytest.approx(7.142857142857)
+    # Forced: exact femtoseconds (with rounding below 1 fs), or a unit that is exact anyway.
+    scale, _, per_tick, _ = export.vcd_timescale(150e6, unit_fs=export.parse_vcd_unit("1fs"))
     assert scale == "1 fs" and per_tick == pytest.approx(6666666.667, rel=1e-9)
+    assert export.vcd_timescale(50e6, unit_fs=export.parse_vcd_unit("1 ns")) == ("1 ns", 10 ** 6, 20, True)
+    with pytest.raises(ValueError, match="not a VCD time unit"):
+        export.parse_vcd_unit("5ns")
+
+
+def test_vcd_at_140_mhz_keeps_every_tick_apart(tmp_path):
+    edges = dut_edges([1000, 1007], [3, 1], [5, 2], isr_width=1, task_width=1, stim_width=1)
+    r = load_run(write_run(tmp_path / "r", edges, ts_hz=140_000_000))
+    export.write_vcd(r, tmp_path / "f.vcd")
+    text = (tmp_path / "f.vcd").read_text()
+    assert "$timescale 1 ns $end" in text and "times rounded to 1 ns" in text
+    times = [int(line[1:]) for line in text.splitlines() if line.startswith("#")]
+    ticks = sorted({int(t) for t in r.ticks})
+    assert times[1:-1] == [round((t - ticks[0] + 1) * 1e9 / 140e6) for t in ticks]
+    assert len(set(times)) == len(times)
 
 
 def test_vcd_is_read_back_edge_for_edge(run, tmp_path):
@@ -54,11 +74,14 @@ def test_vcd_is_read_back_edge_for_edge(run, tmp_path):
     assert "$timescale 10 ns $end" in header and header.count("$var wire 1 ") == 3
     times = [int(line[1:]) for line in body.splitlines() if line.startswith("#")]
     assert times == sorted(times) and len(times) == len(set(times))
+    # Time 0 is one tick before the first edge; a last timestamp one tick after the last edge.
+    origin = int(run.ticks[0]) - 1
+    assert f"is rig tick {origin}," in header and times[0] == 0 and times[1] == 2
+    assert times[-1] == (int(run.ticks[-1]) + 1 - origin) * 2
     vcd = vcdvcd.VCDVCD(str(path))
-    t0 = int(run.ticks[0])
     for ch, name in ((0, "stim0"), (2, "isr"), (3, "task")):
         sel = run.chans == ch
-        expect = [(int(t - t0) * 2, str(int(lv))) for t, lv in zip(run.ticks[sel], run.levels[sel])]
+        expect = [(int(t - origin) * 2, str(int(lv))) for t, lv in zip(run.ticks[sel], run.levels[sel])]
         # Every channel's first edge is a rise, so its initial value (dumped at #0) is 0.
         assert vcd[f"hilat.{name}"].tv == [(0, "0")] + expect, name
 
@@ -70,7 +93,29 @@ def test_vcd_initial_level_is_before_the_first_edge(tmp_path):
     path = tmp_path / "i.vcd"
     export.write_vcd(r, path)
     tv = vcdvcd.VCDVCD(str(path))["hilat.spare"].tv
-    assert tv == [(0, "1"), (0, "0"), (1200, "1")]
+    assert tv == [(0, "1"), (2, "0"), (1202, "1")]
+    stim = vcdvcd.VCDVCD(str(path))["hilat.stim0"].tv
+    assert stim[:2] == [(0, "0"), (202, "1")]
+
+
+def test_vcd_read_by_sigrok_equals_the_run(tmp_path):
+    """Debian's sigrok-cli reads every edge of events.csv at its time, the first and the last
+    included, and its jitter decoder measures hilat's stimulus -> ISR latency for every stimulus that
+    does not follow a miss. Before: the first edge sat at #0 (invisible) and the last had no
+    timestamp after it (dropped)."""
+    # Misses, duplicate ISR pulses, a tag and an active-low input whose first edge falls.
+    rng = np.random.default_rng(9)
+    stim = (np.cumsum(rng.integers(4000, 6000, 600)) + 1000).tolist()
+    isr = [None if k % 37 == 5 else int(v) for k, v in enumerate(rng.integers(40, 900, 600))]
+    task = [None if v is None else v + 100 for v in isr]
+    edges = dut_edges(stim, isr, task, extra_isr=[s + 2500 for s in stim[::23]], tag_spans=[(stim[50], stim[60])])
+    edges += [(stim[k] + 3000, 4, k % 2) for k in range(20)]     # falls first: high before
+    run = load_run(write_run(tmp_path / "run", sorted(edges)))
+    vcd = tmp_path / "e.vcd"
+    assert main(["export", str(run.path), "--vcd", str(vcd)]) == 0
+    compared = check_vcd_with_sigrok(run, vcd)
+    misses = int((run.pairing.isr_latency == analysis.MISSING).sum())
+    assert misses >= 15 and compared >= len(run.pairing) - 2 * misses
 
 
 def test_export_needs_a_format(run, caplog, capsys):

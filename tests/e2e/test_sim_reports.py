@@ -72,3 +72,17 @@ def test_demo_writes_an_html_report_with_four_plots(runs):
         page = (run_dir / "report.html").read_text()
         assert page.count('src="data:image/png;base64,') == 4
         assert "stimulus -&gt; ISR entry (ns), all samples" in page
+
+
+def test_vcd_of_a_demo_run_read_by_sigrok(runs, tmp_path):
+    """The simulated rig's own edges, exported and read by sigrok-cli: every edge of events.csv, and
+    the jitter decoder's stimulus -> ISR delay equals hilat's and the DUT model's, to the tick."""
+    from hilat.runs import load_run
+    from sigrok import check_vcd_with_sigrok
+
+    run = load_run(runs[0])
+    vcd = tmp_path / "demo.vcd"
+    assert main(["export", str(run.path), "--vcd", str(vcd)]) == 0
+    compared = check_vcd_with_sigrok(run, vcd)
+    isr, _, misses = injected(runs[0])
+    assert compared >= N - 2 * misses - 1 and compared <= len(isr)
