@@ -119,6 +119,12 @@ class MalformedFrame(ProtocolError):
     reason = "bad_length"
 
 
+class OutOfRange(MalformedFrame):
+    """Valid frame whose body has the right length but a count beyond what the protocol allows."""
+
+    reason = "range"
+
+
 # ---------------------------------------------------------------------------------------------
 # Primitives
 
@@ -334,6 +340,8 @@ class CaptureConfig(Message):
     def from_body(cls, body: bytes) -> CaptureConfig:
         if len(body) < 1 or len(body) != 1 + 2 * body[0]:
             raise MalformedFrame(f"CAPTURE_CONFIG: body of {len(body)} bytes")
+        if body[0] > MAX_CHANNELS:
+            raise OutOfRange(f"CAPTURE_CONFIG: {body[0]} channels, at most {MAX_CHANNELS}")
         return cls([(body[1 + 2 * i], body[2 + 2 * i]) for i in range(body[0])])
 
 
