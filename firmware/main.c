@@ -368,25 +368,37 @@ static void drain_events(void)
     }
 }
 
-int main(void)
+static hilat_rx_t rx;
+
+static void init(void)
 {
-    static hilat_rx_t rx;
     hilat_rx_init(&rx);
     capture_disable_all();
     for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++)
         stimulus_stop(ch);
+}
 
-    for (;;) {
-        poll_rx();
-        while (rx_tail != rx_head) {
-            uint8_t c = rx_ring[rx_tail];
-            rx_tail = (uint16_t)((rx_tail + 1u) % sizeof(rx_ring));
-            size_t n = hilat_rx_feed(&rx, c);
-            if (n)
-                handle_frame(rx.buf, n);
-        }
-        if (session)
-            drain_events();
+/* One pass of the main loop (tests/firmware/fuzz_firmware_commands.c runs it on a fake CSR bus). */
+static void service(void)
+{
+    poll_rx();
+    while (rx_tail != rx_head) {
+        uint8_t c = rx_ring[rx_tail];
+        rx_tail = (uint16_t)((rx_tail + 1u) % sizeof(rx_ring));
+        size_t n = hilat_rx_feed(&rx, c);
+        if (n)
+            handle_frame(rx.buf, n);
     }
+    if (session)
+        drain_events();
+}
+
+#ifndef HILAT_FIRMWARE_NO_MAIN
+int main(void)
+{
+    init();
+    for (;;)
+        service();
     return 0;
 }
+#endif

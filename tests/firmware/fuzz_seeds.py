@@ -1,6 +1,13 @@
-"""Seed corpus of the firmware fuzzer (tests/firmware/fuzz_command_parser.c), from the shared vectors:
-every host->rig frame and every frame the rig must refuse, with and without its delimiter, and a few
-streams of several frames. Usage: python fuzz_seeds.py DIR (writes one file per seed, named by hash)."""
+"""Seed corpora of the firmware fuzzers, from the shared vectors.
+
+    python fuzz_seeds.py DIR             fuzz_command_parser.c: every host->rig frame and every
+                                         frame the rig must refuse, with and without its delimiter,
+                                         and streams of several frames
+    python fuzz_seeds.py --commands DIR  fuzz_firmware_commands.c: the same streams behind mode byte
+                                         0, and sessions (HELLO, then commands) as length-prefixed
+                                         payloads behind mode byte 1
+
+One file per seed, named by its hash; prints how many files DIR holds."""
 
 import hashlib
 import json
@@ -10,12 +17,17 @@ from pathlib import Path
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 
 
-def seeds():
+def _host_frames():
     frames = []
     for path in sorted(VECTORS.glob("*.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
         if doc.get("direction") == "host->rig" or path.name == "invalid_commands.json":
             frames += [bytes.fromhex(v["wire"]) for v in doc["vectors"]]
+    return frames
+
+
+def seeds():
+    frames = _host_frames()
     out = []
     for wire in frames:
         out += [wire, wire.rstrip(b"\x00")]
@@ -26,13 +38,37 @@ def seeds():
     return out
 
 
-def main(directory):
+def command_seeds():
+    from hilat import protocol as p
+
+    sessions = []
+    for n_channels in (6, 12):  # the simulated rig's 2 + 4 channels, a board's 2 + 10
+        flags = p.CAPTURE_ENABLE | p.CAPTURE_RISE | p.CAPTURE_FALL
+        sessions.append([
+            p.Hello(), p.StimConfig(channel=0, mode=p.MODE_DITHER, width=10, period=5000, jitter=1000, count=100),
+            p.StimConfig(channel=1, mode=p.MODE_BURST, width=2, period=9000, burst_count=3, burst_spacing=100),
+            p.CaptureConfig([(flags, 3)] * n_channels), p.Start(channels=3, at_time=1, start=1 << 30),
+            p.TimeReq(), p.StatusReq(), p.Stop(channels=3), p.Start(channels=4),
+        ])
+    out = [b"\x00" + s for s in seeds()]
+    for session in sessions:
+        body = b""
+        for seq, msg in enumerate(session):
+            wire = msg.encode(seq)[:-1]
+            raw = p.cobs_decode(wire)[:-4]  # header + body, without the CRC
+            body += bytes([len(raw)]) + raw
+        out.append(b"\x01" + body)
+    return out
+
+
+def main(directory, commands=False):
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
-    for data in seeds():
+    for data in command_seeds() if commands else seeds():
         (target / hashlib.sha1(data).hexdigest()).write_bytes(data)
     return len(list(target.iterdir()))
 
 
 if __name__ == "__main__":
-    print(main(sys.argv[1]))
+    commands = sys.argv[1] == "--commands"
+    print(main(sys.argv[-1], commands))

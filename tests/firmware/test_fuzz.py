@@ -1,0 +1,110 @@
+"""Short runs of the firmware fuzzers (the long ones: scripts/fuzz-firmware.sh, >= 10^7 executions),
+under libFuzzer + ASan + UBSan with the oracles of their harnesses:
+
+- fuzz_command_parser.c: firmware/protocol.c's parser, framing and COBS;
+- fuzz_firmware_commands.c: firmware/main.c's whole command path on a fake CSR bus, against the
+  simulated SoC's generated csr.h / soc.h;
+
+and proof that the oracles fail on a firmware that misreads a field or trusts a channel number."""
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import fuzz_seeds
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).parent
+FIRMWARE = ROOT / "firmware"
+SECONDS = int(os.environ.get("HILAT_FUZZ_SECONDS", "30"))
+
+
+def build(tmp, harness, firmware_dir=FIRMWARE, generated=None):
+    clang = shutil.which("clang")
+    assert clang, "clang not found: run make setup (Debian packages clang, libclang-rt-14-dev)"
+    exe = tmp / harness.stem
+    includes = [f"-I{firmware_dir}"]
+    if generated is not None:  # the firmware's own headers and LiteX's generated ones, host stubs first
+        includes = [f"-I{HERE / 'host_include'}", f"-I{generated}", *includes]
+    subprocess.run([clang, "-g", "-O1", "-std=gnu99", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function",
+                    *includes, "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all", str(harness),
+                    str(firmware_dir / "protocol.c"), "-o", str(exe)], check=True, capture_output=True, text=True)
+    return exe
+
+
+def fuzz(exe, tmp, *limits):
+    corpus = tmp / "corpus"
+    corpus.mkdir(exist_ok=True)
+    assert fuzz_seeds.main(tmp / "seeds", commands=exe.name == "fuzz_firmware_commands") > 50
+    return subprocess.run([str(exe), *limits, "-max_len=1100", "-print_final_stats=1", f"-artifact_prefix={tmp}/",
+                           str(corpus), str(tmp / "seeds")], capture_output=True, text=True, timeout=SECONDS + 120)
+
+
+def assert_clean(result, tmp, min_executions):
+    log = result.stderr
+    assert result.returncode == 0, "\n".join(line for line in log.splitlines()
+                                             if re.search(r"ERROR|runtime error|SUMMARY|Test unit", line))
+    executions = int(re.search(r"stat::number_of_executed_units: *(\d+)", log).group(1))
+    assert executions > min_executions, f"only {executions} executions in {SECONDS} s"
+    assert not list(tmp.glob("crash-*")) and not list(tmp.glob("leak-*"))
+
+
+def mutant_firmware(tmp, edits):
+    """A copy of firmware/ with each (correct, wrong) text replaced."""
+    target = tmp / "firmware"
+    shutil.copytree(FIRMWARE, target)
+    for name, correct, wrong in edits:
+        source = (target / name).read_text()
+        assert correct in source, (name, correct)
+        (target / name).write_text(source.replace(correct, wrong))
+    return target
+
+
+@pytest.fixture(scope="module")
+def generated(sim_dir):
+    return sim_dir / "software" / "include"
+
+
+def test_parser_survives_a_fuzzing_run(tmp_path):
+    result = fuzz(build(tmp_path, HERE / "fuzz_command_parser.c"), tmp_path, f"-max_total_time={SECONDS}")
+    assert_clean(result, tmp_path, 10_000 * SECONDS // 10)
+
+
+def test_parser_oracle_catches_a_misread_field(tmp_path):
+    # burst_spacing loses its top byte: no crash, no sanitizer report, only the oracle (the payload
+    # rebuilt from the parsed fields) can tell.
+    firmware = mutant_firmware(tmp_path, [("protocol.c", "s->burst_spacing = get_le32(b + 21);",
+                                           "s->burst_spacing = get_le32(b + 21) & 0xFFFFFFu;")])
+    result = fuzz(build(tmp_path, HERE / "fuzz_command_parser.c", firmware), tmp_path, "-runs=2000000")
+    assert result.returncode != 0 and "deadly signal" in result.stderr and list(tmp_path.glob("crash-*"))
+
+
+def test_firmware_commands_survive_a_fuzzing_run(tmp_path, generated):
+    result = fuzz(build(tmp_path, HERE / "fuzz_firmware_commands.c", generated=generated), tmp_path,
+                  f"-max_total_time={SECONDS}")
+    assert_clean(result, tmp_path, 5_000 * SECONDS // 10)
+
+
+@pytest.mark.parametrize("name,correct,wrong,symptom", [
+    # A stimulus channel number trusted one too far: the CSR table is read past its end.
+    ("main.c", "if (c->channel >= HILAT_N_STIMULUS)", "if (c->channel > HILAT_N_STIMULUS)",
+     "index 2 out of bounds"),
+    # A refused STIM_CONFIG that still writes a register.
+    ("main.c", "        ack(cmd->seq, 1, err);\n        return;\n    }\n    unsigned ch = c->channel;",
+     "        csr_write_simple(c->width, STIM_REG(c->channel % HILAT_N_STIMULUS, WIDTH));\n"
+     "        ack(cmd->seq, 1, err);\n        return;\n    }\n    unsigned ch = c->channel;", "deadly signal"),
+    # The glitch filter not clamped: a setting the capture core cannot hold spills into other fields.
+    ("main.c", "uint32_t glitch = c->glitch[ch] > 15 ? 15 : c->glitch[ch];", "uint32_t glitch = c->glitch[ch];",
+     "deadly signal"),
+    # A command after HELLO answered twice.
+    ("main.c", "    case HILAT_MSG_STOP: on_stop(&cmd); break;",
+     "    case HILAT_MSG_STOP: on_stop(&cmd); on_stop(&cmd); break;", "deadly signal"),
+])
+def test_firmware_oracles_catch_wrong_handlers(tmp_path, generated, name, correct, wrong, symptom):
+    firmware = mutant_firmware(tmp_path, [(name, correct, wrong)])
+    exe = build(tmp_path, HERE / "fuzz_firmware_commands.c", firmware, generated=generated)
+    result = fuzz(exe, tmp_path, "-runs=3000000", "-max_total_time=60")
+    assert result.returncode != 0 and symptom in result.stderr, result.stderr[-2000:]
