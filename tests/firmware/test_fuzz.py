@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).parent
 FIRMWARE = ROOT / "firmware"
-SECONDS = int(os.environ.get("HILAT_FUZZ_SECONDS", "30"))
+SECONDS = int(os.environ.get("HILAT_FUZZ_SECONDS", "20"))
 
 
 def build(tmp, harness, firmware_dir=FIRMWARE, generated=None):
