@@ -20,6 +20,11 @@ import time
 import numpy as np
 from hilat import analysis
 
+from gateware.channels import channel_table
+
+# The default simulated rig's channels: stim0, stim1, in0 = isr, in1 = task, in2 = spare, in3 = tag.
+ROLES = analysis.Channels.from_table([(c.name, c.role) for c in channel_table(2, 4)])
+
 
 def synthetic_edges(n_events, seed=1):
     """Stimuli with ISR and task responses (6 edges each), heavy-tailed latencies, 1% misses."""
@@ -41,7 +46,7 @@ def synthetic_edges(n_events, seed=1):
 
 
 def vectorised(ticks, chans, levels):
-    p = analysis.pair(ticks, chans, levels)
+    p = analysis.pair(ticks, chans, levels, ROLES)
     return p, analysis.summarize(p, 50e6), analysis.summarize(p, 50e6, exclude_tagged=True)
 
 
@@ -164,7 +169,7 @@ def main():
     m = min(args.baseline_events, n)
     bt, bc, bl = ticks[:m], chans[:m], levels[:m]
     t_loop, (isr_lat, task_lat, _) = best_of(python_loop, 1, bt, bc, bl)
-    check = analysis.pair(bt, bc, bl)
+    check = analysis.pair(bt, bc, bl, ROLES)
     same = (np.array_equal(check.isr_latency, isr_lat) and np.array_equal(check.task_latency, task_lat))
     t_vec_m, _ = best_of(vectorised, 3, bt, bc, bl)
     print(f"   python loop: {m:,} edges in {t_loop:.3f} s = {m / t_loop / 1e6:.2f} M edges/s "

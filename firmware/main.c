@@ -16,21 +16,44 @@
 
 #include "protocol.h"
 
-#define FIRMWARE_IDENTITY "hilat-fw 1"
+#define FIRMWARE_IDENTITY "hilat-fw 2"
 
-/* Stimulus and capture modes/ranges the gateware accepts (gateware/stimulus.py). */
-#define MIN_INTERVAL 4u
-#define N_CHANNELS (HILAT_N_STIMULUS + HILAT_N_INPUTS)
+#define N_CHANNELS HILAT_N_CHANNELS
+_Static_assert(HILAT_N_CHANNELS == HILAT_N_STIMULUS + HILAT_N_INPUTS, "channel table: stimulus then inputs");
+_Static_assert(HILAT_N_CHANNELS <= HILAT_MAX_CHANNELS, "more channels than a protocol mask holds");
+_Static_assert(HILAT_N_STIMULUS <= HILAT_MAX_STIMULUS, "more stimulus channels than a START mask holds");
+_Static_assert(CSR_CAPTURE_EV_INFO_CHANNELS_SIZE == HILAT_N_CHANNELS, "ev_info carries every channel");
+
+/* A CSR field's value in its place, and out of a register word, by csr.h's CSR_<REG>_<FIELD>_OFFSET
+ * and _SIZE: no bit position is typed here. */
+#define FIELD_MASK(reg, field) ((uint32_t)((1ull << CSR_##reg##_##field##_SIZE) - 1u))
+#define FIELD(reg, field, v) (((uint32_t)(v) & FIELD_MASK(reg, field)) << CSR_##reg##_##field##_OFFSET)
+#define GET(reg, field, word) (((uint32_t)(word) >> CSR_##reg##_##field##_OFFSET) & FIELD_MASK(reg, field))
 
 /* ---- per-channel CSR addresses, from csr.h ---- */
 
-static const uint32_t stim_control[HILAT_N_STIMULUS] = {
+/* Every stimulus channel has the same registers, in the same layout, at its own base (the field
+ * macros of channel 0 serve them all). */
+static const uint32_t stim_control[] = {
     CSR_STIMULUS_CH0_CONTROL_ADDR,
 #ifdef CSR_STIMULUS_CH1_CONTROL_ADDR
     CSR_STIMULUS_CH1_CONTROL_ADDR,
 #endif
+#ifdef CSR_STIMULUS_CH2_CONTROL_ADDR
+    CSR_STIMULUS_CH2_CONTROL_ADDR,
+#endif
+#ifdef CSR_STIMULUS_CH3_CONTROL_ADDR
+    CSR_STIMULUS_CH3_CONTROL_ADDR,
+#endif
 };
+_Static_assert(sizeof(stim_control) / sizeof(stim_control[0]) == HILAT_N_STIMULUS,
+               "stim_control lists every stimulus channel of csr.h");
 #define STIM_REG(ch, name) (stim_control[ch] + (CSR_STIMULUS_CH0_##name##_ADDR - CSR_STIMULUS_CH0_CONTROL_ADDR))
+/* Capture channels' config and drop registers are consecutive words. */
+#ifdef CSR_CAPTURE_CH1_CONFIG_ADDR
+_Static_assert(CSR_CAPTURE_CH1_CONFIG_ADDR - CSR_CAPTURE_CH0_CONFIG_ADDR == 4, "capture config registers");
+_Static_assert(CSR_CAPTURE_DROPPED1_ADDR - CSR_CAPTURE_DROPPED0_ADDR == 4, "capture drop counters");
+#endif
 #define CAPTURE_CONFIG_REG(ch) (CSR_CAPTURE_CH0_CONFIG_ADDR + 4u * (ch))
 #define CAPTURE_DROPPED_REG(ch) (CSR_CAPTURE_DROPPED0_ADDR + 4u * (ch))
 
@@ -50,7 +73,7 @@ static void poll_rx(void)
 {
     while (!uart_rxempty_read()) {
         uint8_t c = uart_rxtx_read();
-        uart_ev_pending_write(1u << CSR_UART_EV_PENDING_RX_OFFSET);
+        uart_ev_pending_write(FIELD(UART_EV_PENDING, RX, 1));
         uint16_t next = (uint16_t)((rx_head + 1u) % sizeof(rx_ring));
         if (next == rx_tail) {
             rx_ring_overflow++; /* counted; the frame it belonged to fails its CRC */
@@ -115,20 +138,20 @@ static void ack(uint16_t command_seq, uint8_t code, const char *message)
 static void capture_disable_all(void)
 {
     for (unsigned ch = 0; ch < N_CHANNELS; ch++)
-        csr_write_simple(0, CAPTURE_CONFIG_REG(ch));
-    capture_commit_write(1);
+        csr_write_simple(FIELD(CAPTURE_CH0_CONFIG, ENABLE, 0), CAPTURE_CONFIG_REG(ch));
+    capture_commit_write(FIELD(CAPTURE_COMMIT, COMMIT, 1));
 }
 
 static void stimulus_stop(unsigned ch)
 {
-    csr_write_simple(0, STIM_REG(ch, CONTROL));
-    csr_write_simple(1, STIM_REG(ch, COMMIT));
+    csr_write_simple(FIELD(STIMULUS_CH0_CONTROL, ENABLE, 0), STIM_REG(ch, CONTROL));
+    csr_write_simple(FIELD(STIMULUS_CH0_COMMIT, COMMIT, 1), STIM_REG(ch, COMMIT));
 }
 
 static uint64_t timebase_now(void)
 {
-    timebase_latch_write(1);
-    while (!(timebase_status_read() & 1))
+    timebase_latch_write(FIELD(TIMEBASE_LATCH, LATCH, 1));
+    while (!GET(TIMEBASE_STATUS, VALID, timebase_status_read()))
         ;
     return timebase_value_read();
 }
@@ -136,8 +159,8 @@ static uint64_t timebase_now(void)
 /* Drain whatever the capture FIFO holds (new session: stale records are not this host's). */
 static void capture_discard(void)
 {
-    while (capture_ev_status_read() & 1)
-        capture_ev_pop_write(1);
+    while (GET(CAPTURE_EV_STATUS, PENDING, capture_ev_status_read()))
+        capture_ev_pop_write(FIELD(CAPTURE_EV_POP, POP, 1));
 }
 
 /* ---- command handlers ---- */
@@ -148,7 +171,7 @@ static void on_hello(const hilat_command_t *cmd)
         stimulus_stop(ch);
     capture_disable_all();
     capture_discard();
-    capture_control_write(2); /* clear drop counters and the overflow flag */
+    capture_control_write(FIELD(CAPTURE_CONTROL, CLEAR, 1)); /* drop counters and the overflow flag */
     session = 1;
     tx_seq = 0;
     records_sent = events_sent = frames_sent = 0;
@@ -160,13 +183,16 @@ static void on_hello(const hilat_command_t *cmd)
         .sys_hz = CONFIG_CLOCK_FREQUENCY,
         .n_stimulus = HILAT_N_STIMULUS,
         .n_inputs = HILAT_N_INPUTS,
-        .tag_channel = HILAT_TAG_CHANNEL,
         .fifo_depth = HILAT_FIFO_DEPTH,
         .pin_to_stamp_delay = HILAT_PIN_TO_STAMP_DELAY,
         .capabilities = HILAT_CAP_DITHER | HILAT_CAP_RANDOM | HILAT_CAP_BURST | HILAT_CAP_ABSOLUTE_START
                         | HILAT_CAP_GLITCH_FILTER | HILAT_CAP_TAG_CHANNEL,
+        .min_interval = HILAT_MIN_INTERVAL,
+        .glitch_max = HILAT_GLITCH_MAX,
+        .start_margin = HILAT_START_MARGIN,
         .firmware = FIRMWARE_IDENTITY,
         .gateware = HILAT_GATEWARE_IDENTITY,
+        .channels = HILAT_CHANNELS,
     };
     (void)cmd;
     hilat_msg_identify(&out, tx_seq, &id);
@@ -187,12 +213,12 @@ static const char *check_stim_config(const hilat_stim_config_t *c)
     if (c->mode == HILAT_MODE_BURST) {
         if (c->burst_count < 1) return "burst_count must be >= 1";
         uint64_t span = (uint64_t)(c->burst_count - 1u) * c->burst_spacing;
-        if (span + MIN_INTERVAL > c->period) return "burst does not fit in its period";
+        if (span + HILAT_MIN_INTERVAL > c->period) return "burst does not fit in its period";
         if (c->burst_count > 1 && c->burst_spacing < shortest) shortest = c->burst_spacing;
         if (c->period - span < shortest) shortest = (uint32_t)(c->period - span);
     }
     if (c->mode != HILAT_MODE_ONESHOT) {
-        if (shortest < MIN_INTERVAL) return "interval shorter than 4 ticks";
+        if (shortest < HILAT_MIN_INTERVAL) return "interval shorter than the rig's minimum (IDENTIFY)";
         if (c->width >= shortest) return "width must be shorter than the shortest interval";
     }
     return 0;
@@ -203,7 +229,7 @@ static void on_stim_config(const hilat_command_t *cmd)
     const hilat_stim_config_t *c = &cmd->u.stim_config;
     const char *err = check_stim_config(c);
     if (err) {
-        ack(cmd->seq, 1, err);
+        ack(cmd->seq, HILAT_ACK_REFUSED, err);
         return;
     }
     unsigned ch = c->channel;
@@ -217,45 +243,51 @@ static void on_stim_config(const hilat_command_t *cmd)
     csr_write_simple(c->seed, STIM_REG(ch, SEED));
     stim_mode[ch] = c->mode;
     stim_invert[ch] = c->invert ? 1 : 0;
-    ack(cmd->seq, 0, 0);
+    ack(cmd->seq, HILAT_ACK_OK, 0);
 }
 
 static void on_capture_config(const hilat_command_t *cmd)
 {
     const hilat_capture_config_t *c = &cmd->u.capture_config;
     if (c->n != N_CHANNELS) {
-        ack(cmd->seq, 1, "channel count differs from the rig's");
+        ack(cmd->seq, HILAT_ACK_REFUSED, "channel count differs from the rig's");
         return;
     }
     for (unsigned ch = 0; ch < N_CHANNELS; ch++) {
-        uint32_t glitch = c->glitch[ch] > 15 ? 15 : c->glitch[ch];
-        csr_write_simple((c->flags[ch] & 7u) | (glitch << 3), CAPTURE_CONFIG_REG(ch));
+        uint8_t flags = c->flags[ch];
+        uint32_t glitch = c->glitch[ch] > HILAT_GLITCH_MAX ? HILAT_GLITCH_MAX : c->glitch[ch];
+        csr_write_simple(FIELD(CAPTURE_CH0_CONFIG, ENABLE, (flags & HILAT_CAPTURE_ENABLE) != 0)
+                         | FIELD(CAPTURE_CH0_CONFIG, RISE, (flags & HILAT_CAPTURE_RISE) != 0)
+                         | FIELD(CAPTURE_CH0_CONFIG, FALL, (flags & HILAT_CAPTURE_FALL) != 0)
+                         | FIELD(CAPTURE_CH0_CONFIG, GLITCH, glitch),
+                         CAPTURE_CONFIG_REG(ch));
     }
-    capture_commit_write(1);
-    ack(cmd->seq, 0, 0);
+    capture_commit_write(FIELD(CAPTURE_COMMIT, COMMIT, 1));
+    ack(cmd->seq, HILAT_ACK_OK, 0);
 }
 
 static void on_start(const hilat_command_t *cmd)
 {
     uint8_t mask = cmd->u.start.channels;
     if (mask >> HILAT_N_STIMULUS) {
-        ack(cmd->seq, 1, "no such stimulus channel");
+        ack(cmd->seq, HILAT_ACK_REFUSED, "no such stimulus channel");
         return;
     }
-    if (cmd->u.start.at_time && cmd->u.start.start <= timebase_now() + 1000u) {
-        ack(cmd->seq, 2, "start time has passed (or is < 1000 ticks away)");
+    if (cmd->u.start.at_time && cmd->u.start.start <= timebase_now() + HILAT_START_MARGIN) {
+        ack(cmd->seq, HILAT_ACK_LATE, "start time has passed (or is closer than the start margin)");
         return;
     }
     for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++) {
         if (!(mask & (1u << ch)))
             continue;
         csr_write_u64(cmd->u.start.start, STIM_REG(ch, START_TIME));
-        uint32_t control = 1u | ((uint32_t)stim_mode[ch] << 1) | ((uint32_t)stim_invert[ch] << 4)
-                           | ((cmd->u.start.at_time ? 1u : 0u) << 5);
+        uint32_t control = FIELD(STIMULUS_CH0_CONTROL, ENABLE, 1) | FIELD(STIMULUS_CH0_CONTROL, MODE, stim_mode[ch])
+                           | FIELD(STIMULUS_CH0_CONTROL, INVERT, stim_invert[ch])
+                           | FIELD(STIMULUS_CH0_CONTROL, AT_TIME, cmd->u.start.at_time != 0);
         csr_write_simple(control, STIM_REG(ch, CONTROL));
-        csr_write_simple(1, STIM_REG(ch, COMMIT));
+        csr_write_simple(FIELD(STIMULUS_CH0_COMMIT, COMMIT, 1), STIM_REG(ch, COMMIT));
     }
-    ack(cmd->seq, 0, 0);
+    ack(cmd->seq, HILAT_ACK_OK, 0);
 }
 
 static void on_stop(const hilat_command_t *cmd)
@@ -263,17 +295,17 @@ static void on_stop(const hilat_command_t *cmd)
     for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++)
         if (cmd->u.stop.channels & (1u << ch))
             stimulus_stop(ch);
-    ack(cmd->seq, 0, 0);
+    ack(cmd->seq, HILAT_ACK_OK, 0);
 }
 
 static void on_status(const hilat_command_t *cmd)
 {
     hilat_status_t st;
     memset(&st, 0, sizeof(st));
-    capture_control_write(1); /* snapshot the drop counters */
-    while (!(capture_status_read() & 1))
+    capture_control_write(FIELD(CAPTURE_CONTROL, SNAPSHOT, 1)); /* the drop counters */
+    while (!GET(CAPTURE_STATUS, VALID, capture_status_read()))
         ;
-    st.overflow = (capture_status_read() >> 1) & 1;
+    st.overflow = (uint8_t)GET(CAPTURE_STATUS, OVERFLOW, capture_status_read());
     st.n = N_CHANNELS;
     for (unsigned ch = 0; ch < N_CHANNELS; ch++)
         st.dropped[ch] = csr_read_simple(CAPTURE_DROPPED_REG(ch));
@@ -305,11 +337,17 @@ static void handle_frame(const uint8_t *wire, size_t len)
         on_hello(&cmd);
         return;
     }
+    if (err == HILAT_ERR_VERSION && cmd.type == HILAT_MSG_HELLO) {
+        /* A host of another protocol version: tell it ours (a frame of this version, which it
+         * counts and names), whatever the session; the session itself is left as it is. */
+        ack(cmd.seq, HILAT_ACK_VERSION, "the rig speaks protocol version " HILAT_PROTOCOL_VERSION_TEXT);
+        return;
+    }
     if (!session)
         return; /* nothing is sent before HELLO */
     if (err != HILAT_OK) {
         if (!HILAT_IS_CORRUPT(err))
-            ack(cmd.seq, 3, err == HILAT_ERR_VERSION ? "protocol version differs" : "malformed command");
+            ack(cmd.seq, HILAT_ACK_MALFORMED, err == HILAT_ERR_VERSION ? "protocol version differs" : "malformed command");
         return; /* corrupt frames carry no trustworthy seq: the host times out and retries */
     }
     switch (cmd.type) {
@@ -319,7 +357,7 @@ static void handle_frame(const uint8_t *wire, size_t len)
     case HILAT_MSG_STOP: on_stop(&cmd); break;
     case HILAT_MSG_STATUS_REQ: on_status(&cmd); break;
     case HILAT_MSG_TIME_REQ: on_time(&cmd); break;
-    default: ack(cmd.seq, 3, "unknown command"); break;
+    default: ack(cmd.seq, HILAT_ACK_MALFORMED, "unknown command"); break;
     }
 }
 
@@ -330,36 +368,36 @@ static uint32_t idle_loops;
 
 static void drain_events(void)
 {
-    for (int budget = 32; budget > 0 && (capture_ev_status_read() & 1); budget--) {
+    for (int budget = 32; budget > 0 && GET(CAPTURE_EV_STATUS, PENDING, capture_ev_status_read()); budget--) {
         uint64_t timestamp = capture_ev_timestamp_read();
         uint32_t info = capture_ev_info_read();
-        capture_ev_pop_write(1);
-        uint8_t channels = info & 0xffu;
-        uint8_t levels = (info >> 8) & 0xffu;
-        if ((info >> 16) & 1u) { /* overflow marker from the gateware */
+        capture_ev_pop_write(FIELD(CAPTURE_EV_POP, POP, 1));
+        uint16_t channels = (uint16_t)GET(CAPTURE_EV_INFO, CHANNELS, info);
+        uint16_t levels = (uint16_t)GET(CAPTURE_EV_INFO, LEVELS, info);
+        if (GET(CAPTURE_EV_INFO, KIND, info)) { /* overflow marker from the gateware */
             flush_events();
             hilat_msg_overflow(&out, tx_seq, timestamp, channels);
             send_frame(&out);
             continue;
         }
         if (!events_open) {
-            hilat_events_begin(&events, tx_seq, timestamp);
+            hilat_events_begin(&events, tx_seq, timestamp, hilat_mask_bytes(N_CHANNELS));
             events_open = 1;
         }
         if (!hilat_events_add(&events, timestamp, channels, levels)) {
             flush_events();
-            hilat_events_begin(&events, tx_seq, timestamp);
+            hilat_events_begin(&events, tx_seq, timestamp, hilat_mask_bytes(N_CHANNELS));
             events_open = 1;
             hilat_events_add(&events, timestamp, channels, levels);
         }
         records_sent++;
-        for (uint8_t m = channels; m; m &= (uint8_t)(m - 1u))
+        for (uint16_t m = channels; m; m &= (uint16_t)(m - 1u))
             events_sent++;
     }
     /* Frames go out when full, or after IDLE_FLUSH_LOOPS polls found nothing new: sending a
      * frame per record would spend the CPU on per-frame work just when the rate is high. */
     if (events_open) {
-        if (capture_ev_status_read() & 1)
+        if (GET(CAPTURE_EV_STATUS, PENDING, capture_ev_status_read()))
             idle_loops = 0;
         else if (++idle_loops >= IDLE_FLUSH_LOOPS) {
             idle_loops = 0;

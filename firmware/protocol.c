@@ -1,4 +1,4 @@
-/* hilat rig wire protocol, version 1: see protocol.h and docs/protocol.md. */
+/* hilat rig wire protocol, version 2: see protocol.h and docs/protocol.md. */
 #include "protocol.h"
 
 /* No <string.h>: bare cross toolchains (riscv64-unknown-elf-gcc without a libc) lack it. */
@@ -144,6 +144,7 @@ void hilat_frame_begin(hilat_frame_t *f, uint8_t type, uint16_t seq)
     f->len = HILAT_HEADER_SIZE;
     f->last = 0;
     f->records = 0;
+    f->mask_bytes = 1;
 }
 
 size_t hilat_frame_remaining(const hilat_frame_t *f)
@@ -269,38 +270,68 @@ size_t hilat_frame_finish(hilat_frame_t *f, uint8_t *out, size_t cap)
 
 /* ---- rig -> host messages ---- */
 
+/* Appends the channel table "name:role,name:role,..." as pairs of str; 0 if it does not have
+ * `count` items or does not fit. */
+static int put_channel_table(hilat_frame_t *f, const char *text, unsigned count)
+{
+    unsigned items = 0;
+    const char *s = text ? text : "";
+    while (*s) {
+        const char *name = s, *role;
+        size_t name_len = 0, role_len = 0;
+        while (s[name_len] && s[name_len] != ':' && s[name_len] != ',')
+            name_len++;
+        if (s[name_len] != ':')
+            return 0;
+        role = s + name_len + 1;
+        while (role[role_len] && role[role_len] != ',')
+            role_len++;
+        if (!hilat_frame_put_strn(f, name, name_len) || !hilat_frame_put_strn(f, role, role_len))
+            return 0;
+        items++;
+        s = role + role_len;
+        if (*s == ',')
+            s++;
+    }
+    return items == count;
+}
+
 int hilat_msg_identify(hilat_frame_t *f, uint16_t seq, const hilat_identify_t *m)
 {
     uint8_t *p;
     hilat_frame_begin(f, HILAT_MSG_IDENTIFY, seq);
-    p = f->buf + f->len; /* 19 fixed bytes always fit in an empty frame */
+    p = f->buf + f->len; /* 25 fixed bytes always fit in an empty frame */
     p[0] = m->version;
     put_le32(p + 1, m->ts_hz);
     put_le32(p + 5, m->sys_hz);
     p[9] = m->n_stimulus;
     p[10] = m->n_inputs;
-    p[11] = m->tag_channel;
-    p[12] = (uint8_t)m->fifo_depth;
-    p[13] = (uint8_t)(m->fifo_depth >> 8);
-    p[14] = m->pin_to_stamp_delay;
-    put_le32(p + 15, m->capabilities);
-    f->len += 19;
-    return hilat_frame_put_str(f, m->firmware) && hilat_frame_put_str(f, m->gateware);
+    p[11] = (uint8_t)m->fifo_depth;
+    p[12] = (uint8_t)(m->fifo_depth >> 8);
+    p[13] = m->pin_to_stamp_delay;
+    put_le32(p + 14, m->capabilities);
+    p[18] = (uint8_t)m->min_interval;
+    p[19] = (uint8_t)(m->min_interval >> 8);
+    p[20] = m->glitch_max;
+    put_le32(p + 21, m->start_margin);
+    f->len += 25;
+    return hilat_frame_put_str(f, m->firmware) && hilat_frame_put_str(f, m->gateware)
+           && put_channel_table(f, m->channels, (unsigned)m->n_stimulus + m->n_inputs);
 }
 
-int hilat_msg_overflow(hilat_frame_t *f, uint16_t seq, uint64_t timestamp, uint8_t channels)
+int hilat_msg_overflow(hilat_frame_t *f, uint16_t seq, uint64_t timestamp, uint16_t channels)
 {
     hilat_frame_begin(f, HILAT_MSG_OVERFLOW, seq);
-    return hilat_frame_put_u64(f, timestamp) && hilat_frame_put_u8(f, channels);
+    return hilat_frame_put_u64(f, timestamp) && hilat_frame_put_u16(f, channels);
 }
 
 int hilat_msg_status(hilat_frame_t *f, uint16_t seq, const hilat_status_t *m)
 {
     unsigned i;
-    if (m->n > HILAT_MAX_CHANNELS || m->stim_n > HILAT_MAX_CHANNELS)
+    if (m->n > HILAT_MAX_CHANNELS || m->stim_n > HILAT_MAX_STIMULUS)
         return 0;
     hilat_frame_begin(f, HILAT_MSG_STATUS, seq);
-    /* At most 4 + 14 + 32 + 1 + 8 = 59 bytes: always fits. */
+    /* At most 4 + 14 + 64 + 1 + 8 = 91 bytes: always fits. */
     hilat_frame_put_u32(f, m->records_sent);
     hilat_frame_put_u32(f, m->events_sent);
     hilat_frame_put_u32(f, m->frames_sent);
@@ -327,33 +358,42 @@ int hilat_msg_time(hilat_frame_t *f, uint16_t seq, uint16_t command_seq, uint64_
     return hilat_frame_put_u64(f, now);
 }
 
-void hilat_events_begin(hilat_frame_t *f, uint16_t seq, uint64_t base)
+void hilat_events_begin(hilat_frame_t *f, uint16_t seq, uint64_t base, uint8_t mask_bytes)
 {
     hilat_frame_begin(f, HILAT_MSG_EVENTS, seq);
     hilat_frame_put_u64(f, base);
+    hilat_frame_put_u8(f, mask_bytes);
     f->last = base;
+    f->mask_bytes = mask_bytes;
 }
 
-int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint8_t channels, uint8_t levels)
+int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint16_t channels, uint16_t levels)
 {
     uint64_t delta = timestamp - f->last; /* mod 2**64 */
     uint8_t *p = f->buf + f->len;
-    size_t n;
+    size_t n, masks = 2u * f->mask_bytes;
 
-    if (delta < 0x80u) { /* fast path: 3-byte record */
-        if (f->len + 3 > HILAT_MAX_PAYLOAD)
+    if (delta < 0x80u) { /* fast path: 1-byte delta */
+        if (f->len + 1 + masks > HILAT_MAX_PAYLOAD)
             return 0;
         p[0] = (uint8_t)delta;
         n = 1;
     } else {
         n = hilat_uleb128_size(delta);
-        if (f->len + n + 2 > HILAT_MAX_PAYLOAD)
+        if (f->len + n + masks > HILAT_MAX_PAYLOAD)
             return 0;
         put_uleb128(p, delta);
     }
-    p[n] = channels;
-    p[n + 1] = levels;
-    f->len += n + 2;
+    if (f->mask_bytes == 1) {
+        p[n] = (uint8_t)channels;
+        p[n + 1] = (uint8_t)levels;
+    } else {
+        p[n] = (uint8_t)channels;
+        p[n + 1] = (uint8_t)(channels >> 8);
+        p[n + 2] = (uint8_t)levels;
+        p[n + 3] = (uint8_t)(levels >> 8);
+    }
+    f->len += n + masks;
     f->last = timestamp;
     f->records++;
     return 1;

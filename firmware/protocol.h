@@ -1,5 +1,5 @@
 /*
- * hilat rig wire protocol, version 1 (docs/protocol.md).
+ * hilat rig wire protocol, version 2 (docs/protocol.md).
  *
  * Freestanding C99: only <stdint.h> and <stddef.h>; no allocation, no stdio, no libc calls.
  * Compiled for the rig's soft CPU and, in the tests, for the host.
@@ -18,7 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HILAT_PROTOCOL_VERSION 1u
+#define HILAT_PROTOCOL_VERSION 2u
+#define HILAT_PROTOCOL_VERSION_TEXT "2"
 
 /* Sizes. */
 #define HILAT_HEADER_SIZE 4u    /* version, type, seq */
@@ -30,11 +31,14 @@
 #define HILAT_MAX_WIRE 256u     /* HILAT_MAX_ENCODED + 0x00 delimiter */
 /* Worst-case COBS output for n input bytes (no delimiter). */
 #define HILAT_COBS_MAX_ENCODED(n) ((n) + (n) / 254u + 1u)
-/* Channel masks are u8: at most 8 capture channels and 8 stimulus channels. */
-#define HILAT_MAX_CHANNELS 8u
-/* EVENTS: the body of an empty frame (base:u64) and the largest record (10-byte uleb128 + 2). */
-#define HILAT_EVENTS_EMPTY (HILAT_HEADER_SIZE + 8u)
-#define HILAT_EVENTS_MAX_RECORD 12u
+/* Capture channel masks are at most 16 bits (EVENTS: 1 or 2 bytes a mask, said per frame;
+ * OVERFLOW: u16); stimulus channel masks (START, STOP) are u8. */
+#define HILAT_MAX_CHANNELS 16u
+#define HILAT_MAX_STIMULUS 8u
+/* EVENTS: the body of an empty frame (base:u64 mask_bytes:u8) and the largest record (10-byte
+ * uleb128 + two 2-byte masks). */
+#define HILAT_EVENTS_EMPTY (HILAT_HEADER_SIZE + 9u)
+#define HILAT_EVENTS_MAX_RECORD 14u
 
 /* Message types. Host -> rig (>= 0x80). */
 #define HILAT_MSG_HELLO 0x81u
@@ -58,6 +62,13 @@
 #define HILAT_MODE_RANDOM 2u
 #define HILAT_MODE_BURST 3u
 #define HILAT_MODE_ONESHOT 4u
+
+/* ACK codes. */
+#define HILAT_ACK_OK 0u        /* done */
+#define HILAT_ACK_REFUSED 1u   /* a setting the rig cannot apply (message says which) */
+#define HILAT_ACK_LATE 2u      /* START: the start time has passed or is too close */
+#define HILAT_ACK_MALFORMED 3u /* a frame the rig cannot parse, or an unknown command */
+#define HILAT_ACK_VERSION 4u   /* HELLO of another protocol version (sent whatever the session) */
 
 /* IDENTIFY capabilities. */
 #define HILAT_CAP_DITHER (1u << 0)
@@ -113,6 +124,7 @@ typedef struct {
     size_t len;                     /* payload bytes so far (header included) */
     uint64_t last;                  /* EVENTS: timestamp of the last record (base at first) */
     uint16_t records;               /* EVENTS: records in this frame */
+    uint8_t mask_bytes;             /* EVENTS: bytes per channel mask (1 or 2) */
 } hilat_frame_t;
 
 /* Start a frame: writes the header (version, type, seq). */
@@ -143,12 +155,17 @@ typedef struct {
     uint32_t sys_hz;
     uint8_t n_stimulus;
     uint8_t n_inputs;
-    uint8_t tag_channel;
     uint16_t fifo_depth;
     uint8_t pin_to_stamp_delay;
     uint32_t capabilities;
-    const char *firmware; /* NUL-terminated; NULL = empty */
+    uint16_t min_interval; /* shortest stimulus interval, ticks */
+    uint8_t glitch_max;    /* longest glitch filter, ticks */
+    uint32_t start_margin; /* a START closer than this to now is refused as late, ticks */
+    const char *firmware;  /* NUL-terminated; NULL = empty */
     const char *gateware;
+    /* Every channel in order as "name:role" items, comma separated (soc.h's HILAT_CHANNELS): sent
+     * as n_stimulus + n_inputs pairs of str; the encoder refuses a table of another length. */
+    const char *channels;
 } hilat_identify_t;
 
 typedef struct {
@@ -158,12 +175,12 @@ typedef struct {
     uint8_t overflow;
     uint8_t n; /* <= HILAT_MAX_CHANNELS */
     uint32_t dropped[HILAT_MAX_CHANNELS];
-    uint8_t stim_n; /* <= HILAT_MAX_CHANNELS */
-    uint8_t stim_status[HILAT_MAX_CHANNELS];
+    uint8_t stim_n; /* <= HILAT_MAX_STIMULUS */
+    uint8_t stim_status[HILAT_MAX_STIMULUS];
 } hilat_status_t;
 
 int hilat_msg_identify(hilat_frame_t *f, uint16_t seq, const hilat_identify_t *m);
-int hilat_msg_overflow(hilat_frame_t *f, uint16_t seq, uint64_t timestamp, uint8_t channels);
+int hilat_msg_overflow(hilat_frame_t *f, uint16_t seq, uint64_t timestamp, uint16_t channels);
 int hilat_msg_status(hilat_frame_t *f, uint16_t seq, const hilat_status_t *m);
 /* message: NUL-terminated, NULL = empty. */
 int hilat_msg_ack(hilat_frame_t *f, uint16_t seq, uint16_t command_seq, uint8_t code, const char *message);
@@ -171,11 +188,13 @@ int hilat_msg_time(hilat_frame_t *f, uint16_t seq, uint16_t command_seq, uint64_
 
 /* EVENTS, built incrementally. The delta of a record is (timestamp - previous) mod 2**64, previous
  * being base for the first record: base = the first record's timestamp gives a 1-byte delta; a
- * timestamp that wrapped past 2**64 still round-trips. */
-void hilat_events_begin(hilat_frame_t *f, uint16_t seq, uint64_t base);
+ * timestamp that wrapped past 2**64 still round-trips. Masks take mask_bytes (1 or 2) bytes each:
+ * hilat_mask_bytes(n_channels). */
+void hilat_events_begin(hilat_frame_t *f, uint16_t seq, uint64_t base, uint8_t mask_bytes);
 /* Returns 1 if added, 0 if the record does not fit (frame unchanged): finish and send this frame,
  * then begin a new one. A record always fits in a frame just begun. */
-int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint8_t channels, uint8_t levels);
+int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint16_t channels, uint16_t levels);
+#define hilat_mask_bytes(n_channels) ((uint8_t)((n_channels) > 8u ? 2u : 1u))
 
 /* ---- host -> rig: commands ---- */
 

@@ -3,8 +3,8 @@
 Channels
 --------
 Channel numbers are fixed at build time: first the ``internal`` levels (the stimulus pins, already in
-the ``ts`` domain), then the external ``inputs`` (the DUT's pins: ISR entry, task dispatch, spare,
-tag). Each channel has an enable, an edge select (rise / fall / both) and an optional glitch filter.
+the ``ts`` domain), then the external ``inputs`` (the DUT's pins; ``gateware/channels.py`` names
+them). Each channel has an enable, an edge select (rise / fall / both) and an optional glitch filter.
 
 Path of an edge, and the delay that is subtracted
 -------------------------------------------------
@@ -29,7 +29,7 @@ one timestamp, and an edge every cycle is one record every cycle:
 timestamp    64-bit tick of the edge at the pin (kind 0) / of the first dropped record (kind 1)
 channels     bit i set: channel i had an edge (kind 0) / lost events (kind 1)
 levels       level of every channel after this cycle's edges; the edge polarity of channel i is
-             ``levels[i]`` (1: rising); the tag level is ``levels[tag_channel]``
+             ``levels[i]`` (1: rising)
 kind         0: edges; 1: overflow marker, written as soon as the FIFO has room again
 fraction     reserved for a sub-tick phase (multi-phase sampler); 0 today
 ===========  =====================================================================================
@@ -73,12 +73,10 @@ class EdgeCapture(LiteXModule):
     ``inputs``       asynchronous external pins (synchronized here).
     ``internal``     levels already registered in ``clock_domain`` (stimulus pins).
     ``glitch_max``   longest configurable glitch filter, in ticks (0: no filter hardware).
-    ``tag_channel``  channel number of the tag input (documentation and firmware constant).
     ``source``       the record stream, in ``sys``.
     """
     def __init__(self, timebase, inputs, internal=(), clock_domain="ts", fifo_depth=256,
-                 sync_stages=2, glitch_max=15, fraction_width=8, counter_width=32,
-                 tag_channel=None, with_csr=True):
+                 sync_stages=2, glitch_max=15, fraction_width=8, counter_width=32, with_csr=True):
         assert sync_stages >= 2, "a synchronizer needs at least two flip-flops"
         assert fifo_depth >= 4 and (fifo_depth & (fifo_depth - 1)) == 0, "fifo_depth: power of 2"
         internal, inputs = list(internal), list(inputs)
@@ -89,7 +87,6 @@ class EdgeCapture(LiteXModule):
         self.sync_stages      = sync_stages
         self.glitch_max       = glitch_max
         self.filter_taps      = max(glitch_max, 1)
-        self.tag_channel      = tag_channel
         self.counter_width    = counter_width
         # + 2: the filter's verdict (all taps hold) is registered before the edge is detected, and
         # each channel's edge before the record is built.
@@ -304,17 +301,21 @@ class EdgeCapture(LiteXModule):
         ], description="Record FIFO status.")
         self._ev_timestamp = CSRStatus(64, description=
             "Head record: tick (``ts`` clock periods) at which the edges reached the pins.")
+        fraction_width = len(self.source.fraction)
+        # One 32-bit word per record keeps the firmware's read-out at three CSR reads a record.
+        assert 2 * n + 1 + fraction_width <= 32, (
+            f"{n} channels: channels + levels + kind + fraction ({2 * n + 1 + fraction_width} bits) "
+            "exceed the 32-bit ev_info word")
         self._ev_info = CSRStatus(fields=[
             CSRField("channels", size=n, description="Channels with an edge (bit i: channel i)."),
-            CSRField("levels",   size=n, offset=8, description="Channel levels after the edges."),
-            CSRField("kind",     size=1, offset=16, description="0: edges; 1: overflow marker."),
-            CSRField("fraction", size=len(self.source.fraction), offset=24, description=
+            CSRField("levels",   size=n, description="Channel levels after the edges."),
+            CSRField("kind",     size=1, description="0: edges; 1: overflow marker."),
+            CSRField("fraction", size=fraction_width, description=
                 "Sub-tick phase, in 1/2**width ticks (reserved: 0)."),
-        ], description="Head record: channels, levels, kind.")
+        ], description="Head record: channels, levels, kind (field offsets in csr.h).")
         self._ev_pop = CSRStorage(fields=[
             CSRField("pop", size=1, pulse=True, description="Write ``1`` to drop the head record."),
         ], description="Record FIFO read strobe.")
-        assert n <= 8
         self.comb += [
             self._ev_status.fields.pending.eq(self.source.valid),
             self._ev_timestamp.status.eq(self.source.timestamp),

@@ -4,7 +4,11 @@ Board targets and the simulator build this same SoC; they provide the clock doma
 ``ts``, which may be the same clock or not) and the pads:
 
 - ``stimulus`` pads: one output per stimulus channel (to the DUT's interrupt inputs);
-- ``capture`` pads: one input per capture input (DUT pins: ISR entry, task dispatch, spare, tag).
+- ``capture`` pads: one input per DUT input (``in0``, ``in1``, ...: ISR entry, task dispatch, spare,
+  tag by default; see ``gateware/channels.py``).
+
+Everything the firmware and the host need to know of this build (channel table, limits, clocks) is
+a ``soc.h`` constant, sent to the host in IDENTIFY: nothing is typed again in C or Python.
 
 The firmware in ``firmware/`` is built against this SoC's generated ``csr.h`` and baked into ROM
 by :class:`RigBuilder` in place of LiteX's BIOS.
@@ -17,14 +21,16 @@ from litex.soc.integration.builder import Builder
 from litex.soc.integration.soc_core import SoCCore
 from migen import *
 
+from gateware import channels
 from gateware.capture import EdgeCapture
-from gateware.stimulus import StimulusGenerator
+from gateware.stimulus import MIN_INTERVAL, StimulusGenerator
 from gateware.timebase import Timebase
 
 FIRMWARE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "firmware"))
 
-# Default capture input roles, in order after the stimulus channels.
-INPUT_NAMES = ["isr", "task", "spare", "tag"]
+# The firmware refuses a start time closer than this to now (ticks): its START handling and the
+# stimulus core's arming take well under this at any supported clock.
+START_MARGIN = 1000
 
 
 def git_identity():
@@ -52,11 +58,12 @@ class RigSoC(SoCCore):
 
         n_stimulus = len(stimulus_pads)
         n_inputs   = len(capture_pads)
+        self.channels = channels.channel_table(n_stimulus, n_inputs)
         self.timebase = Timebase("ts")
         self.stimulus = StimulusGenerator(self.timebase.ts, n_stimulus, "ts")
         self.capture  = EdgeCapture(self.timebase, inputs=list(capture_pads),
             internal=self.stimulus.pins, clock_domain="ts", fifo_depth=fifo_depth,
-            glitch_max=glitch_max, tag_channel=n_stimulus + n_inputs - 1)
+            glitch_max=glitch_max)
         self.capture.add_csr_reader()
         self.comb += [pad.eq(pin) for pad, pin in zip(stimulus_pads, self.stimulus.pins)]
 
@@ -67,7 +74,11 @@ class RigSoC(SoCCore):
         self.add_constant("HILAT_TS_CLOCK_FREQUENCY", self.ts_clk_freq)
         self.add_constant("HILAT_N_STIMULUS", n_stimulus)
         self.add_constant("HILAT_N_INPUTS", n_inputs)
-        self.add_constant("HILAT_TAG_CHANNEL", self.capture.tag_channel)
+        self.add_constant("HILAT_N_CHANNELS", len(self.channels))
+        self.add_constant("HILAT_CHANNELS", channels.identify_text(self.channels))
+        self.add_constant("HILAT_MIN_INTERVAL", MIN_INTERVAL)
+        self.add_constant("HILAT_GLITCH_MAX", glitch_max)
+        self.add_constant("HILAT_START_MARGIN", START_MARGIN)
         self.add_constant("HILAT_FIFO_DEPTH", fifo_depth)
         self.add_constant("HILAT_PIN_TO_STAMP_DELAY", self.capture.PIN_TO_STAMP_DELAY)
         self.add_constant("HILAT_GATEWARE_IDENTITY", self.gateware_identity)

@@ -34,7 +34,7 @@ class TimingCores(LiteXModule):
         self.inputs   = Signal(n_inputs)
         self.capture  = EdgeCapture(self.timebase, inputs=[self.inputs[i] for i in range(n_inputs)],
             internal=self.stimulus.pins, clock_domain="ts", fifo_depth=fifo_depth,
-            glitch_max=glitch_max, tag_channel=n_stimulus + n_inputs - 1)
+            glitch_max=glitch_max)
 
         # Ports.
         self.ts        = Signal(64)
@@ -76,22 +76,25 @@ class TimingCores(LiteXModule):
         self.parameters = dict(n_stimulus=n_stimulus, n_inputs=n_inputs, fifo_depth=fifo_depth,
             glitch_max=glitch_max, reset_value=reset_value, event_port=event_port,
             pin_to_stamp_delay=self.capture.PIN_TO_STAMP_DELAY,
-            n_channels=self.capture.n_channels, tag_channel=self.capture.tag_channel)
+            n_channels=self.capture.n_channels)
 
     @staticmethod
     def _bank_number(name, memory):
         return BANKS.index(name) if name in BANKS else None
 
     def csr_map(self):
-        """{csr name: {"address": word address, "words": n, "bits": n}}, most significant word first."""
+        """{csr name: {"address": word address, "words": n, "bits": n, "fields": {field: [offset,
+        size]}}}, most significant word first; ``fields`` as LiteX's csr.h gives them
+        (``CSR_<NAME>_<FIELD>_OFFSET/_SIZE``), empty for a register without fields."""
         words_per_bank = CSR_PAGING // 4
         regs = {}
         for name, csrs, bank, _ in self.csr_banks.banks:
             offset = 0
             for csr in csrs:
                 words = (csr.size + CSR_DATA_WIDTH - 1) // CSR_DATA_WIDTH
+                fields = {f.name: [f.offset, f.size] for f in getattr(csr, "fields", None) and csr.fields.fields or []}
                 regs[f"{name}_{csr.name}"] = dict(address=bank*words_per_bank + offset, words=words,
-                                                 bits=csr.size)
+                                                 bits=csr.size, fields=fields)
                 offset += words
         return regs
 

@@ -1,20 +1,9 @@
 """What the ECP5 board targets share: rig pins, command line, build with the open toolchain, report, load.
 
-Every board exposes the same six rig signals on a header, named as the host and the docs name them
-(channel numbers as in the capture stream):
-
-==========  =========  =========  ====================================================
-signal      direction  channel    use
-==========  =========  =========  ====================================================
-``stim0``   output     0          stimulus channel 0 -> DUT interrupt input
-``stim1``   output     1          stimulus channel 1
-``isr``     input      2          DUT pin toggled on ISR entry
-``task``    input      3          DUT pin toggled when the task runs
-``spare``   input      4          loopback from ``stim0`` (calibration) or a GPS 1PPS
-``tag``     input      5          DUT tag pin
-==========  =========  =========  ====================================================
-
-``docs/wiring.md`` has the header positions per board.
+Every board exposes the rig's channels (``gateware/channels.py``: ``stim0``, ``stim1`` out; ``in0``
+.. in) on a header; each board file maps channel names to pins and header positions, and
+``docs/wiring.md`` has the tables made from both (``python -m targets.board_flow --wiring``; a test
+checks the document against them).
 """
 
 import hashlib
@@ -30,36 +19,55 @@ from litex.gen import LiteXModule
 from litex.soc.cores.clock import ECP5PLL
 from migen import ClockDomain, Signal
 
-from gateware.soc import INPUT_NAMES, RigBuilder, git_identity
+from gateware import channels
+from gateware.soc import RigBuilder, git_identity
 from targets import build_report, open_toolchain
 
 ROOT = open_toolchain.ROOT
 N_STIMULUS = 2
-STIMULUS_NAMES = [f"stim{i}" for i in range(N_STIMULUS)]
-RIG_SIGNALS = STIMULUS_NAMES + INPUT_NAMES  # in channel order
+N_INPUTS = 4
 
 
 def board_dir(board):
     return ROOT / "build" / "boards" / board
 
 
+def rig_table():
+    return channels.channel_table(N_STIMULUS, N_INPUTS)
+
+
 def rig_io(pins):
-    """Platform extension: ``pins`` maps each rig signal to a pin or connector position."""
-    assert set(pins) == set(RIG_SIGNALS), f"pins must name exactly {RIG_SIGNALS}"
+    """Platform extension: ``pins`` maps each channel name to (pin or connector position, header text)."""
+    table = rig_table()
+    assert set(pins) == {c.name for c in table}, f"pins must name exactly {[c.name for c in table]}"
     io = []
-    for name in STIMULUS_NAMES:
+    for c in channels.outputs(table):
         # Fast edges: the stimulus edge time is what the rig measures from.
-        io.append((name, 0, Pins(pins[name]), IOStandard("LVCMOS33"), Misc("SLEWRATE=FAST"), Misc("DRIVE=8")))
-    for name in INPUT_NAMES:
+        io.append((c.name, 0, Pins(pins[c.name][0]), IOStandard("LVCMOS33"), Misc("SLEWRATE=FAST"), Misc("DRIVE=8")))
+    for c in channels.inputs(table):
         # An unconnected input idles low instead of floating into spurious edges.
-        io.append((name, 0, Pins(pins[name]), IOStandard("LVCMOS33"), Misc("PULLMODE=DOWN")))
+        io.append((c.name, 0, Pins(pins[c.name][0]), IOStandard("LVCMOS33"), Misc("PULLMODE=DOWN")))
     return io
 
 
 def request_rig_pads(platform):
     """(stimulus pads, capture pads) in channel order."""
-    return ([platform.request(name) for name in STIMULUS_NAMES],
-            [platform.request(name) for name in INPUT_NAMES])
+    table = rig_table()
+    return ([platform.request(c.name) for c in channels.outputs(table)],
+            [platform.request(c.name) for c in channels.inputs(table)])
+
+
+def wiring_table(platform, pins):
+    """The board's rows of docs/wiring.md: channel, pin, role, use, FPGA ball and header position."""
+    return channels.markdown_table(rig_table(), {name: f"{_ball(platform, where)}, {header}"
+                                                 for name, (where, header) in pins.items()})
+
+
+def _ball(platform, where):
+    if ":" not in where:
+        return where
+    connector, index = where.split(":")
+    return platform.constraint_manager.connector_manager.connector_table[connector][int(index)]
 
 
 # Clocks ------------------------------------------------------------------------------------------

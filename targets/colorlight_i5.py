@@ -21,15 +21,15 @@ PROGRAMMER_BOARD = "colorlight-i5"
 SYS_CLK_FREQ = 50e6
 TS_CLK_FREQ  = 140e6  # 7.14 ns ticks, exact from the PLL (VCO 700 MHz, with sys 50 MHz)
 
-# Rig signal -> connector position (pmode:0..3 = PMOD pins 1-4, pmode:4..7 = pins 7-10). A jumper
-# across pins 1 and 7 (stim0 -> spare) is the calibration loopback.
+# Channel -> (connector position, header position); pmode:0..3 = PMOD pins 1-4, pmode:4..7 = pins
+# 7-10. A jumper across pins 1 and 7 (stim0 -> in2, the spare input) is the calibration loopback.
 PINS = {
-    "stim0": "pmode:0",  # P3 pin 1
-    "stim1": "pmode:1",  # P3 pin 2
-    "isr":   "pmode:2",  # P3 pin 3
-    "spare": "pmode:4",  # P3 pin 7
-    "tag":   "pmode:5",  # P3 pin 8
-    "task":  "pmode:6",  # P3 pin 9
+    "stim0": ("pmode:0", "P3 pin 1"),
+    "stim1": ("pmode:1", "P3 pin 2"),
+    "in0":   ("pmode:2", "P3 pin 3"),
+    "in1":   ("pmode:6", "P3 pin 9"),
+    "in2":   ("pmode:4", "P3 pin 7"),
+    "in3":   ("pmode:5", "P3 pin 8"),
 }
 
 

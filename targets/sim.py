@@ -62,6 +62,7 @@ class Platform(SimPlatform):
 
 
 def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024):
+    from gateware import channels
     from gateware.soc import RigSoC
 
     platform = Platform()
@@ -77,18 +78,18 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024)
                 self.cd_ts.clk.eq(ClockSignal("sys")),
                 self.cd_ts.rst.eq(ResetSignal("sys")),
             ]
-            stimulus_pads = [Signal(name=f"stimulus{i}") for i in range(N_STIMULUS)]
-            capture_pads  = [Signal(name=f"capture{i}") for i in range(N_INPUTS)]
+            table = channels.channel_table(N_STIMULUS, N_INPUTS)
+            stimulus_pads = [Signal(name=c.name) for c in channels.outputs(table)]
+            capture_pads  = [Signal(name=c.name) for c in channels.inputs(table)]
             RigSoC.__init__(self, platform, SYS_CLK_FREQ, TS_CLK_FREQ, stimulus_pads, capture_pads,
                             board="sim", fifo_depth=fifo_depth, uart_name="sim")
+            # The DUT model's output <role>_pin drives the input whose default role that is.
+            outputs = {f"o_{c.role}_pin": pad for c, pad in zip(channels.inputs(table), capture_pads) if c.role}
             self.specials += Instance(dut_top,
-                i_clk       = ClockSignal("ts"),
-                i_rst       = ResetSignal("ts"),
-                i_stim      = Cat(*stimulus_pads),
-                o_isr_pin   = capture_pads[0],
-                o_task_pin  = capture_pads[1],
-                o_spare_pin = capture_pads[2],
-                o_tag_pin   = capture_pads[3],
+                i_clk  = ClockSignal("ts"),
+                i_rst  = ResetSignal("ts"),
+                i_stim = Cat(*stimulus_pads),
+                **outputs,
             )
             platform.add_source(str(dut_model))
 

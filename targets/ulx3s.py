@@ -21,15 +21,15 @@ PROGRAMMER_BOARD = "ulx3s"
 SYS_CLK_FREQ = 50e6
 TS_CLK_FREQ  = 140e6  # 7.14 ns ticks, exact from the PLL (VCO 700 MHz, with sys 50 MHz)
 
-# Rig signal -> FPGA ball. J1 pairs GPn (+ row) / GNn (- row) sit side by side, so a jumper across
-# GP0/GN0 (stim0 -> spare) is the calibration loopback.
+# Channel -> (FPGA ball, header position). J1 pairs GPn (+ row) / GNn (- row) sit side by side, so
+# a jumper across GP0/GN0 (stim0 -> in2, the spare input) is the calibration loopback.
 PINS = {
-    "stim0": "B11",  # GP0, J1 "5+"
-    "spare": "C11",  # GN0, J1 "5-"
-    "stim1": "A10",  # GP1, J1 "7+"
-    "tag":   "A11",  # GN1, J1 "7-"
-    "isr":   "A9",   # GP2, J1 "9+"
-    "task":  "B10",  # GN2, J1 "9-"
+    "stim0": ("B11", "J1 GP0 (`J1_5+`)"),
+    "in2":   ("C11", "J1 GN0 (`J1_5-`)"),
+    "stim1": ("A10", "J1 GP1 (`J1_7+`)"),
+    "in3":   ("A11", "J1 GN1 (`J1_7-`)"),
+    "in0":   ("A9",  "J1 GP2 (`J1_9+`)"),
+    "in1":   ("B10", "J1 GN2 (`J1_9-`)"),
 }
 
 

@@ -49,8 +49,8 @@ class _Exact:
 
 
 class StreamingAggregator:
-    def __init__(self, roles=None, deadline=None, offset_ticks=0, highest=1 << 40, significant_figures=3):
-        self.roles = roles or analysis.Channels()
+    def __init__(self, roles, deadline=None, offset_ticks=0, highest=1 << 40, significant_figures=3):
+        self.roles = roles
         self.deadline = deadline
         self.offset_ticks = int(offset_ticks)
         self.significant_figures = significant_figures
@@ -91,7 +91,7 @@ class StreamingAggregator:
 
     def _trim(self, t, c, lv, start):
         """Edges from ``start`` on, plus the last tag edge before it (the tag level carries over)."""
-        tag_before = np.flatnonzero(c[:start] == self.roles.tag)
+        tag_before = np.flatnonzero(c[:start] == self.roles.tag) if self.roles.tag is not None else np.zeros(0, int)
         keep = np.concatenate((tag_before[-1:], np.arange(start, len(t))))
         return t[keep], c[keep], lv[keep]
 

@@ -51,14 +51,45 @@ def samples_needed(p):
     return int(np.ceil(round(1.0 / (1.0 - p), 6)))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Channels:
-    """Which capture channel plays which role (defaults: the SoC's wiring)."""
-    stimulus: int = 0
+    """Which capture channel plays which role. Built from the rig's channel table (IDENTIFY: the
+    (name, default role) of every channel) by :meth:`from_table`; no channel number is assumed. A
+    role no channel plays is None: nothing is paired for it (a tag that is never high)."""
+    stimulus: int
+    isr: int | None = None
+    task: int | None = None
+    tag: int | None = None
     stimulus_active: int = 1   # level of the stimulus pin while a pulse is active
-    isr: int = 2
-    task: int = 3
-    tag: int = 5
+    names: tuple = ()          # channel names, by channel number
+    default_roles: tuple = ()  # the rig's default role of each channel ("" for none)
+
+    @classmethod
+    def from_table(cls, table, stimulus_active=1):
+        """``table``: [(name, role)] by channel number; each role goes to its first channel."""
+        first = {}
+        for number, (_name, role) in enumerate(table):
+            if role:
+                first.setdefault(role, number)
+        if "stimulus" not in first:
+            raise ValueError("the rig's channel table has no stimulus channel")
+        return cls(stimulus=first["stimulus"], isr=first.get("isr"), task=first.get("task"), tag=first.get("tag"),
+                   stimulus_active=stimulus_active, names=tuple(name for name, _ in table),
+                   default_roles=tuple(role for _, role in table))
+
+    def channel_of(self, role):
+        return {"stimulus": self.stimulus, "isr": self.isr, "task": self.task, "tag": self.tag}.get(role)
+
+    def label(self, channel):
+        """What to call a channel in exports: the role it plays here; else its default role, unless
+        that is a stimulus's or another channel plays it here; else its name."""
+        for role in ("isr", "task", "tag"):
+            if self.channel_of(role) == channel:
+                return role
+        default = self.default_roles[channel] if channel < len(self.default_roles) else ""
+        if default and default != "stimulus" and self.channel_of(default) in (None, channel):
+            return default
+        return self.names[channel] if channel < len(self.names) else f"ch{channel}"
 
 
 def edges_from_records(records):
@@ -71,11 +102,12 @@ def edges_from_records(records):
     else:
         arr = np.array(records, dtype=np.uint64).reshape(-1, 3)
         rec_ticks, masks, lv = arr[:, 0], arr[:, 1], arr[:, 2]
-    masks = np.asarray(masks, dtype=np.uint8)
-    lv = np.asarray(lv, dtype=np.uint8)
-    bits = np.unpackbits(masks[:, None], axis=1, bitorder="little")     # (records, 8)
+    masks = np.ascontiguousarray(masks, dtype="<u2")
+    lv = np.asarray(lv, dtype=np.uint16)
+    # Masks of up to 16 channels (protocol v2): the two little-endian bytes of each, bit by bit.
+    bits = np.unpackbits(masks.view(np.uint8).reshape(-1, 2), axis=1, bitorder="little")  # (records, 16)
     rows, chans = np.nonzero(bits)
-    levels = (lv[rows] >> chans.astype(np.uint8)) & 1
+    levels = (lv[rows] >> chans.astype(np.uint16)) & 1
     return (np.asarray(rec_ticks, dtype=np.uint64)[rows], chans.astype(np.uint8), levels.astype(np.uint8))
 
 
@@ -128,9 +160,9 @@ class Pairing:
         return self.select(self.tag_in_window == 0)
 
 
-def pair(ticks, chans, levels, roles=None, deadline=None, end_tick=None, offset_ticks=0):
-    """Pair stimuli and responses. ``end_tick``: the capture's last tick (closes the last window)."""
-    roles = roles or Channels()
+def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks=0):
+    """Pair stimuli and responses (``roles``: a :class:`Channels`). ``end_tick``: the capture's last
+    tick (closes the last window)."""
     ticks = np.asarray(ticks, dtype=np.int64)
     chans = np.asarray(chans)
     levels = np.asarray(levels)
@@ -140,9 +172,11 @@ def pair(ticks, chans, levels, roles=None, deadline=None, end_tick=None, offset_
     # Split the edges by (channel, level) in one stable counting sort: each group stays in tick order.
     key = (chans.astype(np.uint8) << 1) | levels.astype(np.uint8)
     order = np.argsort(key, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(key, minlength=16))))
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(key, minlength=2 * 16))))
 
     def group(channel, level):
+        if channel is None:  # a role no channel plays
+            return ticks[:0]
         k = channel << 1 | level
         return ticks.take(order[bounds[k]:bounds[k + 1]])
 

@@ -46,8 +46,8 @@ STALE_DAYS = 30.0
 PLAUSIBLE_PPM = 1000.0
 # Fields of IDENTIFY that make a rig's timing what it is (the firmware string is kept, not keyed).
 IDENTITY_FIELDS = ("gateware", "ts_hz", "sys_hz", "n_stimulus", "n_inputs", "pin_to_stamp_delay")
-DEFAULT_LOOPBACK_CHANNEL = 4   # SPARE input, see docs/wiring.md
-DEFAULT_PPS_CHANNEL = 4
+# The default role of the input a loopback jumper or a 1PPS is wired to (the rig's channel table).
+CALIBRATION_ROLE = "spare"
 
 
 class CalibrationError(Exception):
@@ -217,7 +217,7 @@ class LoopbackResult:
                 "stimuli": int(self.stimuli), "missing": self.missing, "unclaimed_edges": int(self.unclaimed_edges)}
 
 
-def loopback_delays(records, stimulus_channel=0, loopback_channel=DEFAULT_LOOPBACK_CHANNEL, active=1):
+def loopback_delays(records, stimulus_channel, loopback_channel, active=1):
     """Pair each stimulus edge with the first edge of the same direction on the loopback input."""
     ticks, chans, levels = analysis.edges_from_records(records)
     ticks = ticks.astype(np.int64)
@@ -585,6 +585,15 @@ class Listener:
         return dropped + len(self.overflows)
 
 
+def role_channel(ident, role):
+    """The first channel of this rig whose default role is ``role`` (its IDENTIFY table)."""
+    for number, (_name, channel_role) in enumerate(ident.channels):
+        if channel_role == role:
+            return number
+    table = ", ".join(f"{n} {name} ({r or '-'})" for n, (name, r) in enumerate(ident.channels))
+    raise CalibrationError(f"this rig has no channel with the role '{role}' ({table}): name the channel")
+
+
 def _check_input(ident, channel, what):
     first, last = ident.n_stimulus, ident.n_stimulus + ident.n_inputs - 1
     if not first <= channel <= last:
@@ -592,8 +601,8 @@ def _check_input(ident, channel, what):
                                f"channels {first}..{last})")
 
 
-def run_loopback(rig, ident, count, period, jitter, width, stimulus_channel=0,
-                 loopback_channel=DEFAULT_LOOPBACK_CHANNEL, seed=1, progress=None):
+def run_loopback(rig, ident, count, period, jitter, width, stimulus_channel, loopback_channel, seed=1,
+                 progress=None):
     """Pulse ``count`` times (dithered) and collect every edge; returns a LoopbackResult."""
     if not 0 <= stimulus_channel < ident.n_stimulus:
         raise CalibrationError(f"stimulus channel {stimulus_channel} does not exist (0..{ident.n_stimulus - 1})")
@@ -607,7 +616,9 @@ def run_loopback(rig, ident, count, period, jitter, width, stimulus_channel=0,
     rig.command(p.StimConfig(channel=stimulus_channel, mode=p.MODE_DITHER, invert=0, width=width, period=period,
                              jitter=jitter, probability=0, burst_count=1, burst_spacing=10, count=count,
                              seed=seed))
-    start = rig.now() + max(ident.ts_hz // 1000, 2000)
+    from hilat.capture import start_margin
+
+    start = rig.now() + start_margin(ident)
     rig.command(p.Start(channels=1 << stimulus_channel, at_time=1, start=start))
     try:
         last_stim = _pulse_until_done(rig, listener, stimulus_channel, count, progress)

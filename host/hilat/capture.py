@@ -65,6 +65,12 @@ class CaptureSettings:
     baudrate: int = DEFAULT_BAUDRATE   # the rig's UART (ignored for socket://)
 
 
+def start_margin(ident):
+    """Ticks ahead of now to start at: 1 ms, and at least twice the rig's own start margin (the
+    commands take a round trip before the start is armed)."""
+    return max(ident.ts_hz // 1000, 2 * ident.start_margin)
+
+
 class Capture:
     """One capture run; keeps everything it received even when the run ends badly."""
 
@@ -83,6 +89,7 @@ class Capture:
         self.error = None
         self.run_dir = None
         self.calibration = None    # meta["calibration"]: what is applied, once the rig identified
+        self._roles = None         # analysis.Channels, once the rig identified
         self.responses_before_offset = 0
 
     # set-up ---------------------------------------------------------------------------------------
@@ -102,25 +109,31 @@ class Capture:
         ident = self.identity
         n = ident.n_stimulus + ident.n_inputs
         flags = p.CAPTURE_ENABLE | p.CAPTURE_RISE | p.CAPTURE_FALL
+        if self.settings.glitch > ident.glitch_max:
+            raise RigError(f"glitch filter of {self.settings.glitch} ticks: this rig's longest is "
+                           f"{ident.glitch_max} ticks")
         glitch = [0] * ident.n_stimulus + [self.settings.glitch] * ident.n_inputs
         rig.command(p.CaptureConfig([(flags, glitch[ch]) for ch in range(n)]))
         s = self.settings.stimulus
-        rig.command(p.StimConfig(channel=0, mode=MODES[s.mode], invert=int(s.invert), width=s.width,
+        # The stimulus output is channel `stim` of the capture stream and output `stim` of the rig
+        # (the channel table puts the outputs first).
+        stim = self.roles().stimulus
+        rig.command(p.StimConfig(channel=stim, mode=MODES[s.mode], invert=int(s.invert), width=s.width,
                                  period=s.period, jitter=s.jitter, probability=s.probability,
                                  burst_count=s.burst_count, burst_spacing=s.burst_spacing,
                                  count=self.settings.count or 0, seed=s.seed))
         # Start at an absolute tick a little ahead, so the start is exact and recorded.
-        margin = max(ident.ts_hz // 1000, 2000)
+        margin = start_margin(ident)
         self.start_tick = rig.now() + margin
-        rig.command(p.Start(channels=1, at_time=1, start=self.start_tick))
+        rig.command(p.Start(channels=1 << stim, at_time=1, start=self.start_tick))
 
     # stream ---------------------------------------------------------------------------------------
 
     def _ingest(self, frame):
         msg = frame.msg
         if isinstance(msg, p.Events):
-            stim_ch = 0
-            active = 0 if self.settings.stimulus.invert else 1
+            roles = self._roles
+            stim_ch, active = roles.stimulus, roles.stimulus_active
             for rec in msg.records:
                 self.records.append(rec)
                 tick, mask, levels = rec
@@ -162,7 +175,8 @@ class Capture:
                 status = rig.status()
                 self._pump_pending(rig)
                 self.status = status
-                if status.stim_status and status.stim_status[0] & p.STIM_DONE:
+                stim = self._roles.stimulus
+                if len(status.stim_status) > stim and status.stim_status[stim] & p.STIM_DONE:
                     log.warning("the rig finished its %s stimuli but %d arrived: edges were lost (counted)",
                                 self.settings.count, self.stim_seen)
                     return
@@ -171,7 +185,7 @@ class Capture:
 
     def _finish(self, rig):
         """Stop stimuli, then let every response up to the last deadline arrive."""
-        rig.command(p.Stop(channels=1))
+        rig.command(p.Stop(channels=1 << self._roles.stimulus))
         self._pump_pending(rig)
         window = self.settings.deadline_ticks or (self.settings.stimulus.period + self.settings.stimulus.jitter)
         target = (self.last_stim or self.start_tick) + window + 64
@@ -213,6 +227,7 @@ class Capture:
             self.identity = rig.hello()
             log.info("rig: %s, %s; ts %.3f MHz", self.identity.gateware, self.identity.firmware,
                      self.identity.ts_hz / 1e6)
+            self._roles = self.roles()
             self.calibration = calibration.for_rig(self.identity, self.settings.calibration_dir,
                                                    reason_if_none=self.settings.no_calibration_reason)
             for warning in self.calibration["warnings"]:
@@ -250,10 +265,14 @@ class Capture:
 
     # results --------------------------------------------------------------------------------------
 
+    def roles(self):
+        """The channel roles of this rig (its IDENTIFY table) and this stimulus's polarity."""
+        return analysis.Channels.from_table(self.identity.channels,
+                                            stimulus_active=0 if self.settings.stimulus.invert else 1)
+
     def pairing(self):
         ticks, chans, levels = analysis.edges_from_records(self.records)
-        roles = analysis.Channels(stimulus_active=0 if self.settings.stimulus.invert else 1,
-                                  tag=self.identity.tag_channel if self.identity else 5)
+        roles = self.roles()
         end = int(self.records[-1][0]) + 1 if self.records else 0
         # The rig's own stimulus->capture delay (loopback calibration) is subtracted by the pairing
         # from the stimulus->response latencies only.
@@ -278,14 +297,16 @@ class Capture:
     def _write(self, decoder, t0):
         run = self.run_dir
         ident = self.identity
-        tag_ch = ident.tag_channel if ident else 5
+        tag_ch = self.roles().tag if ident else None
+        n_channels = ident.n_channels if ident else 0
         with open(run / "events.csv", "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["tick", "channel", "level", "tag"])
             for tick, mask, levels in self.records:
-                for ch in range(8):
+                tag = levels >> tag_ch & 1 if tag_ch is not None else 0
+                for ch in range(n_channels):
                     if mask >> ch & 1:
-                        w.writerow([tick, ch, levels >> ch & 1, levels >> tag_ch & 1])
+                        w.writerow([tick, ch, levels >> ch & 1, tag])
         pairing = self.pairing()
         with open(run / "latencies.csv", "w", newline="") as f:
             w = csv.writer(f)

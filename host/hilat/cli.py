@@ -100,8 +100,8 @@ def _add_capture_options(parser, default_count=2000):
     g.add_argument("--duration", type=TimeValue, help="capture for this long (rig time), e.g. 50ms")
     g.add_argument("--deadline", type=TimeValue,
                    help="response window after each stimulus (default: until the next stimulus)")
-    g.add_argument("--glitch", type=int, default=0, choices=range(16), metavar="TICKS",
-                   help="glitch filter on the DUT inputs, 0..15 ticks (default 0)")
+    g.add_argument("--glitch", type=_non_negative_int, default=0, metavar="TICKS",
+                   help="glitch filter on the DUT inputs, in ticks up to the rig's maximum (hilat info; default 0)")
     g.add_argument("--label", default="", help="name of the run (directory suffix, report titles)")
     g.add_argument("--out", type=Path, default=Path("runs"), help="directory for run directories (default runs)")
     g.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
@@ -172,7 +172,10 @@ def cmd_info(args):
         "git_hash": git_hash or None, "firmware": ident.firmware,
         "ts_hz": ident.ts_hz, "sys_hz": ident.sys_hz, "tick_ns": tick_ns,
         "stimulus_channels": ident.n_stimulus, "capture_inputs": ident.n_inputs,
-        "tag_channel": ident.tag_channel, "fifo_depth": ident.fifo_depth,
+        "channels": [{"channel": n, "name": name, "direction": "out" if n < ident.n_stimulus else "in",
+                      "default_role": role or None} for n, (name, role) in enumerate(ident.channels)],
+        "min_interval_ticks": ident.min_interval, "glitch_max_ticks": ident.glitch_max,
+        "start_margin_ticks": ident.start_margin, "fifo_depth": ident.fifo_depth,
         "pin_to_stamp_delay_ticks": ident.pin_to_stamp_delay, "capabilities": caps,
         "dropped_per_channel": list(status.dropped),
         "calibration": resolution,
@@ -191,8 +194,10 @@ def cmd_info(args):
     print(f"  clocks     ts {ident.ts_hz / 1e6:g} MHz nominal (1 tick = {tick_ns:g} ns"
           f"{', clock calibrated: see resolution' if resolution['clock'] else ', clock not calibrated'}), "
           f"sys {ident.sys_hz / 1e6:g} MHz")
-    print(f"  channels   {ident.n_stimulus} stimulus, {ident.n_inputs} capture inputs, tag = channel "
-          f"{ident.tag_channel}")
+    print(f"  channels   {ident.n_stimulus} stimulus outputs, {ident.n_inputs} inputs: "
+          + ", ".join(f"{n} {name}{f' ({role})' if role else ''}" for n, (name, role) in enumerate(ident.channels)))
+    print(f"  limits     stimulus intervals >= {ident.min_interval} ticks, glitch filter <= {ident.glitch_max} "
+          f"ticks, start >= {ident.start_margin} ticks ahead")
     print(f"  fifo       {ident.fifo_depth} records; pin-to-stamp delay {ident.pin_to_stamp_delay} ticks "
           "(subtracted in gateware)")
     print(f"  features   {', '.join(caps)}")
@@ -476,8 +481,10 @@ def _add_calibrate_parser(sub):
                     help="dither: intervals uniform in period +- jitter (default 25us)")
     lb.add_argument("--width", type=TimeValue, default=TimeValue("1us"), help="pulse width (default 1us)")
     lb.add_argument("--seed", type=int, default=1, help="PRNG seed of the dither")
-    lb.add_argument("--stimulus-channel", type=int, default=0, help="stimulus output of the jumper (default 0)")
-    lb.add_argument("--channel", type=int, default=4, help="capture input of the jumper (default 4, SPARE)")
+    lb.add_argument("--stimulus-channel", type=int, default=None,
+                    help="stimulus output of the jumper (default: the rig's first stimulus channel)")
+    lb.add_argument("--channel", type=int, default=None,
+                    help="capture input of the jumper (default: the rig's input whose role is spare)")
     _add_calibrate_common(lb)
     lb.set_defaults(func=cmd_calibrate_loopback)
 
@@ -489,7 +496,8 @@ def _add_calibrate_parser(sub):
     ck.add_argument("--duration", type=TimeValue, default=None,
                     help="how long to measure (default 10s against the host, 60s against a 1PPS); the "
                          "uncertainty shrinks with it")
-    ck.add_argument("--channel", type=int, default=4, help="pps: capture input of the 1PPS (default 4, SPARE)")
+    ck.add_argument("--channel", type=int, default=None,
+                    help="pps: capture input of the 1PPS (default: the rig's input whose role is spare)")
     ck.add_argument("--pps-period", type=TimeValue, default=TimeValue("1s"),
                     help="pps: the nominal interval between pulses (default 1s; the simulator's is shorter)")
     ck.add_argument("--tries", type=_positive_int, default=8,
@@ -545,9 +553,13 @@ def cmd_calibrate_loopback(args):
         ts = ident.ts_hz
         stimulus = {"mode": "dither", "count": args.count, "period_ticks": args.period.ticks(ts),
                     "jitter_ticks": args.jitter.ticks(ts), "width_ticks": args.width.ticks(ts), "seed": args.seed}
-        log.info("loopback: %d pulses from STIM%d, watching channel %d", args.count, args.stimulus_channel,
-                 args.channel)
         try:
+            if args.stimulus_channel is None:
+                args.stimulus_channel = calibration.role_channel(ident, "stimulus")
+            if args.channel is None:
+                args.channel = calibration.role_channel(ident, calibration.CALIBRATION_ROLE)
+            log.info("loopback: %d pulses from STIM%d, watching channel %d", args.count, args.stimulus_channel,
+                     args.channel)
             result = calibration.run_loopback(
                 rig, ident, args.count, stimulus["period_ticks"], stimulus["jitter_ticks"], stimulus["width_ticks"],
                 args.stimulus_channel, args.channel, args.seed, progress=_CalibrationProgress("loopback"))
@@ -601,6 +613,8 @@ def cmd_calibrate_clock(args):
         ts = ident.ts_hz
         duration = args.duration or TimeValue("10s" if args.against == "host" else "60s")
         try:
+            if args.against == "pps" and args.channel is None:
+                args.channel = calibration.role_channel(ident, calibration.CALIBRATION_ROLE)
             if args.against == "host":
                 seconds = duration.ticks(ts) / ts
                 log.info("clock against the host: %g s of TIME_REQ round trips", seconds)

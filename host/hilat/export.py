@@ -8,9 +8,6 @@ import numpy as np
 
 from hilat import analysis
 
-# Channel names in the VCD and in exports, by the SoC's wiring (docs/wiring.md).
-CHANNEL_NAMES = {0: "stim0", 1: "stim1", 2: "isr", 3: "task", 4: "spare", 5: "tag", 6: "in6", 7: "in7"}
-
 
 def sample_columns(run):
     """{column: array}: one row per stimulus, every latency in ticks and ns (-1 / NaN: missed)."""
@@ -111,7 +108,8 @@ def vcd_timescale(ts_hz, unit_fs=None):
 
 
 def write_vcd(run, path, unit_fs=None):
-    """Every captured edge as a VCD: one wire per channel, in the unit :func:`vcd_timescale` picks
+    """Every captured edge as a VCD: one wire per channel (named by its role in the run, else by its
+    pin name: stim0, isr, task, tag, in2, ...), in the unit :func:`vcd_timescale` picks
     (``unit_fs`` forces one). Time 0 of the file is one tick before the first edge (its rig tick is in
     the header), where every channel has its level before its first edge, so each edge, the first
     included, is a change at its own time; a last timestamp one tick after the final change closes
@@ -129,7 +127,7 @@ def write_vcd(run, path, unit_fs=None):
                 f"1 tick = {run.tick_ns:g} ns{rounding} $end\n")
         f.write(f"$timescale {scale_text} $end\n$scope module hilat $end\n")
         for ch in present:
-            f.write(f"$var wire 1 {ids[ch]} {CHANNEL_NAMES.get(ch, f'ch{ch}')} $end\n")
+            f.write(f"$var wire 1 {ids[ch]} {run.roles.label(ch)} $end\n")
         f.write("$upscope $end\n$enddefinitions $end\n")
         # Initial values: the level before each channel's first edge (edges toggle), else 0.
         f.write("#0\n$dumpvars\n")

@@ -1,4 +1,4 @@
-"""Rig wire protocol, version 1 (docs/protocol.md): frames, messages and a streaming decoder.
+"""Rig wire protocol, version 2 (docs/protocol.md): frames, messages and a streaming decoder.
 
     wire:    COBS(payload || crc32) 0x00
     payload: version:u8 type:u8 seq:u16 body...      (little-endian)
@@ -16,7 +16,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 HEADER_SIZE = 4  # version, type, seq
 CRC_SIZE = 4
@@ -25,8 +25,9 @@ MAX_PAYLOAD = 250  # header + body
 MAX_DECODED = MAX_PAYLOAD + CRC_SIZE  # 254
 MAX_ENCODED = 255  # COBS of MAX_DECODED bytes, delimiter excluded
 MAX_WIRE = 256  # delimiter included
-MAX_CHANNELS = 8  # channel masks are u8
-EVENTS_EMPTY = HEADER_SIZE + 8  # payload of an EVENTS frame without records
+MAX_CHANNELS = 16  # capture channel masks: at most 16 bits (EVENTS: 1 or 2 bytes, OVERFLOW: u16)
+MAX_STIMULUS = 8  # stimulus channel masks (START, STOP) are u8
+EVENTS_EMPTY = HEADER_SIZE + 9  # payload of an EVENTS frame without records (base, mask_bytes)
 MASK64 = (1 << 64) - 1
 
 # Message types. Host -> rig (>= 0x80).
@@ -58,6 +59,18 @@ MODE_NAMES = {
     MODE_BURST: "burst",
     MODE_ONESHOT: "oneshot",
 }
+
+# Protocol version 1 had no channel table in IDENTIFY: its channels were fixed, as here. Only run
+# directories written by a version-1 hilat need it (hilat.runs reads them).
+V1_CHANNEL_TABLE = [("stim0", "stimulus"), ("stim1", "stimulus"), ("isr", "isr"), ("task", "task"),
+                    ("spare", "spare"), ("tag", "tag")]
+
+# ACK codes.
+ACK_OK = 0          # done
+ACK_REFUSED = 1     # a setting the rig cannot apply (the message says which)
+ACK_LATE = 2        # START: the start time has passed or is closer than the start margin
+ACK_MALFORMED = 3   # a frame the rig cannot parse, or an unknown command
+ACK_VERSION = 4     # HELLO of another protocol version (answered whatever the session)
 
 # IDENTIFY capability bits.
 CAP_DITHER = 1 << 0
@@ -412,29 +425,39 @@ class TimeReq(Message):
 
 @dataclass(slots=True)
 class Identify(Message):
+    """channels: (name, default role) of every channel, stimulus outputs first (the rig's channel
+    table, gateware/channels.py); role "" for none."""
+
     TYPE: ClassVar[int] = MSG_IDENTIFY
     NAME: ClassVar[str] = "IDENTIFY"
-    _S: ClassVar[struct.Struct] = struct.Struct("<BIIBBBHBI")
+    _S: ClassVar[struct.Struct] = struct.Struct("<BIIBBHBIHBI")
     version: int
     ts_hz: int
     sys_hz: int
     n_stimulus: int
     n_inputs: int
-    tag_channel: int
     fifo_depth: int
     pin_to_stamp_delay: int
     capabilities: int
+    min_interval: int = 4
+    glitch_max: int = 15
+    start_margin: int = 1000
     firmware: str = ""
     gateware: str = ""
+    channels: list[tuple[str, str]] = field(default_factory=list)
 
     def body(self) -> bytes:
+        if len(self.channels) != self.n_stimulus + self.n_inputs:
+            raise ValueError(f"IDENTIFY: {len(self.channels)} channels, n_stimulus + n_inputs = "
+                             f"{self.n_stimulus + self.n_inputs}")
         return (
             self._S.pack(
-                self.version, self.ts_hz, self.sys_hz, self.n_stimulus, self.n_inputs,
-                self.tag_channel, self.fifo_depth, self.pin_to_stamp_delay, self.capabilities,
+                self.version, self.ts_hz, self.sys_hz, self.n_stimulus, self.n_inputs, self.fifo_depth,
+                self.pin_to_stamp_delay, self.capabilities, self.min_interval, self.glitch_max, self.start_margin,
             )
             + _pack_str(self.firmware)
             + _pack_str(self.gateware)
+            + b"".join(_pack_str(name) + _pack_str(role) for name, role in self.channels)
         )
 
     @classmethod
@@ -445,43 +468,61 @@ class Identify(Message):
         fixed = cls._S.unpack_from(body)
         firmware, i = _unpack_str(body, n)
         gateware, i = _unpack_str(body, i)
+        channels = []
+        for _ in range(fixed[3] + fixed[4]):
+            name, i = _unpack_str(body, i)
+            role, i = _unpack_str(body, i)
+            channels.append((name, role))
         if i != len(body):
             raise MalformedFrame("IDENTIFY: trailing bytes")
-        return cls(*fixed, firmware, gateware)
+        return cls(*fixed, firmware, gateware, channels)
+
+    @property
+    def n_channels(self) -> int:
+        return self.n_stimulus + self.n_inputs
 
 
 @dataclass(slots=True)
 class Events(Message):
     """records: (timestamp, channels, levels), absolute timestamps. On the wire each record
-    carries delta = (timestamp - previous) mod 2**64, previous being ``base`` for the first."""
+    carries delta = (timestamp - previous) mod 2**64, previous being ``base`` for the first, then
+    its channel and level masks in ``mask_bytes`` bytes each (1 for up to 8 channels, else 2)."""
 
     TYPE: ClassVar[int] = MSG_EVENTS
     NAME: ClassVar[str] = "EVENTS"
     base: int
     records: list[tuple[int, int, int]] = field(default_factory=list)
+    mask_bytes: int = 1
 
     def body(self) -> bytes:
-        out = bytearray(struct.pack("<Q", self.base))
+        if self.mask_bytes not in (1, 2):
+            raise ValueError(f"EVENTS: mask_bytes {self.mask_bytes}, must be 1 or 2")
+        out = bytearray(struct.pack("<QB", self.base, self.mask_bytes))
         prev = self.base
+        limit = 1 << (8 * self.mask_bytes)
         for ts, channels, levels in self.records:
             if not 0 <= ts <= MASK64:
                 raise ValueError(f"timestamp out of range: {ts}")
+            if not (0 <= channels < limit and 0 <= levels < limit):
+                raise ValueError(f"masks {channels:#x}/{levels:#x} do not fit {self.mask_bytes} bytes")
             out += uleb128((ts - prev) & MASK64)
-            out.append(channels)
-            out.append(levels)
+            out += channels.to_bytes(self.mask_bytes, "little") + levels.to_bytes(self.mask_bytes, "little")
             prev = ts
         return bytes(out)
 
     @classmethod
     def from_body(cls, body: bytes) -> Events:
         n = len(body)
-        if n < 8:
+        if n < 9:
             raise MalformedFrame(f"EVENTS: body of {n} bytes")
         ts = int.from_bytes(body[:8], "little")
         base = ts
+        mask_bytes = body[8]
+        if mask_bytes not in (1, 2):
+            raise MalformedFrame(f"EVENTS: mask_bytes {mask_bytes}")
         records: list[tuple[int, int, int]] = []
         append = records.append
-        i = 8
+        i = 9
         try:
             while i < n:
                 b = body[i]
@@ -511,13 +552,19 @@ class Events(Message):
                 # wrap as often as a long one).
                 if ts > MASK64:
                     ts &= MASK64
-                append((ts, body[i], body[i + 1]))
-                i += 2
+                if mask_bytes == 1:
+                    append((ts, body[i], body[i + 1]))
+                    i += 2
+                else:
+                    if i + 4 > n:
+                        raise IndexError
+                    append((ts, body[i] | body[i + 1] << 8, body[i + 2] | body[i + 3] << 8))
+                    i += 4
         except IndexError:
             raise MalformedFrame("EVENTS: truncated record") from None
         if i != n:
             raise MalformedFrame("EVENTS: truncated record")
-        return cls(base, records)
+        return cls(base, records, mask_bytes)
 
     @property
     def timestamps(self) -> list[int]:
@@ -528,7 +575,7 @@ class Events(Message):
 class Overflow(Message):
     TYPE: ClassVar[int] = MSG_OVERFLOW
     NAME: ClassVar[str] = "OVERFLOW"
-    _S: ClassVar[struct.Struct] = struct.Struct("<QB")
+    _S: ClassVar[struct.Struct] = struct.Struct("<QH")
     timestamp: int
     channels: int
 
@@ -622,24 +669,30 @@ MESSAGES: dict[int, type[Message]] = {**HOST_MESSAGES, **RIG_MESSAGES}
 MESSAGES_BY_NAME: dict[str, type[Message]] = {c.NAME: c for c in MESSAGES.values()}
 
 
-def pack_events(records: list[tuple[int, int, int]], base: int | None = None) -> list[Events]:
+def mask_bytes_for(n_channels: int) -> int:
+    """Bytes of an EVENTS channel mask on a rig with ``n_channels`` channels."""
+    return 1 if n_channels <= 8 else 2
+
+
+def pack_events(records: list[tuple[int, int, int]], base: int | None = None, mask_bytes: int = 1) -> list[Events]:
     """Split records into as few EVENTS messages as fit MAX_PAYLOAD. Each frame's base is the
     given base (first frame) or its first record's timestamp, as the firmware does."""
     frames: list[Events] = []
     cur: Events | None = None
     size = prev = 0
+    masks = 2 * mask_bytes
     for rec in records:
         ts = rec[0]
         if cur is not None:
-            need = len(uleb128((ts - prev) & MASK64)) + 2
+            need = len(uleb128((ts - prev) & MASK64)) + masks
             if size + need > MAX_PAYLOAD:
                 cur = None
         if cur is None:
             b = ts if base is None or frames else base
-            cur = Events(b, [])
+            cur = Events(b, [], mask_bytes)
             frames.append(cur)
             size, prev = EVENTS_EMPTY, b
-            need = len(uleb128((ts - prev) & MASK64)) + 2
+            need = len(uleb128((ts - prev) & MASK64)) + masks
         cur.records.append(rec)
         size += need
         prev = ts

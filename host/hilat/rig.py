@@ -74,6 +74,14 @@ class Rig:
         try:
             frame = self._wait_for(is_identify, self.hello_timeout, "answer to HELLO")
         except RigError:
+            if not self.decoder.wrong_version:
+                # A rig of protocol version 1 ignores a HELLO of another version: ask it in its
+                # own, so that it answers and the refusal can name both versions.
+                self.transport.write(p.encode_frame(p.MSG_HELLO, 0, p.Hello(1).body(), version=1))
+                try:
+                    self._wait_for(lambda frame: False, min(self.hello_timeout, 2.0), "answer to HELLO")
+                except RigError:
+                    pass
             if self.decoder.wrong_version:
                 raise RigError(f"the rig on {self.transport.url} speaks protocol version "
                                f"{self.decoder.last_wrong_version}, this hilat speaks version "

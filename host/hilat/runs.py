@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from hilat import analysis
+from hilat import protocol as p
 
 
 class RunError(Exception):
@@ -102,8 +103,6 @@ def read_events_csv(path):
 
 def read_raw(path):
     """Decode raw.bin again: (ticks, chans, levels, decoder counters)."""
-    from hilat import protocol as p
-
     decoder = p.FrameDecoder()
     records = []
     with open(path, "rb") as f:
@@ -152,6 +151,17 @@ def _parse_rows(path, body):
     return table[:, 0], table[:, 1].astype(np.uint8), table[:, 2].astype(np.uint8)
 
 
+def channel_table(rig):
+    """[(name, role)] of the rig a run was captured on: its IDENTIFY (protocol 2 on), or protocol 1's
+    fixed channels for a run written before."""
+    table = rig.get("channels")
+    if table:
+        return [tuple(c) for c in table]
+    if rig.get("version") == 1:
+        return list(p.V1_CHANNEL_TABLE)
+    raise RunError("meta.json: the rig has no channel table")
+
+
 def load_run(path, edges=True):
     """A run directory; with ``edges=False`` only its description (for streaming over events.csv)."""
     path = Path(path)
@@ -185,7 +195,7 @@ def load_run(path, edges=True):
     settings = meta.get("settings") or {}
     stim = settings.get("stimulus") or {}
     calibration = meta.get("calibration") or {}
-    roles = analysis.Channels(stimulus_active=0 if stim.get("invert") else 1, tag=int(rig.get("tag_channel", 5)))
+    roles = analysis.Channels.from_table(channel_table(rig), stimulus_active=0 if stim.get("invert") else 1)
     return Run(path=path, meta=meta, ticks=ticks, chans=chans, levels=levels,
                ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]),
                offset_ticks=int(calibration.get("offset_ticks") or 0), roles=roles,

@@ -67,12 +67,17 @@ class Transport:
         """Whatever arrived (possibly nothing, after the read timeout). Raises on a dropped link."""
         try:
             data = self.port.read(max(1, min(size, self.port.in_waiting or 1)))
+        except (serial.SerialException, OSError) as e:
+            raise TransportError(f"link to {self.url} lost: {e}") from None
+        try:
             waiting = self.port.in_waiting
             if waiting:
                 data += self.port.read(min(waiting, size))
-            return data
-        except (serial.SerialException, OSError) as e:
-            raise TransportError(f"link to {self.url} lost: {e}") from None
+        except (serial.SerialException, OSError):
+            # The link dropped after `data` arrived: hand those bytes over (they go to raw.bin);
+            # the next read reports the loss.
+            pass
+        return data
 
     def write(self, data):
         try:

@@ -58,7 +58,7 @@ def check_vcd_with_sigrok(run, vcd):
     with open(run.path / "events.csv") as f:
         rows = [(int(r["tick"]), int(r["channel"]), int(r["level"])) for r in csv.DictReader(f)]
     for ch in sorted({c for _, c, _ in rows}):
-        name = export.CHANNEL_NAMES[ch]
+        name = run.roles.label(ch)
         expect = [((t - origin) * per_tick, lv) for t, c, lv in rows if c == ch]
         assert edges[name] == expect, f"{name}: sigrok reads {len(edges[name])} edges, events.csv has {len(expect)}"
         assert initial[name] == 1 - expect[0][1], f"{name}: level before the first edge"

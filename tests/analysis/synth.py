@@ -4,8 +4,15 @@ import csv
 import json
 
 import numpy as np
+from hilat import analysis
+
+from gateware.channels import channel_table
 
 TS_HZ = 50_000_000
+# The rig these runs come from: the default simulated rig's channel table (stim0, stim1, in0 = isr,
+# in1 = task, in2 = spare, in3 = tag), so the edges below use channels 0, 2, 3 and 5.
+TABLE = [(c.name, c.role) for c in channel_table(2, 4)]
+ROLES = analysis.Channels.from_table(TABLE)
 
 
 def dut_edges(stim_ticks, isr_latency, task_latency, isr_width=20, task_width=30, stim_width=10,
@@ -42,9 +49,9 @@ def write_run(run_dir, edges, label="synthetic", ts_hz=TS_HZ, deadline_ticks=Non
     meta = {
         "format": "hilat-run", "version": 1, "label": label, "url": "loop://",
         "started": "2026-01-01T00:00:00+00:00",
-        "rig": {"version": 1, "ts_hz": ts_hz, "sys_hz": ts_hz, "n_stimulus": 2, "n_inputs": 4, "tag_channel": 5,
-                "fifo_depth": 1024, "pin_to_stamp_delay": 17, "capabilities": 63, "firmware": "hilat-fw 1",
-                "gateware": "synthetic 0000000"},
+        "rig": {"version": 2, "ts_hz": ts_hz, "sys_hz": ts_hz, "n_stimulus": 2, "n_inputs": 4,
+                "fifo_depth": 1024, "pin_to_stamp_delay": 17, "capabilities": 63, "firmware": "hilat-fw 2",
+                "gateware": "synthetic 0000000", "channels": [list(c) for c in TABLE]},
         "settings": {"count": None, "deadline_ticks": deadline_ticks, "stimulus": {"mode": "dither", "invert": False}},
         "interrupted": False, "error": None,
         "counters": counters or {"decoder": {"frames_ok": 1, "lost": 0, "corrupt": 0},

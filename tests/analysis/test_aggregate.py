@@ -9,7 +9,7 @@ from hilat.aggregate import StreamingAggregator
 from hilat.cli import main
 from hilat.hdr import HdrHistogram
 from hilat.runs import load_run
-from synth import dut_edges, random_run, write_run
+from synth import ROLES, dut_edges, random_run, write_run
 
 
 def edges_of(run):
@@ -63,7 +63,7 @@ def test_streaming_equals_exact(tmp_path, chunk):
 
 
 def test_chunks_out_of_order_are_refused():
-    agg = StreamingAggregator()
+    agg = StreamingAggregator(ROLES)
     agg.feed(np.array([100, 200]), np.array([0, 0]), np.array([1, 0]))
     with pytest.raises(ValueError, match="tick order"):
         agg.feed(np.array([150]), np.array([2]), np.array([1]))

@@ -1,9 +1,11 @@
 """Pairing on synthetic edges with known answers: latencies, misses, duplicates, tags, durations,
 deadlines and the calibrated offset."""
 
+import dataclasses
+
 import numpy as np
 from hilat import analysis
-from synth import dut_edges
+from synth import ROLES, dut_edges
 
 M = analysis.MISSING
 
@@ -19,7 +21,7 @@ TASK = [140, None, None, 500, 150]
 
 
 def test_latencies_misses_durations():
-    p = analysis.pair(*arrays(dut_edges(STIM, ISR, TASK)))
+    p = analysis.pair(*arrays(dut_edges(STIM, ISR, TASK)), ROLES)
     assert p.stim_tick.tolist() == STIM
     assert p.isr_latency.tolist() == [50, M, 75, 400, 60]
     assert p.task_latency.tolist() == [140, M, M, 500, 150]
@@ -34,21 +36,21 @@ def test_latencies_misses_durations():
 
 
 def test_only_misses():
-    p = analysis.pair(*arrays(dut_edges(STIM, [None] * 5, [None] * 5)))
+    p = analysis.pair(*arrays(dut_edges(STIM, [None] * 5, [None] * 5)), ROLES)
     s = analysis.summarize(p, 50e6)
     assert s["stim_to_isr"]["count"] == 0 and s["stim_to_isr"]["misses"] == 5 and s["stim_to_isr"]["min"] is None
 
 
 def test_duplicates_counted_first_used():
     edges = dut_edges(STIM, ISR, TASK, extra_isr=[1200, 1300, 16900])
-    p = analysis.pair(*arrays(edges))
+    p = analysis.pair(*arrays(edges), ROLES)
     assert p.isr_latency.tolist() == [50, M, 75, 400, 60]
     assert p.isr_duplicates.tolist() == [2, 0, 0, 1, 0]
     assert analysis.summarize(p, 50e6)["duplicates"] == {"isr": 3, "task": 0}
 
 
 def test_deadline_turns_late_responses_into_misses():
-    p = analysis.pair(*arrays(dut_edges(STIM, ISR, TASK)), deadline=300)
+    p = analysis.pair(*arrays(dut_edges(STIM, ISR, TASK)), ROLES, deadline=300)
     assert p.isr_latency.tolist() == [50, M, 75, M, 60]
     assert p.task_latency.tolist() == [140, M, M, M, 150]
 
@@ -57,7 +59,7 @@ def test_tag_at_stimulus_and_in_window():
     # Tag high across stimulus 0; rising inside the window of stimulus 2 only; rising exactly at
     # 21000, which counts for stimulus 4, not 3 (a window ends before the next stimulus).
     edges = dut_edges(STIM, ISR, TASK, tag_spans=[(900, 1100), (11500, 11600), (21000, 21010)])
-    p = analysis.pair(*arrays(edges))
+    p = analysis.pair(*arrays(edges), ROLES)
     assert p.tag_at_stimulus.tolist() == [1, 0, 0, 0, 1]
     assert p.tag_in_window.tolist() == [1, 0, 1, 0, 1]
     u = p.untagged()
@@ -66,7 +68,7 @@ def test_tag_at_stimulus_and_in_window():
 
 
 def test_offset_subtracted_from_stimulus_responses_only():
-    p = analysis.pair(*arrays(dut_edges(STIM, ISR, TASK)), offset_ticks=7)
+    p = analysis.pair(*arrays(dut_edges(STIM, ISR, TASK)), ROLES, offset_ticks=7)
     assert p.isr_latency.tolist() == [43, M, 68, 393, 53]
     assert p.task_latency.tolist() == [133, M, M, 493, 143]
     assert p.isr_to_task.tolist() == [90, M, M, 100, 90]
@@ -77,7 +79,7 @@ def test_inverted_stimulus_and_unsorted_input():
     edges = [(t, ch, 1 - lv if ch == 0 else lv) for t, ch, lv in dut_edges(STIM, ISR, TASK)]
     rng = np.random.default_rng(0)
     shuffled = [edges[i] for i in rng.permutation(len(edges))]
-    p = analysis.pair(*arrays(shuffled), roles=analysis.Channels(stimulus_active=0))
+    p = analysis.pair(*arrays(shuffled), dataclasses.replace(ROLES, stimulus_active=0))
     assert p.isr_latency.tolist() == [50, M, 75, 400, 60]
 
 
@@ -86,6 +88,12 @@ def test_edges_from_records_vectorised_equals_bitwise_loop():
     recs = [(int(t), int(m), int(lv)) for t, m, lv in
             zip(np.cumsum(rng.integers(1, 50, 3000)), rng.integers(1, 256, 3000), rng.integers(0, 256, 3000))]
     expect = [(t, ch, lv >> ch & 1) for t, m, lv in recs for ch in range(8) if m >> ch & 1]
+    ticks, chans, levels = analysis.edges_from_records(recs)
+    assert list(zip(ticks.tolist(), chans.tolist(), levels.tolist())) == expect
+    # 16-bit masks (protocol v2, more than 8 channels).
+    recs = [(int(t), int(m), int(lv)) for t, m, lv in
+            zip(np.cumsum(rng.integers(1, 50, 3000)), rng.integers(1, 1 << 16, 3000), rng.integers(0, 1 << 16, 3000))]
+    expect = [(t, ch, lv >> ch & 1) for t, m, lv in recs for ch in range(16) if m >> ch & 1]
     ticks, chans, levels = analysis.edges_from_records(recs)
     assert list(zip(ticks.tolist(), chans.tolist(), levels.tolist())) == expect
     empty = analysis.edges_from_records([])

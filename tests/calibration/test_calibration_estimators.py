@@ -232,7 +232,7 @@ def loopback_records(delays, period=2000, width=50, start=10_000, loop_channel=4
 
 def test_loopback_offset_is_the_median_and_the_spread_is_reported():
     delays = [7] * 50 + [8] * 30 + [6] * 5 + [12]
-    r = cal.loopback_delays(loopback_records(delays))
+    r = cal.loopback_delays(loopback_records(delays), 0, 4)
     loop = cal.loopback_calibration(r, TS_HZ, 0, 4, {}, "u")
     assert loop["offset_ticks"] == 7 and loop["min_ticks"] == 6 and loop["max_ticks"] == 12
     assert loop["n"] == len(delays) and loop["missing"] == 0
@@ -242,14 +242,14 @@ def test_loopback_offset_is_the_median_and_the_spread_is_reported():
 
 
 def test_no_loopback_edges_says_what_to_wire():
-    r = cal.loopback_delays(loopback_records([None] * 20))
+    r = cal.loopback_delays(loopback_records([None] * 20), 0, 4)
     with pytest.raises(cal.CalibrationError, match=r"no edges on capture channel 4 during 20 stimulus pulses.*"
                        r"Wire stimulus output STIM0 to the SPARE capture input \(channel 4\)"):
         cal.loopback_calibration(r, TS_HZ, 0, 4, {}, "u")
 
 
 def test_intermittent_loopback_is_refused():
-    r = cal.loopback_delays(loopback_records([3] * 95 + [None] * 5))
+    r = cal.loopback_delays(loopback_records([3] * 95 + [None] * 5), 0, 4)
     with pytest.raises(cal.CalibrationError, match=r"5 of 100 stimulus pulses never reached channel 4"):
         cal.loopback_calibration(r, TS_HZ, 0, 4, {}, "u")
 

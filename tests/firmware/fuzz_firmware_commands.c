@@ -11,9 +11,10 @@
  *  - what the rig sends is a sequence of valid rig->host frames (COBS, CRC, version, type), with
  *    seq 0 at each IDENTIFY and consecutive after it;
  *  - the replies are exactly those the protocol asks for, worked out independently from the input
- *    with the (separately fuzzed) parser: nothing before HELLO; IDENTIFY for each HELLO; after it,
- *    one reply per command (ACK naming the command's seq, TIME naming it, STATUS), ACK code 3 for a
- *    refused non-corrupt frame, nothing for a corrupt one;
+ *    with the (separately fuzzed) parser: nothing before HELLO but an ACK (version) to a HELLO of
+ *    another version; IDENTIFY for each HELLO; after it, one reply per command (ACK naming the
+ *    command's seq, TIME naming it, STATUS), ACK malformed for a refused non-corrupt frame, nothing
+ *    for a corrupt one;
  *  - at the end, each stimulus channel's registers hold the last STIM_CONFIG acknowledged with code
  *    0 for it (reset values if none: a refused one writes nothing), and the capture registers the
  *    last CAPTURE_CONFIG acknowledged since the last HELLO (its flags, the glitch filter clamped).
@@ -86,7 +87,7 @@ static unsigned long csr_read_simple(unsigned long a)
 
 /* ---- expected replies, from the input alone ---- */
 
-enum { R_IDENTIFY, R_ACK, R_ACK_REFUSED, R_TIME, R_STATUS };
+enum { R_IDENTIFY, R_ACK, R_ACK_REFUSED, R_ACK_VERSION, R_TIME, R_STATUS };
 typedef struct {
     uint8_t kind;
     uint16_t command_seq;
@@ -121,6 +122,8 @@ static void work_out_replies(const uint8_t *data, size_t size)
         if (err == HILAT_OK && cmd.type == HILAT_MSG_HELLO) {
             hello = 1;
             expect(R_IDENTIFY, &cmd);
+        } else if (err == HILAT_ERR_VERSION && cmd.type == HILAT_MSG_HELLO) {
+            expect(R_ACK_VERSION, &cmd); /* with or without a session */
         } else if (!hello || HILAT_IS_CORRUPT(err)) {
             continue;
         } else if (err != HILAT_OK) {
@@ -165,8 +168,13 @@ static void check_capture_registers(const hilat_capture_config_t *c)
     for (unsigned ch = 0; ch < N_CHANNELS; ch++) {
         uint32_t want = 0;
         if (c) {
+            uint8_t flags = c->flags[ch];
             CHECK(c->n == N_CHANNELS);
-            want = (c->flags[ch] & 7u) | (uint32_t)(c->glitch[ch] > 15 ? 15 : c->glitch[ch]) << 3;
+            want = FIELD(CAPTURE_CH0_CONFIG, ENABLE, (flags & HILAT_CAPTURE_ENABLE) != 0)
+                   | FIELD(CAPTURE_CH0_CONFIG, RISE, (flags & HILAT_CAPTURE_RISE) != 0)
+                   | FIELD(CAPTURE_CH0_CONFIG, FALL, (flags & HILAT_CAPTURE_FALL) != 0)
+                   | FIELD(CAPTURE_CH0_CONFIG, GLITCH, c->glitch[ch] > HILAT_GLITCH_MAX ? HILAT_GLITCH_MAX
+                                                                                     : c->glitch[ch]);
         }
         CHECK(csr_read_simple(CAPTURE_CONFIG_REG(ch)) == want);
     }
@@ -202,21 +210,23 @@ static void check_output(void)
             last_capture = 0;
             continue;
         }
-        CHECK(seq >= 0 && frame_seq == (uint16_t)(seq + 1));
+        CHECK(frame_seq == (uint16_t)(seq + 1)); /* seq -1: nothing sent since the reset */
         seq = frame_seq;
         switch (type) {
         case HILAT_MSG_ACK:
-            CHECK(e->kind == R_ACK || e->kind == R_ACK_REFUSED);
+            CHECK(e->kind == R_ACK || e->kind == R_ACK_REFUSED || e->kind == R_ACK_VERSION);
             CHECK(le16(body) == e->command_seq);
-            if (e->kind == R_ACK_REFUSED) {
-                CHECK(body[2] == 3);
-            } else if (body[2] == 0 && e->cmd.type == HILAT_MSG_STIM_CONFIG) {
+            if (e->kind == R_ACK_VERSION) {
+                CHECK(body[2] == HILAT_ACK_VERSION);
+            } else if (e->kind == R_ACK_REFUSED) {
+                CHECK(body[2] == HILAT_ACK_MALFORMED);
+            } else if (body[2] == HILAT_ACK_OK && e->cmd.type == HILAT_MSG_STIM_CONFIG) {
                 last_stim[e->cmd.u.stim_config.channel] = &e->cmd;
-            } else if (body[2] == 0 && e->cmd.type == HILAT_MSG_CAPTURE_CONFIG) {
+            } else if (body[2] == HILAT_ACK_OK && e->cmd.type == HILAT_MSG_CAPTURE_CONFIG) {
                 last_capture = &e->cmd;
             }
-            if (e->kind == R_ACK && body[2] != 0) /* a well-formed STOP is never refused */
-                CHECK(e->cmd.type != HILAT_MSG_STOP && body[2] <= 2);
+            if (e->kind == R_ACK && body[2] != HILAT_ACK_OK) /* a well-formed STOP is never refused */
+                CHECK(e->cmd.type != HILAT_MSG_STOP && (body[2] == HILAT_ACK_REFUSED || body[2] == HILAT_ACK_LATE));
             break;
         case HILAT_MSG_TIME:
             CHECK(e->kind == R_TIME && le16(body) == e->command_seq);

@@ -93,12 +93,13 @@ def test_firmware_commands_survive_a_fuzzing_run(tmp_path, generated):
     ("main.c", "if (c->channel >= HILAT_N_STIMULUS)", "if (c->channel > HILAT_N_STIMULUS)",
      "index 2 out of bounds"),
     # A refused STIM_CONFIG that still writes a register.
-    ("main.c", "        ack(cmd->seq, 1, err);\n        return;\n    }\n    unsigned ch = c->channel;",
+    ("main.c", "        ack(cmd->seq, HILAT_ACK_REFUSED, err);\n        return;\n    }\n    unsigned ch = c->channel;",
      "        csr_write_simple(c->width, STIM_REG(c->channel % HILAT_N_STIMULUS, WIDTH));\n"
-     "        ack(cmd->seq, 1, err);\n        return;\n    }\n    unsigned ch = c->channel;", "deadly signal"),
-    # The glitch filter not clamped: a setting the capture core cannot hold spills into other fields.
-    ("main.c", "uint32_t glitch = c->glitch[ch] > 15 ? 15 : c->glitch[ch];", "uint32_t glitch = c->glitch[ch];",
+     "        ack(cmd->seq, HILAT_ACK_REFUSED, err);\n        return;\n    }\n    unsigned ch = c->channel;",
      "deadly signal"),
+    # The glitch filter not clamped to the rig's maximum.
+    ("main.c", "uint32_t glitch = c->glitch[ch] > HILAT_GLITCH_MAX ? HILAT_GLITCH_MAX : c->glitch[ch];",
+     "uint32_t glitch = c->glitch[ch] > HILAT_GLITCH_MAX + 1 ? HILAT_GLITCH_MAX : c->glitch[ch];", "deadly signal"),
     # A command after HELLO answered twice.
     ("main.c", "    case HILAT_MSG_STOP: on_stop(&cmd); break;",
      "    case HILAT_MSG_STOP: on_stop(&cmd); on_stop(&cmd); break;", "deadly signal"),

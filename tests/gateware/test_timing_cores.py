@@ -39,8 +39,10 @@ TOPLEVEL = "hilat_timing_cores"
 CLOCKS = [(10_000, 27_028), (16_666, 10_000)]  # even ps: cocotb splits each period in halves
 CLOCK_IDS = ["ts100_sys37", "ts60_sys100"]
 
-N_STIM = 2           # channels 0, 1: stimulus pins
-FIRST_INPUT = N_STIM  # channels 2..5: DUT inputs (ISR entry, task, spare, tag)
+# Stimulus channel status as read_fields gives it.
+DONE = dict(running=0, done=1, late=0)
+LATE = dict(running=0, done=0, late=1)
+
 
 
 # Testbench -----------------------------------------------------------------------------------------
@@ -52,11 +54,14 @@ class TB:
         info = json.loads(Path(os.environ["HILAT_TB_INFO"]).read_text())
         self.params, self.csr = info["parameters"], info["csr"]
         self.n_channels = self.params["n_channels"]
+        # Channels 0 .. n_stimulus-1: the stimulus pins; then the DUT inputs.
+        self.n_stimulus = self.params["n_stimulus"]
+        self.first_input = self.n_stimulus
         self.rng = random.Random(seed)
         self.ready_probability = ready_probability
         self.records = []     # (timestamp, channels, levels, kind), in arrival order
         self.schedule = {}    # tick -> {input index: level}
-        self.input_changes = {ch: [] for ch in range(FIRST_INPUT, self.n_channels)}
+        self.input_changes = {ch: [] for ch in range(self.first_input, self.n_channels)}
         self.inputs = 0
         self.input_initial = 0  # input word when input_changes was last emptied
         self.last_ts = None
@@ -97,6 +102,22 @@ class TB:
             await FallingEdge(self.dut.sys_clk)
             self.dut.bus_we.value = 0
 
+    def pack(self, name, **fields):
+        """A register value from its fields, by the CSR map's offsets (as the firmware uses csr.h's
+        CSR_*_<FIELD>_OFFSET); a field the register does not have, or a value too wide, is an error."""
+        layout, value = self.csr[name]["fields"], 0
+        for field, v in fields.items():
+            offset, size = layout[field]
+            assert 0 <= v < 1 << size, f"{name}.{field} = {v} does not fit {size} bits"
+            value |= v << offset
+        return value
+
+    def unpack(self, name, value):
+        return {f: (value >> offset) & ((1 << size) - 1) for f, (offset, size) in self.csr[name]["fields"].items()}
+
+    async def write_fields(self, name, **fields):
+        await self.write(name, self.pack(name, **fields))
+
     async def read(self, name):
         reg, value = self.csr[name], 0
         for i in range(reg["words"]):
@@ -108,11 +129,14 @@ class TB:
             value = (value << 32) | self.dut.bus_dat_r.value.to_unsigned()
         return value
 
-    async def wait_status(self, name, bit, timeout=200):
+    async def wait_status(self, name, field, timeout=200):
         for _ in range(timeout):
-            if (await self.read(name) >> bit) & 1:
+            if self.unpack(name, await self.read(name))[field]:
                 return
-        raise AssertionError(f"{name} bit {bit} never set")
+        raise AssertionError(f"{name}.{field} never set")
+
+    async def read_fields(self, name):
+        return self.unpack(name, await self.read(name))
 
     # ts domain ----------------------------------------------------------------------------------
 
@@ -128,7 +152,7 @@ class TB:
     def drive(self, channel, tick, level):
         """Schedule input ``channel`` to take ``level`` during tick ``tick``."""
         assert self.last_ts is None or tick > self.last_ts + 1, "scheduled in the past"
-        self.schedule.setdefault(tick, {})[channel - FIRST_INPUT] = level
+        self.schedule.setdefault(tick, {})[channel - self.first_input] = level
         changes = self.input_changes[channel]
         changes.append((tick, level))
         changes.sort()
@@ -139,7 +163,7 @@ class TB:
         t = start
         for _ in range(n):
             t += rng.randint(1, max_gap)
-            ch = rng.randrange(FIRST_INPUT, self.n_channels)
+            ch = rng.randrange(self.first_input, self.n_channels)
             self.drive(ch, t, 1 - (self.input_changes[ch][-1][1] if self.input_changes[ch] else 0))
         return t
 
@@ -177,8 +201,8 @@ class TB:
         configs = configs or {}
         for ch in range(self.n_channels):
             enable, rise, fall, glitch = configs.get(ch, (1, 1, 1, 0))
-            await self.write(f"capture_ch{ch}_config", enable | rise << 1 | fall << 2 | glitch << 3)
-        await self.write("capture_commit", 1)
+            await self.write_fields(f"capture_ch{ch}_config", enable=enable, rise=rise, fall=fall, glitch=glitch)
+        await self.write_fields("capture_commit", commit=1)
         await ClockCycles(self.dut.sys_clk, 4)
         await ClockCycles(self.dut.ts_clk, 8)
         return {ch: configs.get(ch, (1, 1, 1, 0)) for ch in range(self.n_channels)}
@@ -194,28 +218,28 @@ class TB:
         await self.write(p + "count", cfg.count)
         await self.write(p + "start_time", cfg.start_time)
         await self.write(p + "seed", cfg.seed)
-        await self.write(p + "control", enable | cfg.mode << 1 | cfg.invert << 4 | cfg.at_time << 5)
+        await self.write_fields(p + "control", enable=enable, mode=cfg.mode, invert=cfg.invert, at_time=cfg.at_time)
 
     async def commit_stimulus(self, *channels):
         for channel in channels:
-            await self.write(f"stimulus_ch{channel}_commit", 1)
+            await self.write_fields(f"stimulus_ch{channel}_commit", commit=1)
 
     async def snapshot_drops(self):
-        await self.write("capture_control", 1)
-        await self.wait_status("capture_status", 0)
-        status = await self.read("capture_status")
+        await self.write_fields("capture_control", snapshot=1)
+        await self.wait_status("capture_status", "valid")
+        status = self.unpack("capture_status", await self.read("capture_status"))
         dropped = [await self.read(f"capture_dropped{ch}") for ch in range(self.n_channels)]
-        return (status >> 1) & 1, dropped
+        return status["overflow"], dropped
 
     # checking ---------------------------------------------------------------------------------
 
     def expected(self, configs, stim_edges=None):
         edges = dict(stim_edges or {})
         for ch, changes in self.input_changes.items():
-            initial = self.input_initial >> (ch - FIRST_INPUT) & 1
+            initial = self.input_initial >> (ch - self.first_input) & 1
             edges[ch] = filtered_edges(changes, configs[ch][3], initial=initial)
         return expected_records(edges, {ch: c[:3] for ch, c in configs.items()}, self.n_channels,
-                                initial_levels=self.input_initial << FIRST_INPUT)
+                                initial_levels=self.input_initial << self.first_input)
 
     def restart_changes(self):
         self.input_initial = self.inputs
@@ -253,7 +277,7 @@ async def random_edges_exact(dut, clocks):
     configs = await tb.configure_capture()
     rng = random.Random(7 + clocks[1])
     t0 = await tb.now() + 20
-    for ch in range(FIRST_INPUT, tb.n_channels):
+    for ch in range(tb.first_input, tb.n_channels):
         tick, level = t0, 0
         for _ in range(60):
             tick += rng.randint(1, 120)
@@ -276,12 +300,12 @@ async def same_cycle_all_channels(dut, clocks):
     configs = await tb.configure_capture()
     start = await tb.now() + 400
     stim = {}
-    for ch in range(N_STIM):
+    for ch in range(tb.n_stimulus):
         cfg = StimulusConfig(mode=ONESHOT, width=30, start_time=start)
         await tb.configure_stimulus(ch, cfg)
         stim[ch] = stimulus_edges(cfg, 1)
-    await tb.commit_stimulus(*range(N_STIM))
-    for ch in range(FIRST_INPUT, tb.n_channels):
+    await tb.commit_stimulus(*range(tb.n_stimulus))
+    for ch in range(tb.first_input, tb.n_channels):
         tb.drive(ch, start, 1)
         tb.drive(ch, start + 30, 0)
     await tb.settle()
@@ -299,7 +323,7 @@ async def edge_every_cycle(dut, clocks):
     configs = await tb.configure_capture()
     t0 = await tb.now() + 20
     for i in range(48):
-        tb.drive(FIRST_INPUT + 1, t0 + i, (i + 1) & 1)
+        tb.drive(tb.first_input + 1, t0 + i, (i + 1) & 1)
     await tb.settle()
     expected = tb.expected(configs)
     assert [t for t, _, _ in expected] == list(range(t0, t0 + 48))
@@ -315,7 +339,7 @@ async def glitch_filter_and_edge_select(dut, clocks):
     """
     tb = await start_tb(dut, clocks)
     g = 6
-    isr, task, spare, tag = range(FIRST_INPUT, FIRST_INPUT + 4)
+    isr, task, spare, tag = range(tb.first_input, tb.first_input + 4)
     configs = await tb.configure_capture({
         isr: (1, 1, 1, g), task: (1, 1, 0, 0), spare: (1, 0, 1, 0), tag: (0, 1, 1, 0)})
     t = await tb.now() + 30
@@ -368,14 +392,14 @@ async def overflow_counted_exactly_then_recovery(dut, clocks):
     assert tb.records[-1][3] == 1, "marker must follow the last record that got through"
 
     # Clear, then nothing is lost any more.
-    await tb.write("capture_control", 2)
+    await tb.write_fields("capture_control", clear=1)
     await ClockCycles(dut.sys_clk, 10)
     assert await tb.snapshot_drops() == (0, [0] * tb.n_channels)
     tb.records.clear()
     tb.restart_changes()
     t = await tb.now() + 20
-    for ch in range(FIRST_INPUT, tb.n_channels):
-        level = tb.input_initial >> (ch - FIRST_INPUT) & 1
+    for ch in range(tb.first_input, tb.n_channels):
+        level = tb.input_initial >> (ch - tb.first_input) & 1
         for k in range(10):
             level ^= 1
             tb.drive(ch, t + 40 * k + ch, level)
@@ -402,8 +426,8 @@ async def timebase_counts_and_latches(dut, clocks):
     latched = []
     for _ in range(20):
         before = tb.dut.ts.value.to_unsigned()
-        await tb.write("timebase_latch", 1)
-        await tb.wait_status("timebase_status", 0)
+        await tb.write_fields("timebase_latch", latch=1)
+        await tb.wait_status("timebase_status", "valid")
         value = await tb.read("timebase_value")
         after = tb.dut.ts.value.to_unsigned()
         if after >= before:
@@ -435,7 +459,7 @@ async def events_across_wrap(dut, clocks):
         unwrapped = tick + (2**64 if i and tick < ticks[0] else 0)
         wrapped += unwrapped != tick
         tb.schedule.setdefault(tick, {})[0] = (i + 1) & 1
-        tb.input_changes[FIRST_INPUT].append((unwrapped, (i + 1) & 1))
+        tb.input_changes[tb.first_input].append((unwrapped, (i + 1) & 1))
     assert wrapped
     await ClockCycles(dut.ts_clk, (ticks[-1] - now) % 2**64 + 400)
     await ClockCycles(dut.sys_clk, 300)
@@ -460,7 +484,7 @@ async def stimulus_across_wrap(dut, clocks):
         await tb.configure_stimulus(ch, cfg)
     await tb.commit_stimulus(0, 1)
     await ClockCycles(dut.sys_clk, 40)
-    assert await tb.read("stimulus_ch1_status") == 0b100, "channel 1: refused as late at once"
+    assert await tb.read_fields("stimulus_ch1_status") == LATE, "channel 1: refused as late at once"
     assert (await tb.now()) < across.start_time - 10
     stim = {0: stimulus_edges(across, 20)}
     await ClockCycles(dut.ts_clk, stim[0][-1][0] - await tb.now() + 200)
@@ -468,8 +492,8 @@ async def stimulus_across_wrap(dut, clocks):
     expected = [(tk % 2**64, m, lv) for tk, m, lv in tb.expected(configs, stim)]
     assert any(tk < 2**63 for tk, _, _ in expected) and expected[0][0] > 2**63, "no wrap in range"
     assert_records_equal(tb.edge_records(), expected)
-    assert await tb.read("stimulus_ch0_status") == 0b10, "channel 0: done"
-    assert await tb.read("stimulus_ch1_status") == 0b100, "channel 1: refused as late"
+    assert await tb.read_fields("stimulus_ch0_status") == DONE, "channel 0: done"
+    assert await tb.read_fields("stimulus_ch1_status") == LATE, "channel 1: refused as late"
 
 
 # Stimulus --------------------------------------------------------------------------------------
@@ -506,7 +530,7 @@ async def stimulus_periodic_and_burst_aligned(dut, clocks):
     falls0 = [t for t, m, lv in expected if m & 1 and not lv & 1]
     assert [f - r for r, f in zip(rises0, falls0)] == [7] * 20
     assert_records_equal(tb.edge_records(), expected)
-    assert (await tb.read("stimulus_ch0_status")) >> 1 & 1, "done after `count` pulses"
+    assert (await tb.read_fields("stimulus_ch0_status"))["done"], "done after `count` pulses"
 
 
 @cocotb.test(**needs("default"))
@@ -620,8 +644,8 @@ async def stimulus_oneshot_late_and_inverted(dut, clocks):
         await tb.configure_stimulus(0, late)
         await tb.commit_stimulus(0)
         await ClockCycles(dut.sys_clk, 40)
-        status = await tb.read("stimulus_ch0_status")
-        assert status == 0b100, f"start {start_time}: must be refused and flagged late, status={status:#b}"
+        status = await tb.read_fields("stimulus_ch0_status")
+        assert status == LATE, f"start {start_time}: must be refused and flagged late, status={status}"
     start = await tb.now() + 400
     inverted = StimulusConfig(mode=ONESHOT, width=11, start_time=start, invert=1)
     await tb.configure_stimulus(1, inverted)
@@ -686,15 +710,15 @@ async def records_through_csrs(dut, clocks):
     configs = await tb.configure_capture()
     t = await tb.now() + 20
     for k in range(3 * tb.params["fifo_depth"]):
-        tb.drive(FIRST_INPUT + k % 4, t + 5 * k, (k // 4 + 1) & 1)
+        tb.drive(tb.first_input + k % 4, t + 5 * k, (k // 4 + 1) & 1)
     await tb.settle()
     expected = tb.expected(configs)
     records = []
-    while (await tb.read("capture_ev_status")) & 1:
+    while (await tb.read_fields("capture_ev_status"))["pending"]:
         ts = await tb.read("capture_ev_timestamp")
-        info = await tb.read("capture_ev_info")
-        records.append((ts, info & 0xFF, info >> 8 & 0xFF, info >> 16 & 1))
-        await tb.write("capture_ev_pop", 1)
+        info = tb.unpack("capture_ev_info", await tb.read("capture_ev_info"))
+        records.append((ts, info["channels"], info["levels"], info["kind"]))
+        await tb.write_fields("capture_ev_pop", pop=1)
     edges = [r[:3] for r in records if r[3] == 0]
     assert 0 < len(edges) < len(expected)
     assert_records_equal(edges, expected[:len(edges)])

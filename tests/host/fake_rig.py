@@ -9,17 +9,21 @@ import threading
 from hilat import protocol as p
 
 
-def identify(version=p.PROTOCOL_VERSION):
-    return p.Identify(version=version, ts_hz=50_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4,
-                      tag_channel=5, fifo_depth=1024, pin_to_stamp_delay=17, capabilities=0x3F,
-                      firmware="fake", gateware="fake rig")
+def identify(version=p.PROTOCOL_VERSION, n_inputs=4):
+    from gateware.channels import channel_table
+
+    table = [(c.name, c.role) for c in channel_table(2, n_inputs)]
+    return p.Identify(version=version, ts_hz=50_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=n_inputs,
+                      fifo_depth=1024, pin_to_stamp_delay=17, capabilities=0x3F, firmware="fake",
+                      gateware="fake rig", channels=table)
 
 
 class FakeRig:
     """``script(receive, send)`` runs each time a client connects; ``sent`` keeps every byte sent."""
 
-    def __init__(self, script):
+    def __init__(self, script, raw=False):
         self.script = script
+        self.raw = raw  # receive() gives the bytes as they come, not decoded frames
         self.sent = bytearray()
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -53,6 +57,8 @@ class FakeRig:
                     data = conn.recv(4096)
                     if not data:
                         return None
+                    if self.raw:
+                        return data
                     frames = decoder.feed(data)
                     if frames:
                         return frames
@@ -97,7 +103,7 @@ def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False):
                 if isinstance(msg, p.TimeReq):
                     send(p.Time(frame.seq, now).encode(seq))
                 elif isinstance(msg, p.StatusReq):
-                    send(p.Status(0, 0, 0, 0, [0] * 6, [p.STIM_DONE, 0]).encode(seq))
+                    send(p.Status(0, 0, 0, 0, [0] * identify().n_channels, [p.STIM_DONE, 0]).encode(seq))
                 else:
                     send(p.Ack(frame.seq).encode(seq))
                     if isinstance(msg, p.Start):

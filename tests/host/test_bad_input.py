@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 import pytest
-from fake_rig import FakeRig, capture_script, identify
+from fake_rig import FakeRig, capture_script
 from hilat import protocol as p
 from hilat.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
@@ -31,13 +31,32 @@ def test_no_answer_to_hello_times_out_clearly():
             Rig(t, hello_timeout=0.5).hello()
 
 
-def test_other_protocol_version_is_refused_naming_both():
+def test_a_newer_rig_is_refused_naming_both_versions():
+    # A rig of version 3 answers our HELLO in its own version (as ours answers a version-1 host).
     def script(receive, send):
         receive()
-        send(p.encode_frame(p.MSG_IDENTIFY, 0, identify(version=2).body(), version=2))
+        send(p.encode_frame(p.MSG_ACK, 0, p.Ack(0, p.ACK_VERSION, "the rig speaks protocol version 3").body(),
+                            version=3))
         receive()
     with FakeRig(script) as rig, Transport(rig.url) as t:
-        with pytest.raises(RigError, match=r"speaks protocol version 2, this hilat speaks version 1"):
+        with pytest.raises(RigError, match=r"speaks protocol version 3, this hilat speaks version 2"):
+            Rig(t, hello_timeout=0.5).hello()
+
+
+def test_a_version_1_rig_is_refused_naming_both_versions():
+    """A version-1 rig ignores a HELLO of version 2 (v1 firmware sends nothing to a frame of another
+    version before a session): the host asks again in version 1 and names both versions."""
+    def v1_rig(receive, send):
+        while (data := receive()) is not None:
+            for frame in data.split(b"\x00"):
+                try:
+                    version, msg_type, seq, _ = p.decode_payload(frame)
+                except p.ProtocolError:
+                    continue
+                if version == 1 and msg_type == p.MSG_HELLO:  # v1 IDENTIFY: 19 fixed bytes + 2 str
+                    send(p.encode_frame(p.MSG_IDENTIFY, 0, bytes([1]) + bytes(18) + b"\x00\x00", version=1))
+    with FakeRig(v1_rig, raw=True) as rig, Transport(rig.url) as t:
+        with pytest.raises(RigError, match=r"speaks protocol version 1, this hilat speaks version 2"):
             Rig(t, hello_timeout=0.5).hello()
 
 
@@ -59,7 +78,7 @@ def test_link_dropped_mid_capture_keeps_raw_bytes_and_events(tmp_path):
     (["capture"], "the following arguments are required: url"),
     (["capture", "loop://", "--period", "abc"], "not a duration"),
     (["capture", "loop://", "--count", "-3"], "must be > 0"),
-    (["capture", "loop://", "--glitch", "99"], "invalid choice"),
+    (["capture", "loop://", "--glitch", "-1"], "must be >= 0"),
     (["frobnicate"], "invalid choice"),
     (["demo", "--dut", "isr_base"], "NAME=NUMBER"),
 ])

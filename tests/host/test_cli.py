@@ -93,3 +93,11 @@ def test_baud_must_be_a_positive_number(capsys):
     with pytest.raises(SystemExit) as e:
         main(["info", "/dev/ttyUSB0", "--baud", "fast"])
     assert e.value.code == 2 and "--baud: not a whole number: 'fast'" in capsys.readouterr().err
+
+
+def test_glitch_filter_beyond_the_rigs_maximum_is_refused(tmp_path, caplog):
+    # The limit is the rig's (IDENTIFY's glitch_max), not a number in the host.
+    with FakeRig(capture_script()) as rig:
+        code = main(["capture", rig.url, "--count", "3", "--period", "1500", "--jitter", "0", "--mode", "periodic",
+                     "--out", str(tmp_path), "--no-progress", "--glitch", "16"])
+    assert code == 1 and "glitch filter of 16 ticks: this rig's longest is 15 ticks" in caplog.text

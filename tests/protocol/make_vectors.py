@@ -49,31 +49,45 @@ def crc_ok_seq(build, start: int = 0x0101) -> int:
         seq += 1
 
 
+CHANNELS6 = [("stim0", "stimulus"), ("stim1", "stimulus"), ("in0", "isr"), ("in1", "task"), ("in2", "spare"),
+             ("in3", "tag")]
+
+
 def identify() -> list[dict]:
-    base = dict(version=1, ts_hz=100_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4,
-                tag_channel=5, fifo_depth=512, pin_to_stamp_delay=17, capabilities=0x3F)
+    base = dict(version=2, ts_hz=100_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4,
+                fifo_depth=512, pin_to_stamp_delay=17, capabilities=0x3F, min_interval=4, glitch_max=15,
+                start_margin=1000)
+    ten = CHANNELS6 + [(f"in{k}", "") for k in range(4, 8)]
     out = [
-        vec("typical", 0, p.Identify(**base, firmware="hilat-fw 0.1.0", gateware="hilat-gw 0.1.0 arty")),
-        vec("empty strings", 0, p.Identify(**base)),
-        vec("utf8 strings", 3, p.Identify(**base, firmware="µ-fw ✓", gateware="ΔT")),
+        vec("typical", 0, p.Identify(**base, firmware="hilat-fw 2", gateware="sim 0123456789", channels=CHANNELS6)),
+        vec("empty strings", 0, p.Identify(**base, channels=[("", "")] * 6)),
+        vec("utf8 strings", 3, p.Identify(**base, firmware="µ-fw ✓", gateware="ΔT", channels=CHANNELS6)),
+        vec("10 channels, 4 without a role", 4, p.Identify(**{**base, "n_inputs": 8}, firmware="hilat-fw 2",
+                                                           gateware="colorlight_i5 0123456789", channels=ten)),
         vec(
             "all ones",
             0xFFFF,
-            p.Identify(255, U32, U32, 255, 255, 255, 0xFFFF, 255, U32, "\x7f", "\x7f"),
+            p.Identify(255, U32, U32, 1, 1, 0xFFFF, 255, U32, 0xFFFF, 255, U32, "\x7f", "\x7f", [("\x7f", "\x7f")] * 2),
         ),
         vec(
             "zeros",
             0,
-            p.Identify(0, 0, 0, 0, 0, 0, 0, 0, 0, "", ""),
+            p.Identify(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, "", "", []),
             note="mostly 0x00: every COBS block is short",
         ),
     ]
 
-    # Max payload (250 bytes): 4 + 19 + 1 + 1 + 225 string bytes; every byte non-zero so the
-    # frame is one 254-byte COBS run: code 0xFF and no trailing block (256 bytes on the wire).
+    # Max payload (250 bytes): 4 + 25 fixed + strings and the channel table; every byte non-zero so
+    # the frame is one 254-byte COBS run: code 0xFF and no trailing block (256 bytes on the wire).
     def full():
-        return p.Identify(1, 0x05F5E101, 0x02FAF081, 2, 4, 5, 0x0201, 17, 0x0101017F, "f" * 200, "g" * 25)
+        fixed = dict(version=2, ts_hz=0x05F5E101, sys_hz=0x02FAF081, n_stimulus=2, n_inputs=4, fifo_depth=0x0201,
+                     pin_to_stamp_delay=19, capabilities=0x0101017F, min_interval=0x0104, glitch_max=15,
+                     start_margin=0x010103E8)
+        table = sum(2 + len(n) + len(r) for n, r in CHANNELS6)
+        return p.Identify(**fixed, firmware="f" * (250 - 4 - 25 - 2 - 25 - table), gateware="g" * 25,
+                          channels=CHANNELS6)
 
+    assert len(full().body()) + 4 == 250
     seq = crc_ok_seq(full)
     out.append(vec("max size, one 254-byte COBS run", seq, full()))
     return out
@@ -120,17 +134,17 @@ def events() -> list[dict]:
     out.append(vec("2-byte deltas stepping over 2**64", 15,
                    p.Events(U64 - 200, [(U64 - 72, 1, 1), (55, 1, 0), (16438, 2, 2)])))
     # Max-size frames: payload exactly 250 bytes.
-    recs = [(10_000 + 2000 * (k + 1), 1 << (k & 1), (k & 1) + 1) for k in range(58)]
-    recs += [(recs[-1][0] + 5, 4, 4), (recs[-1][0] + 9, 8, 12)]
-    out.append(vec("max size: 58 records of 4 bytes + 2 of 3 (60 records)", 11, p.Events(10_000, recs)))
-    recs = [(k * 100, 1, k & 1) for k in range(1, 79)] + [(7800 + 300, 2, 2)]
-    out.append(vec("max size: 78 records of 3 bytes + 1 of 4 (79 records)", 12, p.Events(0, recs)))
+    recs = [(10_000 + 2000 * (k + 1), 1 << (k & 1), (k & 1) + 1) for k in range(57)]
+    recs += [(recs[-1][0] + 5, 4, 4), (recs[-1][0] + 9, 8, 12), (recs[-1][0] + 10, 8, 0)]
+    out.append(vec("max size: 57 records of 4 bytes + 3 of 3 (60 records)", 11, p.Events(10_000, recs)))
+    recs = [(k * 100, 1, k & 1) for k in range(1, 80)]
+    out.append(vec("max size: 79 records of 3 bytes", 12, p.Events(0, recs)))
 
     def full():
-        # 12 + 2 * 3 + 58 * 4 = 250 bytes; deltas 127 and 2000.., every byte non-zero.
+        # 13 + 3 * 3 + 57 * 4 = 250 bytes; deltas 127 and 2000.., every byte non-zero.
         t, r = 0x0101010101010101, []
         for k in range(60):
-            t += 0x7F if k < 2 else 2000 + k
+            t += 0x7F if k < 3 else 2000 + k
             r.append((t, 0x11 + k, 0x22))
         return p.Events(0x0101010101010101, r)
 
@@ -144,6 +158,19 @@ def events() -> list[dict]:
         t += rng.choice([0, 1, 17, 127, 128, 1999, 2000, 2001, 16383, 16384, 1 << 21, 1 << 30])
         recs.append((t, rng.randrange(256), rng.randrange(256)))
     out.append(vec("random mix", 0x1234, p.Events(1 << 40, recs)))
+    # Two-byte masks (more than 8 channels): little-endian, channel 8 up in the second byte.
+    out.append(vec("2-byte masks, 10 channels", 16,
+                   p.Events(7_000_000, [(7_000_000, 0x0001, 0x0001), (7_000_010, 0x0200, 0x0201),
+                                        (7_002_000, 0x0300, 0x0001), (7_002_001, 0x0101, 0x0100)], 2)))
+    rng = random.Random(2)
+    t, recs = 5, []
+    for _ in range(30):
+        t += rng.choice([0, 1, 127, 128, 16384, 1 << 35])
+        recs.append((t, rng.randrange(1 << 16), rng.randrange(1 << 16)))
+    out.append(vec("2-byte masks, random mix", 17, p.Events(5, recs, 2)))
+    recs = [(k * 100, 1 << (k % 16), k & 0xFFFF) for k in range(1, 46)]
+    recs += [(4500 + 300, 0x8000, 0x8000), (4500 + 600, 0x4000, 0x0000)]
+    out.append(vec("2-byte masks, max size: 45 records of 5 bytes + 2 of 6", 18, p.Events(0, recs, 2)))
     return out
 
 
@@ -152,6 +179,8 @@ def overflow() -> list[dict]:
         vec("typical", 5, p.Overflow(123_456_789, 0b001100)),
         vec("zero", 0, p.Overflow(0, 0)),
         vec("timestamp 2**64-1", 0xFFFF, p.Overflow(U64, 0xFF)),
+        vec("channels 8 and up", 6, p.Overflow(1 << 33, 0x0300)),
+        vec("every channel of 16", 7, p.Overflow(1, 0xFFFF)),
     ]
 
 
@@ -197,9 +226,9 @@ def time_() -> list[dict]:
 
 def hello() -> list[dict]:
     return [
-        vec("version 1, seq 0", 0, p.Hello(1)),
-        vec("version 2 in the body (header stays 1)", 0, p.Hello(2)),
-        vec("seq 0xffff", 0xFFFF, p.Hello(1)),
+        vec("version 2, seq 0", 0, p.Hello(2)),
+        vec("version 3 in the body (header stays 2)", 0, p.Hello(3)),
+        vec("seq 0xffff", 0xFFFF, p.Hello(2)),
     ]
 
 
@@ -222,6 +251,8 @@ def capture_config() -> list[dict]:
         vec("six channels", 6, p.CaptureConfig([(e | r | f, 0), (e | r | f, 0), (e | r, 3), (e | f, 15),
                                                 (0, 0), (e | r | f, 0)])),
         vec("eight channels, max glitch", 0x0101, p.CaptureConfig([(7, 255)] * 8)),
+        vec("ten channels (a board with 8 inputs)", 10, p.CaptureConfig([(e | r | f, 0)] * 2 + [(e | r | f, 2)] * 8)),
+        vec("sixteen channels", 16, p.CaptureConfig([(e | r | f, k) for k in range(16)])),
     ]
 
 
@@ -253,6 +284,7 @@ def _raw(version: int, msg_type: int, seq: int, body: bytes, crc_xor: int = 0) -
 
 def invalid() -> list[dict]:
     """Host -> rig frames both parsers must refuse (wire without the delimiter)."""
+    V = p.PROTOCOL_VERSION
     good = p.Stop(3).encode(5)[:-1]
     flipped = bytearray(good)
     flipped[-1] ^= 0x01 if flipped[-1] != 0x01 else 0x03  # a CRC byte, still non-zero
@@ -264,32 +296,36 @@ def invalid() -> list[dict]:
         {"name": "7 decoded bytes", "wire": p.cobs_encode(bytes(range(1, 8))).hex(), "error": "short"},
         {"name": "header only, no CRC", "wire": p.cobs_encode(b"\x01\x86\x00\x00").hex(), "error": "short"},
         {"name": "CRC byte flipped", "wire": bytes(flipped).hex(), "error": "crc"},
-        {"name": "CRC inverted", "wire": _raw(1, p.MSG_STOP, 5, b"\x03", crc_xor=U32), "error": "crc"},
-        {"name": "version 2", "wire": _raw(2, p.MSG_STOP, 5, b"\x03"), "error": "version",
+        {"name": "CRC inverted", "wire": _raw(V, p.MSG_STOP, 5, b"\x03", crc_xor=U32), "error": "crc"},
+        {"name": "version 1 (the previous protocol)", "wire": _raw(1, p.MSG_STOP, 5, b"\x03"), "error": "version",
+         "type": p.MSG_STOP, "seq": 5},
+        {"name": "HELLO of a version-1 host", "wire": _raw(1, p.MSG_HELLO, 0, b"\x01"), "error": "version",
+         "type": p.MSG_HELLO, "seq": 0},
+        {"name": "version 3", "wire": _raw(3, p.MSG_STOP, 5, b"\x03"), "error": "version",
          "type": p.MSG_STOP, "seq": 5},
         {"name": "version 0", "wire": _raw(0, p.MSG_HELLO, 0, b"\x01"), "error": "version",
          "type": p.MSG_HELLO, "seq": 0},
-        {"name": "unknown type 0x88", "wire": _raw(1, 0x88, 7, b""), "error": "unknown_type",
+        {"name": "unknown type 0x88", "wire": _raw(V, 0x88, 7, b""), "error": "unknown_type",
          "type": 0x88, "seq": 7},
-        {"name": "rig type sent to the rig", "wire": _raw(1, p.MSG_ACK, 8, b"\x00\x00\x00\x00"),
+        {"name": "rig type sent to the rig", "wire": _raw(V, p.MSG_ACK, 8, b"\x00\x00\x00\x00"),
          "error": "unknown_type", "type": p.MSG_ACK, "seq": 8},
-        {"name": "HELLO with 2 body bytes", "wire": _raw(1, p.MSG_HELLO, 1, b"\x01\x00"),
+        {"name": "HELLO with 2 body bytes", "wire": _raw(V, p.MSG_HELLO, 1, b"\x01\x00"),
          "error": "bad_length", "type": p.MSG_HELLO, "seq": 1},
-        {"name": "HELLO without body", "wire": _raw(1, p.MSG_HELLO, 1, b""),
+        {"name": "HELLO without body", "wire": _raw(V, p.MSG_HELLO, 1, b""),
          "error": "bad_length", "type": p.MSG_HELLO, "seq": 1},
-        {"name": "STIM_CONFIG one byte short", "wire": _raw(1, p.MSG_STIM_CONFIG, 2, bytes(32)),
+        {"name": "STIM_CONFIG one byte short", "wire": _raw(V, p.MSG_STIM_CONFIG, 2, bytes(32)),
          "error": "bad_length", "type": p.MSG_STIM_CONFIG, "seq": 2},
         {"name": "CAPTURE_CONFIG n=2 with one entry",
-         "wire": _raw(1, p.MSG_CAPTURE_CONFIG, 3, b"\x02\x07\x00"),
+         "wire": _raw(V, p.MSG_CAPTURE_CONFIG, 3, b"\x02\x07\x00"),
          "error": "bad_length", "type": p.MSG_CAPTURE_CONFIG, "seq": 3},
-        {"name": "CAPTURE_CONFIG without n", "wire": _raw(1, p.MSG_CAPTURE_CONFIG, 3, b""),
+        {"name": "CAPTURE_CONFIG without n", "wire": _raw(V, p.MSG_CAPTURE_CONFIG, 3, b""),
          "error": "bad_length", "type": p.MSG_CAPTURE_CONFIG, "seq": 3},
-        {"name": "CAPTURE_CONFIG n=9 (more channels than a mask holds)",
-         "wire": _raw(1, p.MSG_CAPTURE_CONFIG, 3, bytes([9]) + b"\x07\x00" * 9),
+        {"name": "CAPTURE_CONFIG n=17 (more channels than a mask holds)",
+         "wire": _raw(V, p.MSG_CAPTURE_CONFIG, 3, bytes([17]) + b"\x07\x00" * 17),
          "error": "range", "type": p.MSG_CAPTURE_CONFIG, "seq": 3},
-        {"name": "START 9 bytes", "wire": _raw(1, p.MSG_START, 4, bytes(9)),
+        {"name": "START 9 bytes", "wire": _raw(V, p.MSG_START, 4, bytes(9)),
          "error": "bad_length", "type": p.MSG_START, "seq": 4},
-        {"name": "STATUS_REQ with a body byte", "wire": _raw(1, p.MSG_STATUS_REQ, 6, b"\x00"),
+        {"name": "STATUS_REQ with a body byte", "wire": _raw(V, p.MSG_STATUS_REQ, 6, b"\x00"),
          "error": "bad_length", "type": p.MSG_STATUS_REQ, "seq": 6},
     ]
 

@@ -76,6 +76,10 @@ def tool_line(msg: p.Message, seq: int) -> str:
 
     for f in dataclasses.fields(msg):
         v = getattr(msg, f.name)
+        if isinstance(msg, p.Identify) and f.name == "channels":
+            # The C encoder takes the table as soc.h gives it: "name:role,name:role,...".
+            add(",".join(f"{name}:{role}" for name, role in v))
+            continue
         if isinstance(v, list):
             toks.append(str(len(v)))
         add(v)
@@ -203,10 +207,10 @@ def test_hand_crc(tool):
 
 
 def test_hand_frame_time_req(tool):
-    # TIME_REQ, seq 0: payload 01 87 00 00; CRC-32 of it = 0x7d82b57c, little-endian 7c b5 82 7d.
-    # COBS: [01 87] 00 | [] 00 | [7c b5 82 7d] -> 03 01 87 | 01 | 05 7c b5 82 7d, then 00.
-    assert bitwise_crc32(bytes.fromhex("01870000")) == 0x7D82B57C
-    wire = "03018701057cb5827d00"
+    # TIME_REQ, seq 0: payload 02 87 00 00; CRC-32 of it = 0x6f371a92, little-endian 92 1a 37 6f.
+    # COBS: [02 87] 00 | [] 00 | [92 1a 37 6f] -> 03 02 87 | 01 | 05 92 1a 37 6f, then 00.
+    assert bitwise_crc32(bytes.fromhex("02870000")) == 0x6F371A92
+    wire = "0302870105921a376f00"
     assert p.TimeReq().encode(0).hex() == wire
     assert tool.one("time_req 0") == wire
     assert tool.one("parse " + wire[:-2]) == "time_req 0"
@@ -215,18 +219,28 @@ def test_hand_frame_time_req(tool):
 
 
 def test_hand_frame_events(tool):
-    # EVENTS, seq 1, base 1000 (e8 03 00..), one record: delta 0, channels 4, levels 4.
-    payload = bytes.fromhex("01020100" + "e803000000000000" + "00" + "0404")
+    # EVENTS, seq 1, base 1000 (e8 03 00..), masks of 1 byte, one record: delta 0, channels 4, levels 4.
+    payload = bytes.fromhex("02020100" + "e803000000000000" + "01" + "00" + "0404")
     crc = bitwise_crc32(payload).to_bytes(4, "little")
     assert 0 not in crc  # so the tail is one block
-    # Blocks: [01 02 01] 00 | [e8 03] 00 | then 6 zeros (5 base bytes + the delta) as empty
-    # blocks, and the last block 04 04 + CRC (6 bytes, code 07).
-    wire = bytes.fromhex("04010201" + "03e803" + "01" * 6 + "070404") + crc + b"\x00"
+    # Blocks: [02 02 01] 00 | [e8 03] 00 | then 5 zeros (base bytes) as empty blocks, [01] (mask
+    # bytes) 00 (the delta), and the last block 04 04 + CRC (6 bytes, code 07).
+    wire = bytes.fromhex("04020201" + "03e803" + "01" * 5 + "0201" + "070404") + crc + b"\x00"
     msg = p.Events(1000, [(1000, 4, 4)])
     assert msg.encode(1) == wire
-    assert tool.one("events 1 1000 1 1000 4 4") == wire.hex()
+    assert tool.one("events 1 1000 1 1000 4 4 1") == wire.hex()
     doc = json.loads((VECTORS / "events.json").read_text(encoding="utf-8"))
     assert [v["wire"] for v in doc["vectors"] if v["name"] == "one record, delta 0"] == [wire.hex()]
+
+
+def test_hand_frame_events_two_byte_masks(tool):
+    # 10 channels: masks of 2 bytes, little-endian; channel 9 rising is channels 0x0200, levels 0x0200.
+    payload = bytes.fromhex("02020200" + "0a00000000000000" + "02" + "03" + "0002" + "0002")
+    crc = bitwise_crc32(payload).to_bytes(4, "little")
+    msg = p.Events(10, [(13, 0x0200, 0x0200)], 2)
+    assert p.cobs_decode(msg.encode(2)[:-1]) == payload + crc
+    assert tool.one("events 2 10 1 13 512 512 2") == msg.encode(2).hex()
+    assert p.decode_frame(msg.encode(2)).msg.records == [(13, 0x0200, 0x0200)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,15 +355,15 @@ def test_cobs_decode_errors(tool_checked):
 
 def test_events_60_records_of_2000_ticks_do_not_fit(tool):
     """docs/protocol.md: "a frame of 60 records is about 260 bytes". With 250 payload bytes a
-    frame takes 59 records of 4 bytes (2-byte deltas): 12 + 59 * 4 = 248."""
+    frame takes 59 records of 4 bytes (2-byte deltas): 13 + 59 * 4 = 249."""
     recs = [(1_000_000 + 2000 * k, 1 << (k % 2), k % 2) for k in range(60)]
     with pytest.raises(ValueError):
         p.Events(1_000_000 - 2000, recs).encode(0)
     line = tool_line(p.Events(1_000_000 - 2000, recs), 0)
     assert tool.one(line) == "err nofit 59"
     w59 = p.Events(1_000_000 - 2000, recs[:59]).encode(0)
-    assert len(w59) == 254 and tool.one(tool_line(p.Events(1_000_000 - 2000, recs[:59]), 0)) == w59.hex()
-    # base = first timestamp (delta 0, 3 bytes): 60 records need 251 bytes, still one too many.
+    assert len(w59) == 255 and tool.one(tool_line(p.Events(1_000_000 - 2000, recs[:59]), 0)) == w59.hex()
+    # base = first timestamp (delta 0, 3 bytes): 60 records need 252 bytes, still too many.
     assert tool.one(tool_line(p.Events(recs[0][0], recs), 0)) == "err nofit 59"
 
 
@@ -418,7 +432,8 @@ def rig_frames(n: int, seed: int, seq0: int = 0) -> list[tuple[int, p.Message, b
         elif kind == 4:
             msg = p.Time(rng.randrange(65536), rng.randrange(2**64))
         else:
-            msg = p.Identify(1, 10**8, 5 * 10**7, 2, 4, 5, 512, 17, 0x3F, "fw", "gw" * rng.randrange(50))
+            msg = p.Identify(2, 10**8, 5 * 10**7, 2, 4, 512, 17, 0x3F, 4, 15, 1000, "fw", "gw" * rng.randrange(40),
+                             [(f"c{i}", "role") for i in range(6)])
         out.append((seq, msg, msg.encode(seq)))
     return out
 
@@ -474,7 +489,7 @@ def test_decoder_crc_and_truncation():
 
 def test_decoder_wrong_version_unknown_type_malformed():
     good = [m.encode(s) for s, m, _ in rig_frames(3, 4)]
-    v2 = p.encode_frame(p.MSG_TIME, 1, p.Time(0, 5).body(), version=2)
+    v2 = p.encode_frame(p.MSG_TIME, 1, p.Time(0, 5).body(), version=1)  # a version-1 rig
     unknown = p.encode_frame(0x7F, 1, b"\x01\x02")
     command = p.Hello().encode(2)  # a host -> rig type on the rig -> host decoder
     bad_events = p.encode_frame(p.MSG_EVENTS, 3, bytes(8) + b"\x80")  # truncated uleb128
@@ -509,7 +524,7 @@ def test_decoder_sequence_gaps():
     assert lost([3, 4], expected=0) == 3  # right after HELLO
     # A version-2 frame in the middle: refused, its seq not taken, so counted as lost too.
     dec = p.FrameDecoder()
-    dec.feed(p.Time(0, 0).encode(0) + p.encode_frame(p.MSG_TIME, 1, p.Time(0, 0).body(), version=2))
+    dec.feed(p.Time(0, 0).encode(0) + p.encode_frame(p.MSG_TIME, 1, p.Time(0, 0).body(), version=3))
     dec.feed(p.Time(0, 0).encode(2))
     assert (dec.frames_ok, dec.wrong_version, dec.lost) == (2, 1, 1)
     dec.reset_sequence(0)
@@ -670,13 +685,13 @@ def command_stream(seed: int) -> list[bytes]:
     for k in range(rng.randrange(5, 30)):
         kind = rng.randrange(7)
         if kind == 0:
-            msg: p.Message = p.Hello(rng.randrange(1, 3))
+            msg: p.Message = p.Hello(rng.randrange(1, 4))
         elif kind == 1:
             u32 = [rng.randrange(2**32) for _ in range(7)]
             ch, mode = rng.randrange(2), rng.randrange(5)
             msg = p.StimConfig(ch, mode, 0, *u32[:4], rng.randrange(65536), *u32[4:])
         elif kind == 2:
-            msg = p.CaptureConfig([(rng.randrange(8), rng.randrange(16)) for _ in range(rng.randrange(9))])
+            msg = p.CaptureConfig([(rng.randrange(8), rng.randrange(16)) for _ in range(rng.randrange(17))])
         elif kind == 3:
             msg = p.Start(rng.randrange(4), rng.randrange(2), rng.randrange(2**64))
         elif kind == 4:
@@ -697,7 +712,7 @@ def test_c_stream_mixed(tool_checked):
         b"\x13\x37" + b"\x00"  # garbage
         + cmds[0]
         + b"\x00\x00"  # empty frames: ignored
-        + p.encode_frame(p.MSG_STOP, 50, b"\x03", version=2)
+        + p.encode_frame(p.MSG_STOP, 50, b"\x03", version=1)
         + p.encode_frame(0x88, 51, b"")  # unknown
         + p.encode_frame(p.MSG_ACK, 52, b"\x00\x00\x00\x00")  # rig type
         + p.encode_frame(p.MSG_HELLO, 53, b"")  # bad length
@@ -763,8 +778,8 @@ def test_c_parse_random_frames(tool_checked):
 
 
 def test_c_capture_config_range(tool):
-    wire = p.CaptureConfig([(7, 0)] * 9).encode(4)
-    with pytest.raises(p.OutOfRange):  # channel masks are u8: at most 8, in Python as in C
+    wire = p.CaptureConfig([(7, 0)] * 17).encode(4)
+    with pytest.raises(p.OutOfRange):  # channel masks: at most 16 channels, in Python as in C
         p.decode_frame(wire)
     assert tool.one(f"parse {wire[:-1].hex()}") == f"err range {p.MSG_CAPTURE_CONFIG} 4"
 

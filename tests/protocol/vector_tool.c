@@ -4,9 +4,10 @@
  * are decimal; byte strings are hex ("-" for empty).
  *
  * Encode (answer: the wire bytes in hex, delimiter included, or "err nofit [index]"):
- *   identify SEQ version ts_hz sys_hz n_stimulus n_inputs tag_channel fifo_depth
- *            pin_to_stamp_delay capabilities FIRMWARE_HEX GATEWARE_HEX
- *   events   SEQ base N {timestamp channels levels} x N     (absolute timestamps)
+ *   identify SEQ version ts_hz sys_hz n_stimulus n_inputs fifo_depth pin_to_stamp_delay
+ *            capabilities min_interval glitch_max start_margin FIRMWARE_HEX GATEWARE_HEX
+ *            CHANNELS_HEX (the table as "name:role,name:role,...", as soc.h's HILAT_CHANNELS)
+ *   events   SEQ base N {timestamp channels levels} x N mask_bytes   (absolute timestamps)
  *   overflow SEQ timestamp channels
  *   status   SEQ records_sent events_sent frames_sent overflow N {dropped} x N STIM_N {status} x STIM_N
  *   ack      SEQ command_seq code MESSAGE_HEX
@@ -153,47 +154,60 @@ static const char *err_name(int r)
 
 static void do_identify(uint16_t seq)
 {
-    static char fw[256], gw[256];
-    unsigned long long v[9];
+    static char fw[256], gw[256], channels[1024];
+    unsigned long long v[11];
     hilat_identify_t m;
     hilat_frame_t f;
-    long nf, ng;
+    long nf, ng, nc;
     int i;
-    for (i = 0; i < 9; i++)
+    for (i = 0; i < 11; i++)
         NUM(v[i]);
     nf = hex((uint8_t *)fw, 255);
     ng = hex((uint8_t *)gw, 255);
-    if (nf < 0 || ng < 0) {
+    nc = hex((uint8_t *)channels, sizeof channels - 1);
+    if (nf < 0 || ng < 0 || nc < 0) {
         fail("hex");
         return;
     }
-    fw[nf] = gw[ng] = '\0';
+    fw[nf] = gw[ng] = channels[nc] = '\0';
     m.version = (uint8_t)v[0];
     m.ts_hz = (uint32_t)v[1];
     m.sys_hz = (uint32_t)v[2];
     m.n_stimulus = (uint8_t)v[3];
     m.n_inputs = (uint8_t)v[4];
-    m.tag_channel = (uint8_t)v[5];
-    m.fifo_depth = (uint16_t)v[6];
-    m.pin_to_stamp_delay = (uint8_t)v[7];
-    m.capabilities = (uint32_t)v[8];
+    m.fifo_depth = (uint16_t)v[5];
+    m.pin_to_stamp_delay = (uint8_t)v[6];
+    m.capabilities = (uint32_t)v[7];
+    m.min_interval = (uint16_t)v[8];
+    m.glitch_max = (uint8_t)v[9];
+    m.start_margin = (uint32_t)v[10];
     m.firmware = fw;
     m.gateware = nf || ng ? gw : NULL; /* NULL is the empty string too */
+    m.channels = channels;
     finish(&f, hilat_msg_identify(&f, seq, &m));
 }
 
+/* events SEQ base N {timestamp channels levels} x N mask_bytes */
 static void do_events(uint16_t seq)
 {
-    unsigned long long base, n, i, ts, ch, lv;
+    static unsigned long long recs[256][3];
+    unsigned long long base, n, i, mask_bytes;
     hilat_frame_t f;
     NUM(base);
     NUM(n);
-    hilat_events_begin(&f, seq, base);
+    if (n > 256) {
+        fail("n");
+        return;
+    }
     for (i = 0; i < n; i++) {
-        NUM(ts);
-        NUM(ch);
-        NUM(lv);
-        if (!hilat_events_add(&f, ts, (uint8_t)ch, (uint8_t)lv)) {
+        NUM(recs[i][0]);
+        NUM(recs[i][1]);
+        NUM(recs[i][2]);
+    }
+    NUM(mask_bytes);
+    hilat_events_begin(&f, seq, base, (uint8_t)mask_bytes);
+    for (i = 0; i < n; i++) {
+        if (!hilat_events_add(&f, recs[i][0], (uint16_t)recs[i][1], (uint16_t)recs[i][2])) {
             printf("err nofit %llu\n", i);
             return;
         }
@@ -211,7 +225,7 @@ static void do_overflow(uint16_t seq)
     hilat_frame_t f;
     NUM(ts);
     NUM(ch);
-    finish(&f, hilat_msg_overflow(&f, seq, ts, (uint8_t)ch));
+    finish(&f, hilat_msg_overflow(&f, seq, ts, (uint16_t)ch));
 }
 
 static void do_status(uint16_t seq)
@@ -237,7 +251,7 @@ static void do_status(uint16_t seq)
         m.dropped[i] = (uint32_t)x;
     }
     NUM(n);
-    if (n > HILAT_MAX_CHANNELS) {
+    if (n > HILAT_MAX_STIMULUS) {
         fail("stim_n");
         return;
     }

@@ -1,0 +1,56 @@
+"""The tables of docs/wiring.md, made from the channel table (gateware/channels.py) and each board's
+pin map, so the document cannot drift from the gateware:
+
+    python -m targets.wiring            # rewrite the generated parts of docs/wiring.md
+    python -m targets.wiring --check    # exit 1 if the document is out of date (tests/boards)
+
+A generated part stands between ``<!-- generated: NAME -->`` and ``<!-- end generated -->``."""
+
+import re
+import sys
+
+from gateware import channels
+from targets import board_flow
+from targets.open_toolchain import ROOT
+
+DOC = ROOT / "docs" / "wiring.md"
+
+
+def tables():
+    from litex_boards.platforms import colorlight_i5, radiona_ulx3s
+
+    from targets import colorlight_i5 as i5_target
+    from targets import ulx3s as ulx3s_target
+
+    i5 = colorlight_i5.Platform(board="i5", revision="7.0", toolchain="trellis")
+    ulx3s = radiona_ulx3s.Platform(toolchain="trellis")
+    return {
+        "channels": channels.markdown_table(board_flow.rig_table()),
+        "colorlight_i5": board_flow.wiring_table(i5, i5_target.PINS),
+        "ulx3s": board_flow.wiring_table(ulx3s, ulx3s_target.PINS),
+    }
+
+
+def render(text, parts):
+    for name, table in parts.items():
+        pattern = re.compile(rf"(<!-- generated: {name} -->\n).*?(<!-- end generated -->)", re.S)
+        assert pattern.search(text), f"docs/wiring.md has no generated part {name}"
+        text = pattern.sub(lambda m, table=table: m.group(1) + table + m.group(2), text)
+    return text
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    text = DOC.read_text()
+    new = render(text, tables())
+    if "--check" in argv:
+        if new != text:
+            print("docs/wiring.md is out of date: run python -m targets.wiring", file=sys.stderr)
+            return 1
+        return 0
+    DOC.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
