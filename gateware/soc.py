@@ -71,6 +71,11 @@ class RigSoC(SoCCore):
         identity = identity or git_identity()
         self.ts_clk_freq = int(ts_clk_freq)
         self.gateware_identity = f"{board} {identity}"
+        # IDENTIFY must fit one frame: header, 25 fixed bytes, the firmware's name (<= 32 bytes), the
+        # gateware's, and the channel table (docs/protocol.md).
+        identify_bytes = (4 + 25 + 1 + 32 + 1 + len(self.gateware_identity.encode())
+                          + sum(2 + len(c.name) + len(c.role) for c in self.channels))
+        assert identify_bytes <= 250, f"IDENTIFY of {identify_bytes} bytes does not fit a frame: fewer channels"
         self.add_constant("HILAT_TS_CLOCK_FREQUENCY", self.ts_clk_freq)
         self.add_constant("HILAT_N_STIMULUS", n_stimulus)
         self.add_constant("HILAT_N_INPUTS", n_inputs)

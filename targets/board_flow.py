@@ -25,21 +25,25 @@ from targets import build_report, open_toolchain
 
 ROOT = open_toolchain.ROOT
 N_STIMULUS = 2
-N_INPUTS = 4
+N_INPUTS = 8  # DUT inputs of a board build by default (--inputs); each board's PINS has at least as many
 
 
 def board_dir(board):
     return ROOT / "build" / "boards" / board
 
 
-def rig_table():
-    return channels.channel_table(N_STIMULUS, N_INPUTS)
+def rig_table(n_inputs=N_INPUTS):
+    return channels.channel_table(N_STIMULUS, n_inputs)
 
 
-def rig_io(pins):
-    """Platform extension: ``pins`` maps each channel name to (pin or connector position, header text)."""
-    table = rig_table()
-    assert set(pins) == {c.name for c in table}, f"pins must name exactly {[c.name for c in table]}"
+def rig_io(pins, n_inputs=N_INPUTS):
+    """Platform extension: ``pins`` maps each channel name to (pin or connector position, header text);
+    the first ``n_inputs`` inputs are used."""
+    table = rig_table(n_inputs)
+    missing = [c.name for c in table if c.name not in pins]
+    if missing:
+        raise SystemExit(f"this board has no pins for {', '.join(missing)}: at most "
+                         f"{sum(1 for name in pins if name.startswith('in'))} inputs (--inputs)")
     io = []
     for c in channels.outputs(table):
         # Fast edges: the stimulus edge time is what the rig measures from.
@@ -50,9 +54,9 @@ def rig_io(pins):
     return io
 
 
-def request_rig_pads(platform):
+def request_rig_pads(platform, n_inputs=N_INPUTS):
     """(stimulus pads, capture pads) in channel order."""
-    table = rig_table()
+    table = rig_table(n_inputs)
     return ([platform.request(c.name) for c in channels.outputs(table)],
             [platform.request(c.name) for c in channels.inputs(table)])
 
@@ -103,6 +107,8 @@ def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, pro
     parser.add_target_argument("--ts-clk-freq", default=ts_clk_freq, type=float,
                                help="Timebase clock frequency, Hz: one tick per period (default %(default).0f).")
     parser.add_target_argument("--fifo-depth", default=1024, type=int, help="Capture FIFO depth, records.")
+    parser.add_target_argument("--inputs", default=N_INPUTS, type=int,
+                               help="DUT inputs (capture channels after the stimulus outputs; default %(default)d).")
     parser.add_target_argument("--seed-tries", default=3, type=int, help=
         "When a clock misses its frequency, place and route again with the next nextpnr seed, up to "
         "this many seeds in all (default %(default)d; 1: no retry).")

@@ -30,6 +30,10 @@ PINS = {
     "in1":   ("pmode:6", "P3 pin 9"),
     "in2":   ("pmode:4", "P3 pin 7"),
     "in3":   ("pmode:5", "P3 pin 8"),
+    "in4":   ("pmode:3", "P3 pin 4"),
+    "in5":   ("pmode:7", "P3 pin 10"),
+    "in6":   ("pmodf:0", "`pmodf` pin 1"),
+    "in7":   ("pmodf:1", "`pmodf` pin 2"),
 }
 
 
@@ -44,15 +48,16 @@ class _CRG(board_flow.PllCRG):
 # BaseSoC ------------------------------------------------------------------------------------------
 
 class BaseSoC(RigSoC):
-    def __init__(self, sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=TS_CLK_FREQ, toolchain="trellis", **kwargs):
+    def __init__(self, sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=TS_CLK_FREQ, toolchain="trellis",
+                 n_inputs=board_flow.N_INPUTS, **kwargs):
         platform = colorlight_i5.Platform(board="i5", revision="7.0", toolchain=toolchain)
-        platform.add_extension(board_flow.rig_io(PINS))
+        platform.add_extension(board_flow.rig_io(PINS, n_inputs))
 
         # CRG --------------------------------------------------------------------------------------
         self.crg = _CRG(platform, sys_clk_freq, ts_clk_freq)
 
         # Rig SoC ----------------------------------------------------------------------------------
-        stimulus_pads, capture_pads = board_flow.request_rig_pads(platform)
+        stimulus_pads, capture_pads = board_flow.request_rig_pads(platform, n_inputs)
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                         board=BOARD, **kwargs)
 
@@ -68,7 +73,7 @@ def build_soc(args, parser):
     kwargs = board_flow.rig_soc_kwargs(parser)
     cpu_variant = kwargs.pop("cpu_variant", None) or "standard"
     return BaseSoC(sys_clk_freq=args.sys_clk_freq, ts_clk_freq=args.ts_clk_freq, toolchain=args.toolchain,
-                   fifo_depth=args.fifo_depth, cpu_variant=cpu_variant, **kwargs)
+                   fifo_depth=args.fifo_depth, n_inputs=args.inputs, cpu_variant=cpu_variant, **kwargs)
 
 
 def main():

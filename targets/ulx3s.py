@@ -30,6 +30,10 @@ PINS = {
     "in3":   ("A11", "J1 GN1 (`J1_7-`)"),
     "in0":   ("A9",  "J1 GP2 (`J1_9+`)"),
     "in1":   ("B10", "J1 GN2 (`J1_9-`)"),
+    "in4":   ("B9",  "J1 GP3 (`J1_11+`)"),
+    "in5":   ("C10", "J1 GN3 (`J1_11-`)"),
+    "in6":   ("A7",  "J1 GP4 (`J1_13+`)"),
+    "in7":   ("A8",  "J1 GN4 (`J1_13-`)"),
 }
 
 
@@ -47,15 +51,15 @@ class _CRG(board_flow.PllCRG):
 
 class BaseSoC(RigSoC):
     def __init__(self, device="LFE5U-45F", revision="2.0", sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=TS_CLK_FREQ,
-                 toolchain="trellis", **kwargs):
+                 toolchain="trellis", n_inputs=board_flow.N_INPUTS, **kwargs):
         platform = radiona_ulx3s.Platform(device=device, revision=revision, toolchain=toolchain)
-        platform.add_extension(board_flow.rig_io(PINS))
+        platform.add_extension(board_flow.rig_io(PINS, n_inputs))
 
         # CRG --------------------------------------------------------------------------------------
         self.crg = _CRG(platform, sys_clk_freq, ts_clk_freq)
 
         # Rig SoC ----------------------------------------------------------------------------------
-        stimulus_pads, capture_pads = board_flow.request_rig_pads(platform)
+        stimulus_pads, capture_pads = board_flow.request_rig_pads(platform, n_inputs)
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                         board=BOARD, **kwargs)
 
@@ -76,7 +80,7 @@ def build_soc(args, parser):
     cpu_variant = kwargs.pop("cpu_variant", None) or "standard"
     return BaseSoC(device=args.device, revision=args.revision, sys_clk_freq=args.sys_clk_freq,
                    ts_clk_freq=args.ts_clk_freq, toolchain=args.toolchain, fifo_depth=args.fifo_depth,
-                   cpu_variant=cpu_variant, **kwargs)
+                   n_inputs=args.inputs, cpu_variant=cpu_variant, **kwargs)
 
 
 def main():

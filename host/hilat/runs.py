@@ -146,8 +146,9 @@ def _parse_rows(path, body):
     if len(values) % 4:
         raise RunError(f"{path}: rows must have 4 fields (tick,channel,level,tag)")
     table = values.reshape(-1, 4)
-    if (table[:, 1] < 0).any() or (table[:, 1] > 7).any() or ((table[:, 2] != 0) & (table[:, 2] != 1)).any():
-        raise RunError(f"{path}: channel must be 0..7 and level 0 or 1")
+    last = p.MAX_CHANNELS - 1
+    if (table[:, 1] < 0).any() or (table[:, 1] > last).any() or ((table[:, 2] != 0) & (table[:, 2] != 1)).any():
+        raise RunError(f"{path}: channel must be 0..{last} and level 0 or 1")
     return table[:, 0], table[:, 1].astype(np.uint8), table[:, 2].astype(np.uint8)
 
 

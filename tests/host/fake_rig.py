@@ -82,11 +82,13 @@ class FakeRig:
         self.close()
 
 
-def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False):
+def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False, n_inputs=4, extra_edges=()):
     """A rig that runs a whole capture: ACKs every command, answers TIME_REQ and STATUS_REQ, and on
     START sends one stimulus per entry of ``isr_latencies``, ``period`` ticks apart, each answered on
     the ISR input (channel 2) that many ticks later. Once started, its clock is past the last
-    response. ``drop_link``: the link drops right after the events."""
+    response. ``drop_link``: the link drops right after the events. ``n_inputs``: the rig's inputs
+    (more than 6 makes its EVENTS masks 2 bytes); ``extra_edges``: (offset from the start, channel
+    mask, levels) records sent too."""
 
     def script(receive, send):
         seq, now = 0, 1000
@@ -97,13 +99,13 @@ def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False):
             for frame in frames:
                 msg = frame.msg
                 if isinstance(msg, p.Hello):
-                    send(identify().encode(0))
+                    send(identify(n_inputs=n_inputs).encode(0))
                     seq = 1
                     continue
                 if isinstance(msg, p.TimeReq):
                     send(p.Time(frame.seq, now).encode(seq))
                 elif isinstance(msg, p.StatusReq):
-                    send(p.Status(0, 0, 0, 0, [0] * identify().n_channels, [p.STIM_DONE, 0]).encode(seq))
+                    send(p.Status(0, 0, 0, 0, [0] * (2 + n_inputs), [p.STIM_DONE, 0]).encode(seq))
                 else:
                     send(p.Ack(frame.seq).encode(seq))
                     if isinstance(msg, p.Start):
@@ -113,7 +115,9 @@ def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False):
                             t = msg.start + period * k
                             records += [(t, 0b1, 0b1), (t + 10, 0b1, 0), (t + latency, 0b100, 0b100),
                                         (t + latency + 20, 0b100, 0)]
-                        for events in p.pack_events(records):
+                        records += [(msg.start + dt, mask, levels) for dt, mask, levels in extra_edges]
+                        records.sort()
+                        for events in p.pack_events(records, mask_bytes=p.mask_bytes_for(2 + n_inputs)):
                             send(events.encode(seq))
                             seq += 1
                         if drop_link:

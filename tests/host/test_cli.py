@@ -101,3 +101,22 @@ def test_glitch_filter_beyond_the_rigs_maximum_is_refused(tmp_path, caplog):
         code = main(["capture", rig.url, "--count", "3", "--period", "1500", "--jitter", "0", "--mode", "periodic",
                      "--out", str(tmp_path), "--no-progress", "--glitch", "16"])
     assert code == 1 and "glitch filter of 16 ticks: this rig's longest is 15 ticks" in caplog.text
+
+
+def test_capture_on_a_rig_with_ten_channels(tmp_path):
+    """A board with 8 inputs: 2-byte masks on the wire; edges on in7 (channel 9) are recorded as
+    channel 9, and the pairing (roles from the rig's IDENTIFY) is unchanged."""
+    in7 = 1 << 9
+    extra = [(700, in7, in7), (720, in7, 0)]
+    with FakeRig(capture_script((60, 61, 62), n_inputs=8, extra_edges=extra)) as rig:
+        code = main(["capture", rig.url, "--count", "3", "--period", "1500", "--jitter", "0", "--mode", "periodic",
+                     "--out", str(tmp_path), "--no-progress"])
+    assert code == 0
+    (run_dir,) = tmp_path.iterdir()
+    rows = (run_dir / "events.csv").read_text().splitlines()
+    assert sum(1 for r in rows if r.split(",")[1] == "9") == 2
+    from hilat.runs import load_run
+
+    run = load_run(run_dir)
+    assert run.pairing.isr_latency.tolist() == [60, 61, 62]
+    assert run.roles.names[9] == "in7" and run.roles.label(9) == "in7"
