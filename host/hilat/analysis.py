@@ -63,19 +63,50 @@ class Channels:
     stimulus_active: int = 1   # level of the stimulus pin while a pulse is active
     names: tuple = ()          # channel names, by channel number
     default_roles: tuple = ()  # the rig's default role of each channel ("" for none)
+    active_low: tuple = ()     # input channels whose active level is low (the DUT pulls them down)
+
+    PAIRED_ROLES = ("stimulus", "isr", "task", "tag")
 
     @classmethod
-    def from_table(cls, table, stimulus_active=1):
-        """``table``: [(name, role)] by channel number; each role goes to its first channel."""
+    def from_table(cls, table, stimulus_active=1, roles=None, active_low=()):
+        """``table``: [(name, role)] by channel number; each role goes to its first channel, unless
+        ``roles`` ({role: channel name or number}) moves it; ``active_low``: channels (names or
+        numbers) whose active level is low. Raises ValueError naming what is wrong."""
+        names = tuple(name for name, _ in table)
         first = {}
         for number, (_name, role) in enumerate(table):
             if role:
                 first.setdefault(role, number)
+        n_outputs = sum(1 for _, role in table if role == "stimulus")
+
+        def number_of(ref):
+            ref = str(ref)
+            if ref in names:
+                return names.index(ref)
+            if ref.isdigit() and int(ref) < len(names):
+                return int(ref)
+            raise ValueError(f"no channel {ref!r} on this rig (channels: {', '.join(names)}, or 0..{len(names) - 1})")
+
+        for role, ref in (roles or {}).items():
+            if role not in cls.PAIRED_ROLES:
+                raise ValueError(f"unknown role {role!r} (roles: {', '.join(cls.PAIRED_ROLES)})")
+            number = number_of(ref)
+            if (role == "stimulus") != (number < n_outputs):
+                raise ValueError(f"{names[number]} cannot be the {role}: "
+                                 + ("the stimulus must be an output" if role == "stimulus" else "it is an output"))
+            first[role] = number
+        low = tuple(sorted({number_of(ref) for ref in active_low}))
+        for number in low:
+            if number < n_outputs:
+                raise ValueError(f"{names[number]} is a stimulus output: its polarity is --invert's")
+        taken = [(role, first[role]) for role in ("isr", "task", "tag") if first.get(role) is not None]
+        if len({n for _, n in taken}) != len(taken):
+            raise ValueError("two roles on one channel: " + ", ".join(f"{r}={names[n]}" for r, n in taken))
         if "stimulus" not in first:
             raise ValueError("the rig's channel table has no stimulus channel")
         return cls(stimulus=first["stimulus"], isr=first.get("isr"), task=first.get("task"), tag=first.get("tag"),
-                   stimulus_active=stimulus_active, names=tuple(name for name, _ in table),
-                   default_roles=tuple(role for _, role in table))
+                   stimulus_active=stimulus_active, names=names,
+                   default_roles=tuple(role for _, role in table), active_low=low)
 
     def channel_of(self, role):
         return {"stimulus": self.stimulus, "isr": self.isr, "task": self.task, "tag": self.tag}.get(role)
@@ -166,6 +197,10 @@ def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks
     ticks = np.asarray(ticks, dtype=np.int64)
     chans = np.asarray(chans)
     levels = np.asarray(levels)
+    if roles.active_low:
+        # An active-low input's active edge is its fall: pair on the inverted level.
+        low = np.isin(chans, roles.active_low)
+        levels = np.where(low, 1 - levels, levels).astype(levels.dtype)
     if len(ticks) and np.any(ticks[1:] < ticks[:-1]):
         order = np.argsort(ticks, kind="stable")
         ticks, chans, levels = ticks[order], chans[order], levels[order]

@@ -63,6 +63,9 @@ class CaptureSettings:
     calibration_dir: Path | None = None
     no_calibration_reason: str = "no calibration directory given"
     baudrate: int = DEFAULT_BAUDRATE   # the rig's UART (ignored for socket://)
+    # Roles moved from the rig's defaults ({role: channel name or number}) and active-low inputs.
+    roles: dict = field(default_factory=dict)
+    active_low: list = field(default_factory=list)
 
 
 def start_margin(ident):
@@ -268,7 +271,8 @@ class Capture:
     def roles(self):
         """The channel roles of this rig (its IDENTIFY table) and this stimulus's polarity."""
         return analysis.Channels.from_table(self.identity.channels,
-                                            stimulus_active=0 if self.settings.stimulus.invert else 1)
+                                            stimulus_active=0 if self.settings.stimulus.invert else 1,
+                                            roles=self.settings.roles, active_low=self.settings.active_low)
 
     def pairing(self):
         ticks, chans, levels = analysis.edges_from_records(self.records)
@@ -297,13 +301,15 @@ class Capture:
     def _write(self, decoder, t0):
         run = self.run_dir
         ident = self.identity
-        tag_ch = self.roles().tag if ident else None
+        roles = self.roles() if ident else None
+        tag_ch = roles.tag if ident else None
+        tag_low = int(tag_ch in roles.active_low) if ident else 0
         n_channels = ident.n_channels if ident else 0
         with open(run / "events.csv", "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["tick", "channel", "level", "tag"])
             for tick, mask, levels in self.records:
-                tag = levels >> tag_ch & 1 if tag_ch is not None else 0
+                tag = (levels >> tag_ch & 1) ^ tag_low if tag_ch is not None else 0
                 for ch in range(n_channels):
                     if mask >> ch & 1:
                         w.writerow([tick, ch, levels >> ch & 1, tag])

@@ -62,6 +62,13 @@ def _positive_int(text):
     return value
 
 
+def _role_setting(text):
+    role, sep, channel = text.partition("=")
+    if not sep or not role or not channel:
+        raise argparse.ArgumentTypeError(f"a role is ROLE=CHANNEL (e.g. isr=in4), got {text!r}")
+    return role.strip(), channel.strip()
+
+
 def _dut_setting(text):
     if not re.fullmatch(r"[a-z_0-9]+=[0-9]+", text):
         raise argparse.ArgumentTypeError(f"DUT setting must be NAME=NUMBER, got {text!r}")
@@ -108,7 +115,14 @@ def _add_capture_options(parser, default_count=2000):
     _add_calibration_dir(g)
     g.add_argument("--no-calibration", action="store_true",
                    help="apply no stored calibration (offset 0, nominal tick frequency)")
-    s = parser.add_argument_group("stimulus (channel 0)")
+    r = parser.add_argument_group("channel roles (default: the rig's table, see hilat info)")
+    r.add_argument("--role", action="append", type=_role_setting, default=[], metavar="ROLE=CHANNEL",
+                   help="move a role to another channel, by name or number: stimulus=stim1, isr=in4, task=7, "
+                        "tag=in6 (repeatable)")
+    r.add_argument("--active-low", action="append", default=[], metavar="CHANNEL",
+                   help="an input whose active level is low (the DUT pulls it down on entry), by name or "
+                        "number (repeatable)")
+    s = parser.add_argument_group("stimulus (the channel with the stimulus role)")
     s.add_argument("--mode", choices=["periodic", "dither", "random", "burst", "oneshot"], default="dither")
     s.add_argument("--period", type=TimeValue, default=TimeValue("100us"),
                    help="period, burst period, or random hold-off (default 100us)")
@@ -140,7 +154,11 @@ def _capture_settings(args, ts_hz, default_count=2000):
                             else 0, width=args.width.ticks(ts_hz), probability=probability,
                             burst_count=args.burst_count, burst_spacing=args.burst_spacing.ticks(ts_hz),
                             seed=args.seed, invert=args.invert)
-    return CaptureSettings(count=count, duration_ticks=args.duration.ticks(ts_hz) if args.duration else None,
+    roles = dict(args.role)
+    if len(roles) != len(args.role):
+        raise UsageError("a role is given twice in --role")
+    return CaptureSettings(roles=roles, active_low=list(args.active_low),
+                           count=count, duration_ticks=args.duration.ticks(ts_hz) if args.duration else None,
                            deadline_ticks=args.deadline.ticks(ts_hz) if args.deadline else None,
                            glitch=args.glitch, label=args.label, out_dir=args.out,
                            progress=not args.no_progress, stimulus=stim)
@@ -208,13 +226,18 @@ def cmd_info(args):
 
 
 def _run_capture(url, args, extra_meta=None):
+    from hilat import analysis
     from hilat.capture import Capture
     from hilat.rig import Rig
 
-    # Settings need the rig's tick frequency: identify first (a short session of its own).
+    # Settings need the rig's tick frequency and channel table: identify first (a short session).
     with _open(url, args) as transport:
-        ts_hz = Rig(transport).hello().ts_hz
-    settings = _capture_settings(args, ts_hz)
+        ident = Rig(transport).hello()
+    settings = _capture_settings(args, ident.ts_hz)
+    try:  # roles refer to this rig's channels: refuse a wrong one before anything runs
+        analysis.Channels.from_table(ident.channels, roles=settings.roles, active_low=settings.active_low)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if getattr(args, "baud", None):
         settings.baudrate = args.baud
     if args.no_calibration:

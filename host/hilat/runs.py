@@ -196,7 +196,11 @@ def load_run(path, edges=True):
     settings = meta.get("settings") or {}
     stim = settings.get("stimulus") or {}
     calibration = meta.get("calibration") or {}
-    roles = analysis.Channels.from_table(channel_table(rig), stimulus_active=0 if stim.get("invert") else 1)
+    try:
+        roles = analysis.Channels.from_table(channel_table(rig), stimulus_active=0 if stim.get("invert") else 1,
+                                             roles=settings.get("roles"), active_low=settings.get("active_low") or ())
+    except ValueError as e:
+        raise RunError(f"{path / 'meta.json'}: {e}") from None
     return Run(path=path, meta=meta, ticks=ticks, chans=chans, levels=levels,
                ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]),
                offset_ticks=int(calibration.get("offset_ticks") or 0), roles=roles,

@@ -120,3 +120,38 @@ def test_capture_on_a_rig_with_ten_channels(tmp_path):
     run = load_run(run_dir)
     assert run.pairing.isr_latency.tolist() == [60, 61, 62]
     assert run.roles.names[9] == "in7" and run.roles.label(9) == "in7"
+
+
+def test_roles_moved_and_an_active_low_isr_pin(tmp_path):
+    """--role isr=in4 --active-low in4: the ISR is the falling edge of in4 (channel 6); the run
+    directory keeps the roles, so a later report pairs the same way."""
+    in4 = 1 << 6
+    extra = []
+    for k in range(3):
+        extra += [(1500 * k + 80, in4, 0), (1500 * k + 100, in4, in4)]  # pulled low on entry
+    with FakeRig(capture_script((60, 61, 62), n_inputs=8, extra_edges=extra)) as rig:
+        code = main(["capture", rig.url, "--count", "3", "--period", "1500", "--jitter", "0", "--mode", "periodic",
+                     "--out", str(tmp_path), "--no-progress", "--role", "isr=in4", "--active-low", "in4"])
+    assert code == 0
+    (run_dir,) = tmp_path.iterdir()
+    from hilat.runs import load_run
+
+    run = load_run(run_dir)
+    assert run.roles.isr == 6 and run.roles.active_low == (6,)
+    assert run.pairing.isr_latency.tolist() == [80, 80, 80]
+    assert run.pairing.isr_duration.tolist() == [20, 20, 20]   # low from 80 to 100
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--role", "isr=in9"], "no channel 'in9' on this rig"),
+    (["--role", "isr=stim1"], "stim1 cannot be the isr: it is an output"),
+    (["--role", "stimulus=in0"], "in0 cannot be the stimulus: the stimulus must be an output"),
+    (["--role", "isr=in1"], "two roles on one channel: isr=in1, task=in1"),
+    (["--role", "frob=in1"], "unknown role 'frob'"),
+    (["--active-low", "stim0"], "stim0 is a stimulus output"),
+    (["--role", "isr"], "a role is ROLE=CHANNEL"),
+])
+def test_wrong_roles_are_usage_errors(argv, message, capsys):
+    with FakeRig(capture_script()) as rig, pytest.raises(SystemExit) as e:
+        main(["capture", rig.url, "--count", "3", "--no-progress", *argv])
+    assert e.value.code == 2 and message in capsys.readouterr().err
