@@ -6,8 +6,8 @@
 //   clk        input   the rig's `ts` clock: one cycle is one tick of the rig's timebase
 //   rst        input   active-high reset, synchronous to clk
 //   stim[1:0]  input   the rig's stimulus pins (channel 0 is the interrupt line)
-//   isr_pin    output  raised at ISR entry, dropped at ISR exit       (rig capture channel 2)
-//   task_pin   output  raised when the woken task is dispatched       (rig capture channel 3)
+//   isr_pin    output  raised at ISR entry, dropped at ISR exit       (rig input in0, channel 2)
+//   task_pin   output  raised when the woken task is dispatched       (rig input in1, channel 3)
 //   spare_pin  output  calibration source, low unless enabled below      (rig capture channel 4)
 //   tag_pin    output  "DMA active": raised around some responses     (rig capture channel 5)
 //
@@ -40,14 +40,18 @@
 //   to +dut_pps_log=FILE as "kind,index,tick" (kind: pulse, missing (with its ideal tick), extra);
 //   tick counts the DUT clock from reset.
 //
+// Wiring, as a user's board may have it (for captures with roles on other pins, --role/--active-low):
+// +dut_isr_active_low=1 makes the ISR signal active-low (idle high, pulled low at ISR entry);
+// +dut_swap_isr_task=1 puts the ISR signal on task_pin and the task signal on isr_pin.
+//
 // All settings are plusargs (+dut_isr_base=50 ...), so changing them needs no rebuild.
 
 module hilat_dut_model (
     input  wire       clk,
     input  wire       rst,
     input  wire [1:0] stim,
-    output reg        isr_pin,
-    output reg        task_pin,
+    output wire       isr_pin,
+    output wire       task_pin,
     output wire       spare_pin,
     output reg        tag_pin
 );
@@ -59,6 +63,12 @@ module hilat_dut_model (
     reg [31:0] pps_period, pps_width, pps_jitter, pps_missing_every, pps_missing_run, pps_extra_every;
     reg [31:0] pps_seed;
     integer    pps_ppb;
+    reg [31:0] isr_active_low, swap_isr_task;
+    // The ISR and task signals, active high, then as wired to the pins.
+    reg        isr_level, task_level;
+    wire       isr_signal = isr_level ^ isr_active_low[0];
+    assign isr_pin  = swap_isr_task[0] ? task_level : isr_signal;
+    assign task_pin = swap_isr_task[0] ? isr_signal : task_level;
 
     function [31:0] xorshift32(input [31:0] x);
         reg [31:0] a, b;
@@ -84,6 +94,9 @@ module hilat_dut_model (
         if ($value$plusargs("dut_task_width=%d", task_width)) ;
         if ($value$plusargs("dut_miss_per1024=%d", miss_per1024)) ;
         if ($value$plusargs("dut_tag_per1024=%d", tag_per1024)) ;
+        isr_active_low = 0; swap_isr_task = 0;
+        if ($value$plusargs("dut_isr_active_low=%d", isr_active_low)) ;
+        if ($value$plusargs("dut_swap_isr_task=%d", swap_isr_task)) ;
         if (seed == 0) seed = 32'h2545F491;
         log_fd = 0;
         if ($value$plusargs("dut_log=%s", log_name)) begin
@@ -146,19 +159,19 @@ module hilat_dut_model (
             busy      <= 1'b0;
             t         <= 0;
             index     <= 0;
-            isr_pin   <= 1'b0;
-            task_pin  <= 1'b0;
+            isr_level  <= 1'b0;
+            task_level <= 1'b0;
             tag_pin   <= 1'b0;
         end else begin
             stim_prev <= stim[0];
             if (busy) begin
                 t <= t + 1;
                 // Registered outputs: set in cycle S+k-1 to show in cycle S+k.
-                if (t + 1 == isr_at)             isr_pin  <= 1'b1;
-                if (t + 1 == isr_at + isr_width) isr_pin  <= 1'b0;
-                if (t + 1 == task_at)            task_pin <= 1'b1;
+                if (t + 1 == isr_at)             isr_level  <= 1'b1;
+                if (t + 1 == isr_at + isr_width) isr_level  <= 1'b0;
+                if (t + 1 == task_at)            task_level <= 1'b1;
                 if (t + 1 == end_at) begin
-                    task_pin <= 1'b0;
+                    task_level <= 1'b0;
                     tag_pin  <= 1'b0;
                     busy     <= 1'b0;
                 end
