@@ -216,3 +216,19 @@ def test_events_decoded_from_raw_bin_when_events_csv_is_missing(tmp_path):
     loaded = load_run(run)
     assert loaded.edges_source == "raw.bin"
     assert loaded.pairing.isr_latency.tolist() == [50, 60, analysis.MISSING]
+
+
+def test_a_run_written_by_protocol_1_is_still_read(tmp_path, cli):
+    # Protocol 1's IDENTIFY had no channel table: its fixed channels (protocol.V1_CHANNEL_TABLE) apply.
+    run = write_run(tmp_path / "v1", dut_edges([1000, 6000], [50, 60], [140, 150], tag_spans=[(6100, 6300)]))
+    meta = json.loads((run / "meta.json").read_text())
+    meta["rig"] = {k: v for k, v in meta["rig"].items() if k != "channels"} | {"version": 1, "tag_channel": 5}
+    (run / "meta.json").write_text(json.dumps(meta))
+    code, out, _ = cli("report", run, "--format", "json")
+    r = json.loads(out)["runs"][0]
+    assert code == 0 and r["subsets"]["all"]["stim_to_isr"]["ticks"]["min"] == 50
+    assert r["subsets"]["untagged"]["stim_to_isr"]["count"] == 1          # the tag (channel 5) still counts
+    meta["rig"]["version"] = 2                                            # a v2 run must have its table
+    (run / "meta.json").write_text(json.dumps(meta))
+    code, _, err = cli("report", run)
+    assert code == 1 and "the rig has no channel table" in err
