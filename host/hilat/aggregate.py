@@ -8,9 +8,10 @@
 - an HDR histogram (``hilat.hdr``, 3 significant digits by default) for the median and percentiles,
   each within 10^-sf relative of the exact value (the highest value equivalent to the exact one).
 
-Memory is constant in the run length: the histograms, and a carried tail of edges from the
-second-to-last stimulus on (a window needs the next stimulus; an ISR duration may run past it).
-A response pulse longer than two stimulus intervals loses its duration (counted as missing).
+Every kind (built-in and defined, ``hilat.measures``) is aggregated the same way. Memory is
+constant in the run length: the histograms, and a carried tail of edges from each kind's
+second-to-last start edge on (a window needs the next start; an ISR duration may run past it). A
+response pulse longer than two stimulus intervals loses its duration (counted as missing).
 """
 
 import numpy as np
@@ -49,24 +50,39 @@ class _Exact:
 
 
 class StreamingAggregator:
-    def __init__(self, roles, deadline=None, offset_ticks=0, highest=1 << 40, significant_figures=3):
+    """``measures``/``builtin``: the kinds, as in ``analysis.measure``."""
+
+    def __init__(self, roles, deadline=None, offset_ticks=0, highest=1 << 40, significant_figures=3,
+                 measures=(), builtin=True):
         self.roles = roles
         self.deadline = deadline
         self.offset_ticks = int(offset_ticks)
+        self.measures = list(measures)
+        self.builtin = builtin
         self.significant_figures = significant_figures
-        self.hist = {(s, k): HdrHistogram(1, highest, significant_figures) for s in SUBSET_NAMES
-                     for k, _ in analysis.KINDS}
-        self.exact = {(s, k): _Exact() for s in SUBSET_NAMES for k, _ in analysis.KINDS}
-        self.stimuli = dict.fromkeys(SUBSET_NAMES, 0)
-        self.misses = {(s, k): 0 for s in SUBSET_NAMES for k, _ in analysis.KINDS}
-        self.duplicates = {s: {"isr": 0, "task": 0} for s in SUBSET_NAMES}
+        self.titles = analysis.kind_titles(roles, self.measures, builtin)
+        self.kinds = list(self.titles)
+        # The start edge of every kind: a window closes at its kind's next start.
+        self._start_edges = ([(roles.stimulus, roles.stimulus_active)] if builtin else []) + [
+            (m.start.channel, m.start.level) for m in self.measures]
+        keys = [(s, k) for s in SUBSET_NAMES for k in self.kinds]
+        self.hist = {key: HdrHistogram(1, highest, significant_figures) for key in keys}
+        self.exact = {key: _Exact() for key in keys}
+        self.starts = dict.fromkeys(keys, 0)
+        self.misses = dict.fromkeys(keys, 0)
+        self.duplicates = dict.fromkeys(keys, 0)
+        self.tagged = dict.fromkeys(self.kinds, 0)
+        self.stimuli = 0
         self.worst = {}
-        self.tagged = 0
         self.edges = 0
         self._tail = (np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.uint8))
         self._finished = False
 
     # ---- feeding ----------------------------------------------------------------------------------
+
+    def _measure(self, t, c, lv, end_tick):
+        return analysis.measure(t, c, lv, self.roles, self.measures, self.builtin, self.deadline,
+                                end_tick=end_tick, offset_ticks=self.offset_ticks)
 
     def feed(self, ticks, chans, levels):
         """One chunk of edges; chunks must follow each other in tick order."""
@@ -78,16 +94,22 @@ class StreamingAggregator:
         t = np.concatenate((self._tail[0], ticks))
         c = np.concatenate((self._tail[1], chans))
         lv = np.concatenate((self._tail[2], levels))
-        stim_idx = np.flatnonzero((c == self.roles.stimulus) & (lv == self.roles.stimulus_active))
-        if len(stim_idx) < 3:
-            self._tail = self._trim(t, c, lv, stim_idx[0] if len(stim_idx) else len(t))
+        # Every sample starting before the second-to-last start edge of each kind is final (its
+        # window closed, and an ISR duration may run one interval further); a kind with fewer
+        # starts holds the cut at its first.
+        cut = None
+        for channel, level in self._start_edges:
+            idx = np.flatnonzero((c == channel) & (lv == level))
+            if len(idx):
+                tick = int(t[idx[-2]] if len(idx) >= 3 else t[idx[0]])
+                cut = tick if cut is None else min(cut, tick)
+        if cut is None:
+            self._tail = self._trim(t, c, lv, len(t))
             return
-        # Everything before the second-to-last stimulus is final.
-        cut = stim_idx[-2]
-        p = analysis.pair(t, c, lv, self.roles, self.deadline, end_tick=int(t[-1]) + 1,
-                          offset_ticks=self.offset_ticks)
-        self._account(p.select(p.stim_tick < t[cut]))
-        self._tail = self._trim(t, c, lv, cut)
+        start = int(np.searchsorted(t, cut, side="left"))
+        if start:
+            self._account(self._measure(t, c, lv, int(t[-1]) + 1).take_before(cut))
+        self._tail = self._trim(t, c, lv, start)
 
     def _trim(self, t, c, lv, start):
         """Edges from ``start`` on, plus the last tag edge before it (the tag level carries over)."""
@@ -100,32 +122,33 @@ class StreamingAggregator:
         if not self._finished:
             t, c, lv = self._tail
             end = end_tick if end_tick is not None else (int(t[-1]) + 1 if len(t) else 0)
-            self._account(analysis.pair(t, c, lv, self.roles, self.deadline, end_tick=end,
-                                        offset_ticks=self.offset_ticks))
+            self._account(self._measure(t, c, lv, end))
             self._tail = (t[:0], c[:0], lv[:0])
             self._finished = True
         return self
 
-    def _account(self, p):
-        first_index = self.stimuli["all"]
-        self.tagged += int(p.tag_in_window.sum())
-        for subset in SUBSET_NAMES:
-            sel = p if subset == "all" else p.untagged()
-            self.stimuli[subset] += len(sel)
-            self.duplicates[subset]["isr"] += int(sel.isr_duplicates.sum())
-            self.duplicates[subset]["task"] += int(sel.task_duplicates.sum())
-            for kind, _ in analysis.KINDS:
-                lat = sel.latency(kind)
+    def _account(self, found):
+        if self.builtin:
+            self.stimuli += len(found.series[analysis.KINDS[0][0]])
+        for kind in self.kinds:
+            first_index = self.starts[("all", kind)]
+            self.tagged[kind] += int(found.series[kind].tag_in_window.sum())
+            for subset in SUBSET_NAMES:
+                sel = found.subset(kind, subset)
+                lat = sel.values
                 ok = lat != analysis.MISSING
                 v = lat[ok]
-                self.misses[(subset, kind)] += int(len(lat) - len(v))
-                self.exact[(subset, kind)].add(v)
-                self.hist[(subset, kind)].record(v)
-                if subset == "all" and kind in ("stim_to_isr", "stim_to_task") and len(v):
+                key = (subset, kind)
+                self.starts[key] += len(sel)
+                self.duplicates[key] += int(sel.duplicates.sum())
+                self.misses[key] += int(len(lat) - len(v))
+                self.exact[key].add(v)
+                self.hist[key].record(v)
+                if subset == "all" and len(v):
                     i = int(np.argmax(lat))
                     best = self.worst.get(kind)
                     if best is None or lat[i] > best["ticks"]:
-                        self.worst[kind] = {"stimulus_index": first_index + i, "stimulus_tick": int(sel.stim_tick[i]),
+                        self.worst[kind] = {"index": first_index + i, "start_tick": int(sel.start_tick[i]),
                                             "ticks": int(lat[i]), "tagged": bool(sel.tag_in_window[i])}
 
     # ---- results ----------------------------------------------------------------------------------

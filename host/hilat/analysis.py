@@ -51,6 +51,15 @@ def samples_needed(p):
     return int(np.ceil(round(1.0 / (1.0 - p), 6)))
 
 
+def _channel_number(names, ref):
+    ref = str(ref)
+    if ref in names:
+        return names.index(ref)
+    if ref.isdigit() and int(ref) < len(names):
+        return int(ref)
+    raise ValueError(f"no channel {ref!r} on this rig (channels: {', '.join(names)}, or 0..{len(names) - 1})")
+
+
 @dataclass(frozen=True)
 class Channels:
     """Which capture channel plays which role. Built from the rig's channel table (IDENTIFY: the
@@ -80,12 +89,7 @@ class Channels:
         n_outputs = sum(1 for _, role in table if role == "stimulus")
 
         def number_of(ref):
-            ref = str(ref)
-            if ref in names:
-                return names.index(ref)
-            if ref.isdigit() and int(ref) < len(names):
-                return int(ref)
-            raise ValueError(f"no channel {ref!r} on this rig (channels: {', '.join(names)}, or 0..{len(names) - 1})")
+            return _channel_number(names, ref)
 
         for role, ref in (roles or {}).items():
             if role not in cls.PAIRED_ROLES:
@@ -110,6 +114,29 @@ class Channels:
 
     def channel_of(self, role):
         return {"stimulus": self.stimulus, "isr": self.isr, "task": self.task, "tag": self.tag}.get(role)
+
+    @property
+    def n_outputs(self):
+        return sum(1 for role in self.default_roles if role == "stimulus")
+
+    def is_output(self, channel):
+        return channel < self.n_outputs
+
+    def active_level(self, channel):
+        """The pin level while a channel is active: 0 for an inverted stimulus or an active-low input."""
+        if self.is_output(channel):
+            return self.stimulus_active
+        return 0 if channel in self.active_low else 1
+
+    def resolve(self, ref):
+        """A channel number from a name, a number, or a role this capture gives a channel."""
+        ref = str(ref)
+        if ref in self.PAIRED_ROLES and ref not in self.names:
+            channel = self.channel_of(ref)
+            if channel is None:
+                raise ValueError(f"no channel plays the {ref} role on this rig")
+            return channel
+        return _channel_number(self.names, ref)
 
     def label(self, channel):
         """What to call a channel in exports: the role it plays here; else its default role, unless
@@ -191,35 +218,66 @@ class Pairing:
         return self.select(self.tag_in_window == 0)
 
 
-def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks=0):
-    """Pair stimuli and responses (``roles``: a :class:`Channels`). ``end_tick``: the capture's last
-    tick (closes the last window)."""
-    ticks = np.asarray(ticks, dtype=np.int64)
-    chans = np.asarray(chans)
-    levels = np.asarray(levels)
-    if roles.active_low:
-        # An active-low input's active edge is its fall: pair on the inverted level.
-        low = np.isin(chans, roles.active_low)
-        levels = np.where(low, 1 - levels, levels).astype(levels.dtype)
-    if len(ticks) and np.any(ticks[1:] < ticks[:-1]):
-        order = np.argsort(ticks, kind="stable")
-        ticks, chans, levels = ticks[order], chans[order], levels[order]
-    # Split the edges by (channel, level) in one stable counting sort: each group stays in tick order.
-    key = (chans.astype(np.uint8) << 1) | levels.astype(np.uint8)
-    order = np.argsort(key, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(key, minlength=2 * 16))))
+class EdgeGroups:
+    """The edges split by (channel, pin level after the edge), each group in tick order: one stable
+    counting sort, then any group is a slice."""
 
-    def group(channel, level):
+    def __init__(self, ticks, chans, levels):
+        ticks = np.asarray(ticks, dtype=np.int64)
+        chans = np.asarray(chans)
+        levels = np.asarray(levels)
+        if len(ticks) and np.any(ticks[1:] < ticks[:-1]):
+            order = np.argsort(ticks, kind="stable")
+            ticks, chans, levels = ticks[order], chans[order], levels[order]
+        self.ticks = ticks
+        key = (chans.astype(np.uint8) << 1) | levels.astype(np.uint8)
+        self._order = np.argsort(key, kind="stable")
+        self._bounds = np.concatenate(([0], np.cumsum(np.bincount(key, minlength=2 * 16))))
+
+    def __call__(self, channel, level):
         if channel is None:  # a role no channel plays
-            return ticks[:0]
+            return self.ticks[:0]
         k = channel << 1 | level
-        return ticks.take(order[bounds[k]:bounds[k + 1]])
+        return self.ticks.take(self._order[self._bounds[k]:self._bounds[k + 1]])
 
-    stim = group(roles.stimulus, roles.stimulus_active)
-    isr_rise, isr_fall = group(roles.isr, 1), group(roles.isr, 0)
-    task_rise, task_fall = group(roles.task, 1), group(roles.task, 0)
+    @property
+    def last_tick(self):
+        return int(self.ticks[-1]) if len(self.ticks) else -1
+
+
+def _tag_flags(groups, roles, starts, window_end):
+    """(tag level at each start, tag active at any time in [start, window end)), as uint8."""
+    if roles.tag is None:
+        zeros = np.zeros(len(starts), np.uint8)
+        return zeros, zeros
+    active = roles.active_level(roles.tag)
+    tag_rises, tag_falls = groups(roles.tag, active), groups(roles.tag, 1 - active)
+    tag_ticks = np.concatenate((tag_rises, tag_falls))
+    tag_levels = np.concatenate((np.ones(len(tag_rises), np.uint8), np.zeros(len(tag_falls), np.uint8)))
+    tag_order = np.argsort(tag_ticks, kind="stable")
+    tag_at = _level_at(tag_ticks[tag_order], tag_levels[tag_order], starts)
+    # Active at any time in [S, end): active at S, or a rise inside the window.
+    rise_inside = np.searchsorted(tag_rises, window_end, "left") > np.searchsorted(tag_rises, starts, "left")
+    return tag_at, ((tag_at == 1) | rise_inside).astype(np.uint8)
+
+
+def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks=0, groups=None):
+    """Pair stimuli and responses (``roles``: a :class:`Channels`). ``end_tick``: the capture's last
+    tick (closes the last window). Each role's active edge is its rise, or its fall on an
+    active-low input or an inverted stimulus."""
+    groups = groups if groups is not None else EdgeGroups(ticks, chans, levels)
+
+    def active(channel):
+        return groups(channel, roles.active_level(channel) if channel is not None else 1)
+
+    def inactive(channel):
+        return groups(channel, 1 - roles.active_level(channel) if channel is not None else 0)
+
+    stim = active(roles.stimulus)
+    isr_rise, isr_fall = active(roles.isr), inactive(roles.isr)
+    task_rise, task_fall = active(roles.task), inactive(roles.task)
     n = len(stim)
-    last = end_tick if end_tick is not None else (int(ticks[-1]) + 1 if len(ticks) else 0)
+    last = end_tick if end_tick is not None else groups.last_tick + 1
     window_end = np.append(stim[1:], last + 1).astype(np.int64) if n else np.zeros(0, np.int64)
     if deadline is not None and n:
         window_end = np.minimum(window_end, stim + int(deadline))
@@ -249,17 +307,66 @@ def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks
     task_latency = np.where(task_at != MISSING, task_at - stim - offset_ticks, MISSING)
     both = (isr_at != MISSING) & (task_at != MISSING)
     isr_to_task = np.where(both, task_at - isr_at, MISSING)
-
-    tag_rises, tag_falls = group(roles.tag, 1), group(roles.tag, 0)
-    tag_ticks = np.concatenate((tag_rises, tag_falls))
-    tag_levels = np.concatenate((np.ones(len(tag_rises), np.uint8), np.zeros(len(tag_falls), np.uint8)))
-    tag_order = np.argsort(tag_ticks, kind="stable")
-    tag_at = _level_at(tag_ticks[tag_order], tag_levels[tag_order], stim)
-    # High at any time in [S, end): high at S, or a rise inside the window.
-    rise_inside = np.searchsorted(tag_rises, window_end, "left") > np.searchsorted(tag_rises, stim, "left")
-    tag_window = (tag_at == 1) | rise_inside
+    tag_at, tag_window = _tag_flags(groups, roles, stim, window_end)
     return Pairing(stim, window_end, isr_latency, task_latency, isr_to_task, isr_duration, task_duration,
-                   isr_at, task_at, isr_dup, task_dup, tag_at, tag_window.astype(np.uint8), int(offset_ticks))
+                   isr_at, task_at, isr_dup, task_dup, tag_at, tag_window, int(offset_ticks))
+
+
+class Measurements:
+    """Every kind of one capture, by name: the built-in stimulus kinds (when a stimulus fired) and
+    the measurement definitions, each a :class:`measures.Series` with its own start edges."""
+
+    def __init__(self, titles, series, stimuli):
+        self.titles = titles       # {kind: title}, in report order
+        self.series = series       # {kind: Series}
+        self.stimuli = stimuli     # stimuli of the built-in kinds (0: none fired)
+
+    @property
+    def kinds(self):
+        return list(self.titles)
+
+    def latency(self, kind):
+        return self.series[kind].values
+
+    def subset(self, kind, subset="all"):
+        s = self.series[kind]
+        return s if subset == "all" else s.take(np.flatnonzero(s.tag_in_window == 0))
+
+    def take_before(self, tick):
+        """Only the samples whose start edge lies before ``tick``."""
+        return Measurements(self.titles, {k: s.take(np.flatnonzero(s.start_tick < tick))
+                                          for k, s in self.series.items()}, self.stimuli)
+
+
+def kind_titles(roles, measures=(), builtin=True):
+    titles = dict(KINDS) if builtin else {}
+    titles.update((m.name, m.title(roles.names)) for m in measures)
+    return titles
+
+
+def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=None, end_tick=None, offset_ticks=0):
+    """:class:`Measurements` of a capture: the built-in kinds (``builtin``: a stimulus fired; see
+    :func:`pair`) and each measurement definition (``hilat.measures``)."""
+    from hilat.measures import Series, compute
+
+    groups = EdgeGroups(ticks, chans, levels)
+    last = end_tick if end_tick is not None else groups.last_tick + 1
+    series = {}
+    stimuli = 0
+    if builtin:
+        p = pair(ticks, chans, levels, roles, deadline, end_tick=last, offset_ticks=offset_ticks, groups=groups)
+        stimuli = len(p)
+        dups = {"stim_to_isr": p.isr_duplicates, "stim_to_task": p.task_duplicates}
+        for kind, _ in KINDS:
+            series[kind] = Series(p.stim_tick, p.window_end, p.latency(kind),
+                                  dups.get(kind, np.zeros(len(p), np.int64)).astype(np.int64),
+                                  p.tag_at_stimulus, p.tag_in_window)
+    for m in measures:
+        starts, window_end, values, duplicates = compute(
+            m, groups(m.start.channel, m.start.level), groups(m.end.channel, m.end.level), last, offset_ticks)
+        tag_at, tag_window = _tag_flags(groups, roles, starts, window_end)
+        series[m.name] = Series(starts, window_end, values, duplicates, tag_at, tag_window)
+    return Measurements(kind_titles(roles, measures, builtin), series, stimuli)
 
 
 def pulse_widths(ticks, chans, levels, channel, active=1):
@@ -320,37 +427,42 @@ def stats(values, percentiles=PERCENTILES):
     return row
 
 
-def summarize(pairing, ts_hz, exclude_tagged=False):
-    """{kind: {stimuli, count, misses, min, median, max, mean, std, percentiles}} in ticks (Faller's
-    table), plus duplicates and the tick period."""
-    sel = pairing.untagged() if exclude_tagged else pairing
-    out = {}
-    for kind, _title in KINDS:
-        lat = sel.latency(kind)
-        ok = lat[lat != MISSING]
-        row = {"stimuli": int(len(lat)), "misses": int(len(lat) - len(ok))}
+def tagged_samples(found):
+    """Samples of the first kind whose window saw the tag (for the built-in kinds: tagged stimuli)."""
+    return int(found.series[found.kinds[0]].tag_in_window.sum()) if found.kinds else 0
+
+
+def summarize(found, ts_hz, exclude_tagged=False):
+    """{kind: {starts, count, misses, duplicates, min, median, max, mean, std, percentiles}} in ticks
+    (Faller's table) for every kind of ``found`` (:class:`Measurements`), plus the tick period."""
+    out = {"kinds": dict(found.titles)}
+    for kind in found.kinds:
+        sel = found.subset(kind, "untagged" if exclude_tagged else "all")
+        ok = sel.values[sel.values != MISSING]
+        row = {"starts": int(len(sel)), "misses": int(len(sel) - len(ok)), "duplicates": int(sel.duplicates.sum())}
         row.update(stats(ok))
         out[kind] = row
-    out["duplicates"] = {"isr": int(sel.isr_duplicates.sum()), "task": int(sel.task_duplicates.sum())}
     out["tick_ns"] = 1e9 / ts_hz
     return out
 
 
 def format_table(summary, title=None):
     tick_ns = summary["tick_ns"]
+    titles = summary["kinds"]
+    width = max([24] + [len(t) + 2 for t in titles.values()])
     lines = []
     if title:
         lines.append(title)
-    head = f"{'latency':<24}{'count':>7}{'misses':>8}{'min':>11}{'median':>11}{'max':>11}{'mean':>11}{'std':>11}"
+    head = f"{'latency':<{width}}{'count':>7}{'misses':>8}{'min':>11}{'median':>11}{'max':>11}{'mean':>11}{'std':>11}"
     lines += [head + "   (ns)", "-" * len(head)]
-    for kind, label in KINDS:
+    for kind, label in titles.items():
         row = summary[kind]
         if row["count"]:
             vals = [row[k] * tick_ns for k in ("min", "median", "max", "mean", "std")]
             cells = "".join(f"{v:>11.1f}" for v in vals)
         else:
             cells = "".join(f"{'-':>11}" for _ in range(5))
-        lines.append(f"{label:<24}{row['count']:>7}{row['misses']:>8}{cells}")
-    d = summary["duplicates"]
-    lines.append(f"duplicate responses: ISR {d['isr']}, task {d['task']}; 1 tick = {tick_ns:g} ns")
+        lines.append(f"{label:<{width}}{row['count']:>7}{row['misses']:>8}{cells}")
+    dups = [f"{kind} {summary[kind]['duplicates']}" for kind in titles if summary[kind]["duplicates"]]
+    lines.append(f"duplicate responses: {', '.join(dups) if dups else 'none'}; 1 tick = {tick_ns:g} ns")
     return "\n".join(lines)

@@ -66,6 +66,16 @@ class CaptureSettings:
     # Roles moved from the rig's defaults ({role: channel name or number}) and active-low inputs.
     roles: dict = field(default_factory=dict)
     active_low: list = field(default_factory=list)
+    # Measurement definitions (hilat.measures: "NAME=A..B", "NAME=period:A", "NAME=width:A").
+    measures: list = field(default_factory=list)
+    # No stimulus at all: the rig only timestamps (DUT-paced tests); the measures are the kinds.
+    no_stimulus: bool = False
+    # More stimulus outputs fired at the same time: [(channel, {setting: value})], each with the
+    # stimulus settings above except those it names (another interrupt source, its own period...).
+    also_fire: list = field(default_factory=list)
+
+
+STIMULUS_SETTING_NAMES = [f.name for f in dataclasses.fields(StimulusSettings)]
 
 
 def start_margin(ident):
@@ -93,6 +103,9 @@ class Capture:
         self.run_dir = None
         self.calibration = None    # meta["calibration"]: what is applied, once the rig identified
         self._roles = None         # analysis.Channels, once the rig identified
+        self._measures = []        # measures.Measure, once the rig identified
+        self._fired = {}           # {stimulus channel: StimulusSettings} fired by this capture
+        self._pace = None          # (channel, level): the edge --count counts
         self.responses_before_offset = 0
 
     # set-up ---------------------------------------------------------------------------------------
@@ -117,26 +130,65 @@ class Capture:
                            f"{ident.glitch_max} ticks")
         glitch = [0] * ident.n_stimulus + [self.settings.glitch] * ident.n_inputs
         rig.command(p.CaptureConfig([(flags, glitch[ch]) for ch in range(n)]))
-        s = self.settings.stimulus
-        # The stimulus output is channel `stim` of the capture stream and output `stim` of the rig
-        # (the channel table puts the outputs first).
-        stim = self.roles().stimulus
-        rig.command(p.StimConfig(channel=stim, mode=MODES[s.mode], invert=int(s.invert), width=s.width,
-                                 period=s.period, jitter=s.jitter, probability=s.probability,
-                                 burst_count=s.burst_count, burst_spacing=s.burst_spacing,
-                                 count=self.settings.count or 0, seed=s.seed))
+        # Stimulus output k is channel k of the capture stream and output k of the rig (the channel
+        # table puts the outputs first).
+        for stim, s in self._fired.items():
+            rig.command(p.StimConfig(channel=stim, mode=MODES[s.mode], invert=int(s.invert), width=s.width,
+                                     period=s.period, jitter=s.jitter, probability=s.probability,
+                                     burst_count=s.burst_count, burst_spacing=s.burst_spacing,
+                                     count=self.settings.count or 0, seed=s.seed))
         # Start at an absolute tick a little ahead, so the start is exact and recorded.
         margin = start_margin(ident)
         self.start_tick = rig.now() + margin
-        rig.command(p.Start(channels=1 << stim, at_time=1, start=self.start_tick))
+        if self._fired:
+            rig.command(p.Start(channels=self._fired_mask, at_time=1, start=self.start_tick))
+
+    @property
+    def _fired_mask(self):
+        return sum(1 << ch for ch in self._fired)
+
+    def _plan(self):
+        """Roles, measures, the stimuli to fire and the edge to count, from the settings and the
+        rig's table; raises RigError naming what does not fit this rig."""
+        from hilat import measures
+
+        s = self.settings
+        try:
+            self._roles = roles = self.roles()
+            self._measures = [measures.parse(text, roles, self.identity.ts_hz,
+                                             reserved=[k for k, _ in analysis.KINDS]) for text in s.measures]
+            names = [m.name for m in self._measures]
+            if len(set(names)) != len(names):
+                raise ValueError(f"a measurement name is given twice: {', '.join(names)}")
+            fired = {} if s.no_stimulus else {roles.stimulus: s.stimulus}
+            for ref, overrides in s.also_fire:
+                channel = roles.resolve(ref)
+                if not roles.is_output(channel):
+                    raise ValueError(f"{roles.names[channel]} is an input: only stimulus outputs fire")
+                if channel in fired:
+                    raise ValueError(f"{roles.names[channel]} fires already")
+                unknown = set(overrides) - set(STIMULUS_SETTING_NAMES)
+                if unknown:
+                    raise ValueError(f"unknown stimulus setting(s) {', '.join(sorted(unknown))} for "
+                                     f"{roles.names[channel]} (settings: {', '.join(STIMULUS_SETTING_NAMES)})")
+                fired[channel] = dataclasses.replace(s.stimulus, **overrides)
+        except ValueError as e:
+            raise RigError(str(e)) from None
+        if s.no_stimulus and not self._measures:
+            raise RigError("a capture with no stimulus measures nothing by default: give --measure")
+        self._fired = fired
+        if not s.no_stimulus:
+            self._pace = (roles.stimulus, roles.stimulus_active)
+        else:
+            first = self._measures[0].start
+            self._pace = (first.channel, first.level)
 
     # stream ---------------------------------------------------------------------------------------
 
     def _ingest(self, frame):
         msg = frame.msg
         if isinstance(msg, p.Events):
-            roles = self._roles
-            stim_ch, active = roles.stimulus, roles.stimulus_active
+            stim_ch, active = self._pace
             for rec in msg.records:
                 self.records.append(rec)
                 tick, mask, levels = rec
@@ -179,7 +231,8 @@ class Capture:
                 self._pump_pending(rig)
                 self.status = status
                 stim = self._roles.stimulus
-                if len(status.stim_status) > stim and status.stim_status[stim] & p.STIM_DONE:
+                if (stim in self._fired and len(status.stim_status) > stim
+                        and status.stim_status[stim] & p.STIM_DONE):
                     log.warning("the rig finished its %s stimuli but %d arrived: edges were lost (counted)",
                                 self.settings.count, self.stim_seen)
                     return
@@ -188,9 +241,13 @@ class Capture:
 
     def _finish(self, rig):
         """Stop stimuli, then let every response up to the last deadline arrive."""
-        rig.command(p.Stop(channels=1 << self._roles.stimulus))
+        if self._fired:
+            rig.command(p.Stop(channels=self._fired_mask))
         self._pump_pending(rig)
-        window = self.settings.deadline_ticks or (self.settings.stimulus.period + self.settings.stimulus.jitter)
+        # Wait one response window past the last stimulus (with no stimulus: a measure's deadline, else 1 ms).
+        window = self.settings.deadline_ticks or max(
+            [s.period + s.jitter for s in self._fired.values()]
+            or [m.deadline_ticks or 0 for m in self._measures] + [self.identity.ts_hz // 1000])
         target = (self.last_stim or self.start_tick) + window + 64
         deadline = time.monotonic() + 30
         while rig.now() < target:
@@ -230,7 +287,7 @@ class Capture:
             self.identity = rig.hello()
             log.info("rig: %s, %s; ts %.3f MHz", self.identity.gateware, self.identity.firmware,
                      self.identity.ts_hz / 1e6)
-            self._roles = self.roles()
+            self._plan()
             self.calibration = calibration.for_rig(self.identity, self.settings.calibration_dir,
                                                    reason_if_none=self.settings.no_calibration_reason)
             for warning in self.calibration["warnings"]:
@@ -275,17 +332,25 @@ class Capture:
                                             roles=self.settings.roles, active_low=self.settings.active_low)
 
     def pairing(self):
+        """The built-in kinds, per stimulus (latencies.csv)."""
         ticks, chans, levels = analysis.edges_from_records(self.records)
-        roles = self.roles()
         end = int(self.records[-1][0]) + 1 if self.records else 0
         # The rig's own stimulus->capture delay (loopback calibration) is subtracted by the pairing
         # from the stimulus->response latencies only.
-        pairing = analysis.pair(ticks, chans, levels, roles, self.settings.deadline_ticks, end_tick=end,
+        pairing = analysis.pair(ticks, chans, levels, self.roles(), self.settings.deadline_ticks, end_tick=end,
                                 offset_ticks=self.offset_ticks)
         self.responses_before_offset = sum(
             int(((at != analysis.MISSING) & (latency < 0)).sum())
             for at, latency in ((pairing.isr_tick, pairing.isr_latency), (pairing.task_tick, pairing.task_latency)))
         return pairing
+
+    def measurements(self):
+        """Every kind of this capture: the built-in ones when a stimulus fired, and the measures."""
+        ticks, chans, levels = analysis.edges_from_records(self.records)
+        end = int(self.records[-1][0]) + 1 if self.records else 0
+        return analysis.measure(ticks, chans, levels, self.roles(), self._measures,
+                                builtin=not self.settings.no_stimulus, deadline=self.settings.deadline_ticks,
+                                end_tick=end, offset_ticks=self.offset_ticks)
 
     @property
     def offset_ticks(self):
@@ -331,8 +396,11 @@ class Capture:
             "wall_seconds": round(time.time() - t0, 3),
             "rig": dataclasses.asdict(ident) if ident else None,
             "settings": _jsonable(dataclasses.asdict(self.settings)),
+            # What the run measures, resolved against the rig's table (reports read these back).
+            "measures": [m.to_json() for m in self._measures],
+            "fired": sorted(self._fired),
             "start_tick": self.start_tick,
-            "stimuli": int(len(pairing.stim_tick)),
+            "stimuli": int(len(pairing.stim_tick)) if not self.settings.no_stimulus else 0,
             "records": len(self.records),
             "interrupted": self.interrupted,
             "error": self.error,
@@ -373,15 +441,17 @@ class Capture:
         return meta
 
     def report(self):
-        pairing = self.pairing()
+        found = self.measurements()
         ts_hz = self.ts_hz
-        title = f"{self.settings.label or 'run'}: {len(pairing.stim_tick)} stimuli"
-        lines = [analysis.format_table(analysis.summarize(pairing, ts_hz), title)]
-        tagged = int(pairing.tag_in_window.sum())
+        counted = (f"{found.stimuli} stimuli" if not self.settings.no_stimulus else
+                   f"no stimulus, {len(found.series[found.kinds[0]])} {found.kinds[0]} samples")
+        lines = [analysis.format_table(analysis.summarize(found, ts_hz), f"{self.settings.label or 'run'}: {counted}")]
+        tagged = analysis.tagged_samples(found)
         if tagged:
             lines.append("")
-            lines.append(analysis.format_table(analysis.summarize(pairing, ts_hz, exclude_tagged=True),
-                                               f"excluding {tagged} tagged stimuli"))
+            lines.append(analysis.format_table(analysis.summarize(found, ts_hz, exclude_tagged=True),
+                                               f"excluding {tagged} tagged "
+                                               + ("samples" if self.settings.no_stimulus else "stimuli")))
         losses = self.loss_lines()
         if losses:
             lines += [""] + losses
@@ -425,7 +495,7 @@ class _Progress:
         c = self.capture
         total = f"/{c.settings.count}" if c.settings.count else ""
         text = f"{c.stim_seen}{total} stimuli"
-        if c.records and c.identity:
+        if c.records and c.identity and not c.settings.no_stimulus:
             lat = c.pairing().isr_latency
             ok = lat[lat >= 0]
             if len(ok):

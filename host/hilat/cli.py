@@ -69,6 +69,34 @@ def _role_setting(text):
     return role.strip(), channel.strip()
 
 
+def _fire_setting(text):
+    """CHANNEL[:KEY=VALUE,...] -> (channel, {key: value}); values are whole ticks (invert: 0/1)."""
+    channel, _, settings = text.partition(":")
+    if not channel.strip():
+        raise argparse.ArgumentTypeError(f"--also-fire CHANNEL[:KEY=VALUE,...], got {text!r}")
+    overrides = {}
+    for item in filter(None, (x.strip() for x in settings.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[a-z_]+", key.strip()):
+            raise argparse.ArgumentTypeError(f"--also-fire: {item!r} is not KEY=VALUE")
+        key, value = key.strip(), value.strip()
+        if key == "mode":
+            from hilat.capture import MODES
+
+            if value not in MODES:
+                raise argparse.ArgumentTypeError(f"--also-fire: mode {value!r} (modes: {', '.join(MODES)})")
+            overrides[key] = value
+        elif key == "invert":
+            overrides[key] = value in ("1", "true", "yes")
+        else:
+            try:
+                overrides[key] = int(value, 0)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"--also-fire: {key}={value!r} is not a whole number of ticks") \
+                    from None
+    return channel.strip(), overrides
+
+
 def _dut_setting(text):
     if not re.fullmatch(r"[a-z_0-9]+=[0-9]+", text):
         raise argparse.ArgumentTypeError(f"DUT setting must be NAME=NUMBER, got {text!r}")
@@ -122,6 +150,22 @@ def _add_capture_options(parser, default_count=2000):
     r.add_argument("--active-low", action="append", default=[], metavar="CHANNEL",
                    help="an input whose active level is low (the DUT pulls it down on entry), by name or "
                         "number (repeatable)")
+    m = parser.add_argument_group(
+        "measurements (beyond the built-in stimulus -> ISR/task kinds; docs/analysis.md)",
+        "A definition is NAME=SPEC. SPEC: A..B[@DEADLINE] (from each edge A to the first edge B after it, "
+        "before the next A or the deadline; no B is a miss), period:A (from each A to the next A), width:A "
+        "(from each A to the channel's next opposite edge). An edge is CHANNEL[:rise|:fall], CHANNEL a name, "
+        "number or role (stimulus, isr, task, tag); without :rise/:fall, the channel's active edge.")
+    m.add_argument("--measure", action="append", default=[], metavar="NAME=SPEC",
+                   help="e.g. send_to_recv=in0..in1, timer=period:in2, pulse=width:in3:rise, "
+                        "irq2=stim1..in2@50us (repeatable)")
+    m.add_argument("--no-stimulus", action="store_true",
+                   help="fire no stimulus: the rig only timestamps (DUT-paced tests); needs --measure, and "
+                        "--count counts the first measurement's start edges")
+    m.add_argument("--also-fire", action="append", type=_fire_setting, default=[], metavar="CHANNEL[:K=V,...]",
+                   help="fire another stimulus output at the same time, with the stimulus settings below "
+                        "except those given, e.g. stim1:period=7001,seed=5 (ticks; repeatable); pair it "
+                        "with --measure")
     s = parser.add_argument_group("stimulus (the channel with the stimulus role)")
     s.add_argument("--mode", choices=["periodic", "dither", "random", "burst", "oneshot"], default="dither")
     s.add_argument("--period", type=TimeValue, default=TimeValue("100us"),
@@ -157,7 +201,10 @@ def _capture_settings(args, ts_hz, default_count=2000):
     roles = dict(args.role)
     if len(roles) != len(args.role):
         raise UsageError("a role is given twice in --role")
-    return CaptureSettings(roles=roles, active_low=list(args.active_low),
+    if args.no_stimulus and not args.measure:
+        raise UsageError("--no-stimulus measures nothing by itself: give at least one --measure")
+    return CaptureSettings(roles=roles, active_low=list(args.active_low), measures=list(args.measure),
+                           no_stimulus=args.no_stimulus, also_fire=list(args.also_fire),
                            count=count, duration_ticks=args.duration.ticks(ts_hz) if args.duration else None,
                            deadline_ticks=args.deadline.ticks(ts_hz) if args.deadline else None,
                            glitch=args.glitch, label=args.label, out_dir=args.out,
@@ -351,7 +398,10 @@ def cmd_report(args):
     doc = report.build_report(runs, hdr=args.hdr)
     _write_output(report.format_report(doc, args.format), args.output)
     if args.plots or args.html:
-        kinds = args.kinds or plots.DEFAULT_KINDS
+        try:
+            kinds = plots.check_kinds(runs, args.kinds or plots.default_kinds(runs))
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         formats = ("png", "svg") if args.plots else ("png",)
         images = plots.make_plots(runs, kinds, formats)
         if args.plots:
@@ -370,7 +420,10 @@ def cmd_report(args):
 def cmd_compare(args):
     from hilat import report
 
-    cmp = report.compare_document(report.build_report(_load_runs([args.run_a, args.run_b])))
+    try:
+        cmp = report.compare_document(report.build_report(_load_runs([args.run_a, args.run_b])))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if args.format == "json":
         text = json.dumps(cmp, indent=1) + "\n"
     else:
@@ -386,6 +439,8 @@ def cmd_export(args):
     wanted = {k: getattr(args, k) for k in ("csv", "parquet", "hlog", "vcd") if getattr(args, k) is not None}
     if not wanted:
         raise UsageError("say what to export: --csv, --parquet, --hlog and/or --vcd")
+    if args.hlog is not None and args.kind not in run.kind_titles:
+        raise UsageError(f"--kind {args.kind}: the run has no such kind (kinds: {', '.join(run.kind_titles)})")
     defaults = {"csv": "samples.csv", "parquet": "samples.parquet", "hlog": f"{args.kind}.hlog", "vcd": "edges.vcd"}
     for what, target in wanted.items():
         path = Path(target) if target else run.path / defaults[what]
@@ -715,9 +770,6 @@ def build_parser():
     add_sim_options(d)
     d.set_defaults(func=cmd_demo)
 
-    from hilat.analysis import KINDS
-
-    kind_names = [k for k, _ in KINDS]
     r = sub.add_parser("report", help="latency tables, percentiles and plots of one or more runs")
     r.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories (overlaid in tables and plots)")
     r.add_argument("--format", choices=["text", "markdown", "json", "csv"], default="text",
@@ -725,8 +777,9 @@ def build_parser():
     r.add_argument("-o", "--output", type=Path, help="write the report here instead of stdout")
     r.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report with plots")
     r.add_argument("--plots", type=Path, metavar="DIR", help="also write the four plots as PNG and SVG")
-    r.add_argument("--kinds", nargs="+", choices=kind_names, help="latencies to plot (default stim_to_isr "
-                   "stim_to_task)")
+    r.add_argument("--kinds", nargs="+", metavar="KIND", help="kinds to plot, built-in (stim_to_isr, "
+                   "stim_to_task, isr_to_task, isr_duration, task_duration) or defined with --measure (default "
+                   "stim_to_isr stim_to_task and every defined kind)")
     r.add_argument("--hdr", action="store_true", help="bounded memory for very long runs: stream events.csv "
                    "through HDR histograms (median and percentiles to 3 significant digits; the rest exact)")
     r.set_defaults(func=cmd_report)
@@ -743,8 +796,8 @@ def build_parser():
     for what, default in (("csv", "samples.csv"), ("parquet", "samples.parquet"), ("hlog", "KIND.hlog"),
                           ("vcd", "edges.vcd")):
         e.add_argument(f"--{what}", nargs="?", const="", metavar="FILE", help=f"default RUN/{default}")
-    e.add_argument("--kind", choices=kind_names, default="stim_to_isr", help="latency in the .hlog (default "
-                   "stim_to_isr)")
+    e.add_argument("--kind", default="stim_to_isr", help="kind in the .hlog, built-in or defined with --measure "
+                   "(default stim_to_isr)")
     e.add_argument("--interval", type=_seconds, default=1.0, help="HDR log interval in rig time (default 1s)")
     e.add_argument("--vcd-timescale", type=_vcd_unit, default=None, metavar="UNIT",
                    help="VCD time unit, e.g. 1fs, 10ps, 1ns (default: the coarsest exact one, else 1ns rounded)")

@@ -8,21 +8,32 @@ import numpy as np
 
 from hilat import analysis
 
+SAMPLE_COLUMNS = ["kind", "index", "start_tick", "time_s", "ticks", "ns", "tag_at_start", "tag_in_window",
+                  "duplicates"]
+
 
 def sample_columns(run):
-    """{column: array}: one row per stimulus, every latency in ticks and ns (-1 / NaN: missed)."""
-    p = run.pairing
-    cols = {"index": np.arange(len(p), dtype=np.int64), "stimulus_tick": p.stim_tick.astype(np.int64),
-            "time_s": (p.stim_tick - (p.stim_tick[0] if len(p) else 0)) / run.ts_hz}
-    for kind, _ in analysis.KINDS:
-        lat = p.latency(kind)
-        cols[f"{kind}_ticks"] = lat.astype(np.int64)
-        cols[f"{kind}_ns"] = np.where(lat == analysis.MISSING, np.nan, lat * run.tick_ns)
-    cols["tag_at_stimulus"] = p.tag_at_stimulus.astype(np.uint8)
-    cols["tag_in_window"] = p.tag_in_window.astype(np.uint8)
-    cols["isr_duplicates"] = p.isr_duplicates.astype(np.int64)
-    cols["task_duplicates"] = p.task_duplicates.astype(np.int64)
-    return cols
+    """{column: array}: one row per sample of every kind (built-in and defined), kind by kind, each
+    in start order: ``index`` counts the kind's samples, ``time_s`` is rig time since the run's
+    first edge, ``ticks``/``ns`` the value (-1 / NaN: missed)."""
+    found = run.measurements
+    origin = int(run.ticks[0]) if len(run.ticks) else 0
+    parts = {c: [] for c in SAMPLE_COLUMNS}
+    for kind in found.kinds:
+        se = found.series[kind]
+        n = len(se)
+        parts["kind"].append(np.full(n, kind, dtype=object))
+        parts["index"].append(np.arange(n, dtype=np.int64))
+        parts["start_tick"].append(se.start_tick.astype(np.int64))
+        parts["time_s"].append((se.start_tick - origin) / run.ts_hz)
+        parts["ticks"].append(se.values.astype(np.int64))
+        parts["ns"].append(np.where(se.values == analysis.MISSING, np.nan, se.values * run.tick_ns))
+        parts["tag_at_start"].append(se.tag_at_start.astype(np.uint8))
+        parts["tag_in_window"].append(se.tag_in_window.astype(np.uint8))
+        parts["duplicates"].append(se.duplicates.astype(np.int64))
+    empty = {"kind": object, "time_s": np.float64, "ns": np.float64, "tag_at_start": np.uint8,
+             "tag_in_window": np.uint8}
+    return {c: np.concatenate(v) if v else np.zeros(0, empty.get(c, np.int64)) for c, v in parts.items()}
 
 
 def write_csv(run, path):
@@ -31,10 +42,10 @@ def write_csv(run, path):
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(names)
-        fmt = [(lambda v: "" if np.isnan(v) else f"{v:.3f}") if cols[n].dtype.kind == "f" else str for n in names]
-        fmt[names.index("time_s")] = lambda v: f"{v:.9f}"
-        for i in range(len(cols["index"])):
-            w.writerow([f(cols[n][i]) for f, n in zip(fmt, names)])
+        text = {n: cols[n].astype(str) if cols[n].dtype.kind in "iuO" else None for n in names}
+        text["time_s"] = np.char.mod("%.9f", cols["time_s"])
+        text["ns"] = np.where(np.isnan(cols["ns"]), "", np.char.mod("%.3f", cols["ns"]))
+        w.writerows(zip(*(text[n] for n in names)))
 
 
 def write_parquet(run, path):
@@ -44,6 +55,7 @@ def write_parquet(run, path):
     pq = require("pyarrow.parquet", "report", "Parquet export (--parquet)")
 
     cols = sample_columns(run)
+    cols["kind"] = pa.array(cols["kind"].tolist(), type=pa.string())
     table = pa.table(cols)
     meta = {b"hilat.label": run.label.encode(), b"hilat.ts_hz": repr(run.ts_hz).encode(),
             b"hilat.offset_ticks": str(run.offset_ticks).encode()}
@@ -53,14 +65,17 @@ def write_parquet(run, path):
 
 def write_hlog(run, path, kind="stim_to_isr", interval_s=1.0, significant_figures=3):
     """HdrHistogram interval log of one latency kind, values in ns, one histogram per ``interval_s``
-    of rig time (by stimulus time). HdrHistogram's HistogramLogProcessor and our reader both read it."""
+    of rig time (by the time of each sample's start edge). HdrHistogram's HistogramLogProcessor and
+    our reader both read it."""
     from hilat import hdr
 
-    p = run.pairing
-    lat = p.latency(kind)
+    if kind not in run.kind_titles:
+        raise ValueError(f"the run has no kind {kind!r} (kinds: {', '.join(run.kind_titles)})")
+    series = run.measurements.series[kind]
+    lat = series.values
     ok = lat != analysis.MISSING
     ns = np.round(lat[ok] * run.tick_ns).astype(np.int64)
-    t = (p.stim_tick[ok] - (p.stim_tick[0] if len(p) else 0)) / run.ts_hz
+    t = (series.start_tick[ok] - (series.start_tick[0] if len(series) else 0)) / run.ts_hz
     highest = max(int(ns.max()) if len(ns) else 1, 2) * 2
     intervals = []
     n_intervals = int(t[-1] // interval_s) + 1 if len(t) else 0

@@ -17,7 +17,7 @@ import numpy as np
 from hilat import analysis
 
 PLOTS = ["faller", "percentiles", "histogram", "timeseries"]
-DEFAULT_KINDS = ["stim_to_isr", "stim_to_task"]
+DEFAULT_KINDS = ["stim_to_isr", "stim_to_task"]   # of the built-in kinds; every defined kind is plotted too
 FALLER_LAMBDA = 10.0     # p=0.5 -> 0.7% of the axis, p=0.9 -> 37%, p=0.99 -> 90%
 
 
@@ -43,8 +43,29 @@ def _pyplot():
     return plt
 
 
+def default_kinds(runs):
+    """The built-in stimulus responses, then every defined kind, of any of ``runs``."""
+    kinds = []
+    for run in runs:
+        for kind in run.kind_titles:
+            if kind not in kinds and (kind in DEFAULT_KINDS or kind not in analysis.KIND_TITLES):
+                kinds.append(kind)
+    return kinds
+
+
+def check_kinds(runs, kinds):
+    """``kinds`` if each is a kind of at least one run, else ValueError naming the ones there are."""
+    there = {k for run in runs for k in run.kind_titles}
+    missing = [k for k in kinds if k not in there]
+    if missing:
+        raise ValueError(f"no run has the kind(s) {', '.join(missing)} (kinds: {', '.join(sorted(there))})")
+    return kinds
+
+
 def _valid(run, kind):
-    lat = run.pairing.latency(kind)
+    if kind not in run.kind_titles:
+        return np.zeros(0, np.int64)
+    lat = run.measurements.latency(kind)
     return np.sort(lat[lat != analysis.MISSING])
 
 
@@ -55,9 +76,9 @@ def percentile_curve(sorted_values, ps):
     return sorted_values[ranks - 1]
 
 
-def _unit(runs):
+def _unit(runs, kinds):
     """Pick µs or ns for the axes from the largest latency."""
-    top = max((float(_valid(r, k)[-1]) * r.tick_ns for r in runs for k in DEFAULT_KINDS if len(_valid(r, k))),
+    top = max((float(_valid(r, k)[-1]) * r.tick_ns for r in runs for k in kinds if len(_valid(r, k))),
               default=0.0)
     return ("us", 1e-3) if top >= 10_000 else ("ns", 1.0)
 
@@ -78,13 +99,14 @@ def _legend(ax, **kw):
         ax.text(0.5, 0.5, "no samples", transform=ax.transAxes, ha="center", va="center", color="gray")
 
 
-def _title(kind):
-    return analysis.KIND_TITLES[kind]
+def _title(runs, kind):
+    return next((r.kind_titles[kind] for r in runs if kind in r.kind_titles), kind)
 
 
-def plot_faller(runs, kinds=DEFAULT_KINDS, lam=FALLER_LAMBDA):
+def plot_faller(runs, kinds=None, lam=FALLER_LAMBDA):
     plt = _pyplot()
-    unit, scale = _unit(runs)
+    kinds = kinds or default_kinds(runs)
+    unit, scale = _unit(runs, kinds)
     fig, axes = plt.subplots(1, len(kinds), figsize=(6.2 * len(kinds), 4.6), squeeze=False)
     ticks = [0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 1.0]
     for ax, kind in zip(axes[0], kinds):
@@ -103,16 +125,17 @@ def plot_faller(runs, kinds=DEFAULT_KINDS, lam=FALLER_LAMBDA):
         _plain_log(ax.yaxis)
         ax.set_xlabel("percentile (exponential scale)")
         ax.set_ylabel(f"latency ({unit}, log)")
-        ax.set_title(_title(kind))
+        ax.set_title(_title(runs, kind))
         ax.grid(True, which="both", alpha=0.3)
         _legend(ax)
     fig.tight_layout()
     return fig
 
 
-def plot_percentiles(runs, kinds=DEFAULT_KINDS):
+def plot_percentiles(runs, kinds=None):
     plt = _pyplot()
-    unit, scale = _unit(runs)
+    kinds = kinds or default_kinds(runs)
+    unit, scale = _unit(runs, kinds)
     fig, axes = plt.subplots(1, len(kinds), figsize=(6.2 * len(kinds), 4.6), squeeze=False)
     for ax, kind in zip(axes[0], kinds):
         top = 10
@@ -133,7 +156,7 @@ def plot_percentiles(runs, kinds=DEFAULT_KINDS):
                                 for d in decades])
         ax.set_xlabel("percentile, x = 1/(1-p) (log)")
         ax.set_ylabel(f"latency ({unit})")
-        ax.set_title(f"{_title(kind)}: percentile distribution")
+        ax.set_title(f"{_title(runs, kind)}: percentile distribution")
         ax.grid(True, which="both", alpha=0.3)
         _legend(ax)
     fig.tight_layout()
@@ -149,9 +172,10 @@ def histogram_bins(lo, hi, max_bins=120):
     return np.unique(np.round(np.geomspace(lo, hi + 1, max_bins + 1)))
 
 
-def plot_histogram(runs, kinds=DEFAULT_KINDS):
+def plot_histogram(runs, kinds=None):
     plt = _pyplot()
-    unit, scale = _unit(runs)
+    kinds = kinds or default_kinds(runs)
+    unit, scale = _unit(runs, kinds)
     fig, axes = plt.subplots(1, len(kinds), figsize=(6.2 * len(kinds), 4.6), squeeze=False)
     for ax, kind in zip(axes[0], kinds):
         for run in runs:
@@ -169,24 +193,25 @@ def plot_histogram(runs, kinds=DEFAULT_KINDS):
         _plain_log(ax.xaxis)
         ax.set_xlabel(f"latency ({unit}, log)")
         ax.set_ylabel("samples (log)")
-        ax.set_title(f"{_title(kind)}: histogram")
+        ax.set_title(f"{_title(runs, kind)}: histogram")
         ax.grid(True, which="both", alpha=0.3)
         _legend(ax)
     fig.tight_layout()
     return fig
 
 
-def plot_timeseries(runs, kinds=DEFAULT_KINDS, max_points=20000):
+def plot_timeseries(runs, kinds=None, max_points=20000):
     plt = _pyplot()
-    unit, scale = _unit(runs)
+    kinds = kinds or default_kinds(runs)
+    unit, scale = _unit(runs, kinds)
     fig, axes = plt.subplots(len(kinds), 1, figsize=(11, 3.2 * len(kinds)), squeeze=False, sharex=True)
     for ax, kind in zip(axes[:, 0], kinds):
         for run in runs:
-            p = run.pairing
-            if not len(p):
+            if kind not in run.kind_titles or not len(run.measurements.series[kind]):
                 continue
-            t = (p.stim_tick - p.stim_tick[0]) / run.ts_hz
-            lat = p.latency(kind)
+            series = run.measurements.series[kind]
+            t = (series.start_tick - series.start_tick[0]) / run.ts_hz
+            lat = series.values
             ok = lat != analysis.MISSING
             y = lat * run.tick_ns * scale
             if ok.sum() > max_points:
@@ -206,10 +231,10 @@ def plot_timeseries(runs, kinds=DEFAULT_KINDS, max_points=20000):
         ax.set_yscale("log")
         _plain_log(ax.yaxis)
         ax.set_ylabel(f"latency ({unit}, log)")
-        ax.set_title(f"{_title(kind)} over the run")
+        ax.set_title(f"{_title(runs, kind)} over the run")
         ax.grid(True, which="both", alpha=0.3)
         _legend(ax, loc="upper right")
-    axes[-1, 0].set_xlabel("time since the first stimulus (s, rig clock)")
+    axes[-1, 0].set_xlabel("time since the kind's first sample (s, rig clock)")
     fig.tight_layout()
     return fig
 
@@ -227,8 +252,9 @@ def render(fig, fmt):
     return buf.getvalue()
 
 
-def make_plots(runs, kinds=DEFAULT_KINDS, formats=("png", "svg")):
+def make_plots(runs, kinds=None, formats=("png", "svg")):
     """{plot name: {format: bytes}} for the four plots."""
+    kinds = check_kinds(runs, kinds or default_kinds(runs))
     out = {}
     for name in PLOTS:
         out[name] = {}

@@ -16,49 +16,52 @@ import numpy as np
 from hilat import analysis
 
 REPORT_FORMAT = "hilat-report"
-REPORT_VERSION = 1
+REPORT_VERSION = 2  # 2: any set of named kinds (measurement definitions), per-kind starts and duplicates
 SUBSETS = [("all", "all samples"), ("untagged", "excluding tagged samples")]
 STAT_KEYS = ["min", "median", "max", "mean", "std"]
-# Kinds in the main tables: the two stimulus responses (Faller's "interrupt acknowledge" and
-# "context switching"; SSC's interrupt service and interrupt task response), then the rest.
-MAIN_KINDS = [k for k, _ in analysis.KINDS]
+# Kinds with a percentile table: the two stimulus responses (Faller's "interrupt acknowledge" and
+# "context switching"; SSC's interrupt service and interrupt task response) and every defined one.
+PERCENTILE_BUILTINS = ["stim_to_isr", "stim_to_task"]
+BUILTIN_KINDS = [k for k, _ in analysis.KINDS]
 
 
 def _ns(value, tick_ns):
     return None if value is None else value * tick_ns
 
 
-def kind_row(values_ticks, stimuli, tick_ns):
-    """One statistics row: counts, the miss share, and the statistics in ticks and in ns."""
-    ok = values_ticks[values_ticks != analysis.MISSING]
-    return _row_from_stats(analysis.stats(ok), stimuli, stimuli - len(ok), tick_ns)
+def kind_row(series, tick_ns):
+    """One statistics row of a kind's samples (``measures.Series``): counts, the miss share,
+    duplicates, and the statistics in ticks and in ns."""
+    values = series.values
+    ok = values[values != analysis.MISSING]
+    return _row_from_stats(analysis.stats(ok), len(values), len(values) - len(ok), int(series.duplicates.sum()),
+                           tick_ns)
 
 
-def _row_from_stats(st, stimuli, misses, tick_ns):
+def _row_from_stats(st, starts, misses, duplicates, tick_ns):
     ticks = {k: st[k] for k in STAT_KEYS}
     ticks["percentiles"] = st["percentiles"]
     ns = {k: _ns(st[k], tick_ns) for k in STAT_KEYS}
     ns["percentiles"] = {k: _ns(v, tick_ns) for k, v in st["percentiles"].items()}
-    return {"stimuli": int(stimuli), "count": st["count"], "misses": int(misses),
-            "miss_share": (misses / stimuli) if stimuli else None, "ticks": ticks, "ns": ns}
+    return {"starts": int(starts), "count": st["count"], "misses": int(misses),
+            "miss_share": (misses / starts) if starts else None, "duplicates": int(duplicates),
+            "ticks": ticks, "ns": ns}
 
 
 def _exact_statistics(run):
-    pairing = run.pairing
-    subsets = {}
-    for name, _title in SUBSETS:
-        sel = pairing if name == "all" else pairing.untagged()
-        subsets[name] = {kind: kind_row(sel.latency(kind), len(sel), run.tick_ns) for kind in MAIN_KINDS}
-        subsets[name]["duplicates"] = {"isr": int(sel.isr_duplicates.sum()), "task": int(sel.task_duplicates.sum())}
+    found = run.measurements
+    subsets = {name: {kind: kind_row(found.subset(kind, name), run.tick_ns) for kind in found.kinds}
+               for name, _title in SUBSETS}
     worst = {}
-    for kind in ("stim_to_isr", "stim_to_task"):
-        lat = pairing.latency(kind)
+    for kind in found.kinds:
+        series = found.series[kind]
+        lat = series.values
         if (lat != analysis.MISSING).any():
             i = int(np.argmax(lat))
-            worst[kind] = {"stimulus_index": i, "stimulus_tick": int(pairing.stim_tick[i]),
-                           "ticks": int(lat[i]), "ns": float(lat[i] * run.tick_ns),
-                           "tagged": bool(pairing.tag_in_window[i])}
-    return subsets, worst, len(pairing), int(pairing.tag_in_window.sum()), int(len(run.ticks))
+            worst[kind] = {"index": i, "start_tick": int(series.start_tick[i]), "ticks": int(lat[i]),
+                           "ns": float(lat[i] * run.tick_ns), "tagged": bool(series.tag_in_window[i])}
+    tagged = {kind: int(found.series[kind].tag_in_window.sum()) for kind in found.kinds}
+    return subsets, worst, found.stimuli, tagged, int(len(run.ticks))
 
 
 def _hdr_statistics(run, significant_figures=3):
@@ -67,17 +70,15 @@ def _hdr_statistics(run, significant_figures=3):
     from hilat.runs import iter_events_csv
 
     agg = StreamingAggregator(run.roles, run.deadline_ticks, run.offset_ticks,
-                              significant_figures=significant_figures)
+                              significant_figures=significant_figures, measures=run.measures, builtin=run.builtin)
     for chunk in iter_events_csv(run.path / "events.csv"):
         agg.feed(*chunk)
     agg.finish()
-    subsets = {}
-    for name, _title in SUBSETS:
-        subsets[name] = {kind: _row_from_stats(agg.stats(name, kind), agg.stimuli[name], agg.misses[(name, kind)],
-                                               run.tick_ns) for kind in MAIN_KINDS}
-        subsets[name]["duplicates"] = dict(agg.duplicates[name])
+    subsets = {name: {kind: _row_from_stats(agg.stats(name, kind), agg.starts[(name, kind)],
+                                            agg.misses[(name, kind)], agg.duplicates[(name, kind)], run.tick_ns)
+                      for kind in agg.kinds} for name, _title in SUBSETS}
     worst = {k: {**w, "ns": float(w["ticks"] * run.tick_ns)} for k, w in agg.worst.items()}
-    return subsets, worst, agg.stimuli["all"], agg.tagged, agg.edges
+    return subsets, worst, agg.stimuli, agg.tagged, agg.edges
 
 
 def run_summary(run, hdr=False):
@@ -104,7 +105,9 @@ def run_summary(run, hdr=False):
         "tick_ns": run.tick_ns,
         "offset_ticks": run.offset_ticks,
         "deadline_ticks": run.deadline_ticks,
-        "stimulus": settings.get("stimulus"),
+        "kinds": run.kind_titles,
+        "measures": [m.to_json() for m in run.measures],
+        "stimulus": settings.get("stimulus") if run.builtin else None,
         "dut_settings": (run.meta.get("extra") or {}).get("dut_settings"),
         "stimuli": stimuli,
         "tagged": tagged,
@@ -120,6 +123,14 @@ def run_summary(run, hdr=False):
     }
 
 
+def _all_kinds(runs):
+    kinds = {}
+    for run in runs:
+        for kind, title in run.kind_titles.items():
+            kinds.setdefault(kind, title)
+    return kinds
+
+
 def build_report(runs, hdr=False):
     from hilat import __version__
 
@@ -128,7 +139,8 @@ def build_report(runs, hdr=False):
         "version": REPORT_VERSION,
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "hilat_version": __version__,
-        "kinds": {k: t for k, t in analysis.KINDS},
+        # Every kind of any run, in order: the built-in ones, then each run's definitions.
+        "kinds": _all_kinds(runs),
         "percentiles": [analysis.percentile_label(p) for p in analysis.PERCENTILES],
         "percentile_min_samples": {analysis.percentile_label(p): analysis.samples_needed(p)
                                    for p in analysis.PERCENTILES},
@@ -151,25 +163,29 @@ def blocks(doc):
     out = []
     runs = doc["runs"]
     for subset, subset_title in SUBSETS:
-        if subset == "untagged" and not any(r["tagged"] for r in runs):
+        if subset == "untagged" and not any(any(r["tagged"].values()) for r in runs):
             continue
-        for kind, title in analysis.KINDS:
+        for kind, title in doc["kinds"].items():
             if subset == "untagged" and kind.endswith("duration"):
                 continue
             out.append(("heading", f"{title} (ns), {subset_title}"))
             rows = []
             for r in runs:
-                row = r["subsets"][subset][kind]
+                row = r["subsets"][subset].get(kind)
+                if row is None:
+                    continue
                 share = row["miss_share"]
                 rows.append([r["label"], row["count"], row["misses"],
                              "-" if share is None else f"{100 * share:.3f}%"]
                             + [_fmt(row["ns"][k], 1) for k in STAT_KEYS])
             out.append(("table", ["run", "count", "misses", "missed", "min", "med", "max", "average", "std dev"],
                         rows))
-    for kind in ("stim_to_isr", "stim_to_task"):
+    for kind in [k for k in doc["kinds"] if k in PERCENTILE_BUILTINS or k not in BUILTIN_KINDS]:
         out.append(("heading", f"{doc['kinds'][kind]}: percentiles (ns)"))
         rows, unsupported = [], set()
         for r in runs:
+            if kind not in r["subsets"]["all"]:
+                continue
             pcts = r["subsets"]["all"][kind]["ns"]["percentiles"]
             rows.append([r["label"]] + [_fmt(pcts[p], 1) for p in doc["percentiles"]]
                         + [_fmt(r["subsets"]["all"][kind]["ns"]["max"], 1)])
@@ -179,16 +195,20 @@ def blocks(doc):
             need = ", ".join(f"{p} needs {doc['percentile_min_samples'][p]}" for p in doc["percentiles"]
                              if p in unsupported)
             out.append(("note", f"'-': too few samples to support that percentile ({need})."))
-    out.append(("heading", "worst cases, duplicates, losses"))
+    out.append(("heading", "worst cases and duplicates"))
     rows = []
     for r in runs:
-        w = r["worst"].get("stim_to_isr")
-        worst = (f"{w['ns']:.1f} ns at stimulus {w['stimulus_index']}" + (" (tagged)" if w["tagged"] else "")
-                 if w else "-")
-        d = r["subsets"]["all"]["duplicates"]
-        rows.append([r["label"], r["stimuli"], r["tagged"], worst, d["isr"], d["task"], sum(r["losses"].values())])
-    out.append(("table", ["run", "stimuli", "tagged", "worst stimulus -> ISR", "dup ISR", "dup task", "lost events"],
-                rows))
+        for kind in r["kinds"]:
+            if kind.endswith("duration") or kind == "isr_to_task":
+                continue
+            w = r["worst"].get(kind)
+            worst = (f"{w['ns']:.1f} ns at sample {w['index']}" + (" (tagged)" if w["tagged"] else "") if w else "-")
+            rows.append([r["label"], kind, r["subsets"]["all"][kind]["starts"], r["tagged"].get(kind, 0), worst,
+                         r["subsets"]["all"][kind]["duplicates"]])
+    out.append(("table", ["run", "kind", "starts", "tagged", "worst", "duplicates"], rows))
+    out.append(("heading", "losses"))
+    out.append(("table", ["run", "stimuli", "edges", "lost events"],
+                [[r["label"], r["stimuli"], r["edges"], sum(r["losses"].values())] for r in runs]))
     out.append(("heading", "resolution and run conditions"))
     out.append(("list", [(f"{r['label']}: {r['stimuli']} stimuli, rig {r['rig'].get('gateware')}, {r['path']}",
                           r["resolution"] + ([] if r["statistics"] == "exact" else [r["statistics"]])
@@ -267,7 +287,7 @@ def format_json(doc):
     return json.dumps(doc, indent=1) + "\n"
 
 
-CSV_COLUMNS = ["run", "subset", "kind", "stimuli", "count", "misses", "miss_share", "unit"]
+CSV_COLUMNS = ["run", "subset", "kind", "starts", "count", "misses", "miss_share", "duplicates", "unit"]
 
 
 def format_csv(doc):
@@ -277,12 +297,13 @@ def format_csv(doc):
     w.writerow(CSV_COLUMNS + STAT_KEYS + doc["percentiles"])
     for r in doc["runs"]:
         for subset, _ in SUBSETS:
-            for kind in MAIN_KINDS:
+            for kind in r["kinds"]:
                 row = r["subsets"][subset][kind]
                 for unit in ("ticks", "ns"):
                     vals = row[unit]
-                    w.writerow([r["label"], subset, kind, row["stimuli"], row["count"], row["misses"],
-                                "" if row["miss_share"] is None else f"{row['miss_share']:.9g}", unit]
+                    w.writerow([r["label"], subset, kind, row["starts"], row["count"], row["misses"],
+                                "" if row["miss_share"] is None else f"{row['miss_share']:.9g}", row["duplicates"],
+                                unit]
                                + ["" if vals[k] is None else f"{vals[k]:.12g}" for k in STAT_KEYS]
                                + ["" if vals["percentiles"][p] is None else f"{vals['percentiles'][p]:.12g}"
                                   for p in doc["percentiles"]])
@@ -303,14 +324,18 @@ def format_report(doc, fmt):
 
 # ---- comparison of two runs ------------------------------------------------------------------------
 
-COMPARE_KINDS = ["stim_to_isr", "stim_to_task", "isr_to_task"]
+# Compared: every kind both runs have, but the pulse durations of the built-in ISR and task.
+COMPARE_SKIP = ["isr_duration", "task_duration"]
 
 
 def compare_document(doc):
     """Two runs side by side: each statistic and percentile of A and B in ns, B - A, and B / A."""
     a, b = doc["runs"]
     kinds = {}
-    for kind in COMPARE_KINDS:
+    common = [k for k in a["kinds"] if k in b["kinds"] and k not in COMPARE_SKIP]
+    if not common:
+        raise ValueError(f"the runs have no kind in common ({', '.join(a['kinds'])} / {', '.join(b['kinds'])})")
+    for kind in common:
         ra, rb = a["subsets"]["all"][kind], b["subsets"]["all"][kind]
         rows = []
 
@@ -353,8 +378,8 @@ def format_compare(cmp, markdown=False):
         for side, name in (("worst_a", a_name), ("worst_b", b_name)):
             w = body[side]
             if w:
-                out.append(f"worst case {name}: {w['ns']:.1f} ns at stimulus {w['stimulus_index']} "
-                           f"(tick {w['stimulus_tick']}){', tagged' if w['tagged'] else ''}")
+                out.append(f"worst case {name}: {w['ns']:.1f} ns at sample {w['index']} "
+                           f"(tick {w['start_tick']}){', tagged' if w['tagged'] else ''}")
         out.append("")
     for r in doc["runs"]:
         for line in r["problems"]:

@@ -31,7 +31,10 @@ class Run:
     roles: analysis.Channels
     deadline_ticks: int | None
     edges_source: str           # "events.csv" or "raw.bin"
+    measures: list = field(default_factory=list)   # measures.Measure definitions of the run
+    builtin: bool = True        # a stimulus fired: the built-in stimulus kinds exist
     _pairing: analysis.Pairing | None = field(default=None, repr=False)
+    _measurements: analysis.Measurements | None = field(default=None, repr=False)
 
     @property
     def label(self):
@@ -51,6 +54,19 @@ class Run:
             self._pairing = analysis.pair(self.ticks, self.chans, self.levels, self.roles, self.deadline_ticks,
                                           end_tick=self.end_tick, offset_ticks=self.offset_ticks)
         return self._pairing
+
+    @property
+    def measurements(self):
+        """Every kind of the run (built-in and defined), each with its own samples."""
+        if self._measurements is None:
+            self._measurements = analysis.measure(self.ticks, self.chans, self.levels, self.roles, self.measures,
+                                                  builtin=self.builtin, deadline=self.deadline_ticks,
+                                                  end_tick=self.end_tick, offset_ticks=self.offset_ticks)
+        return self._measurements
+
+    @property
+    def kind_titles(self):
+        return analysis.kind_titles(self.roles, self.measures, self.builtin)
 
     def losses(self):
         """Everything the run lost on the way, as {what: count}; empty when nothing was lost."""
@@ -201,7 +217,14 @@ def load_run(path, edges=True):
                                              roles=settings.get("roles"), active_low=settings.get("active_low") or ())
     except ValueError as e:
         raise RunError(f"{path / 'meta.json'}: {e}") from None
+    from hilat.measures import Measure, MeasureError
+
+    try:
+        measures = [Measure.from_json(m) for m in meta.get("measures") or []]
+    except MeasureError as e:
+        raise RunError(f"{path / 'meta.json'}: {e}") from None
     return Run(path=path, meta=meta, ticks=ticks, chans=chans, levels=levels,
                ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]),
                offset_ticks=int(calibration.get("offset_ticks") or 0), roles=roles,
-               deadline_ticks=settings.get("deadline_ticks"), edges_source=source)
+               deadline_ticks=settings.get("deadline_ticks"), edges_source=source, measures=measures,
+               builtin=not settings.get("no_stimulus"))

@@ -15,6 +15,13 @@ TABLE = [(c.name, c.role) for c in channel_table(2, 4)]
 ROLES = analysis.Channels.from_table(TABLE)
 
 
+def measures_json(definitions, roles=ROLES):
+    """meta.json's "measures" for definitions such as "a_to_b=in0..in1" on this rig."""
+    from hilat import measures
+
+    return [measures.parse(d, roles, TS_HZ, reserved=[k for k, _ in analysis.KINDS]).to_json() for d in definitions]
+
+
 def dut_edges(stim_ticks, isr_latency, task_latency, isr_width=20, task_width=30, stim_width=10,
               tag_spans=(), extra_isr=()):
     """Edges (tick, channel, level) of stimuli on channel 0 and responses on channels 2 (ISR) and 3
@@ -36,7 +43,7 @@ def dut_edges(stim_ticks, isr_latency, task_latency, isr_width=20, task_width=30
 
 
 def write_run(run_dir, edges, label="synthetic", ts_hz=TS_HZ, deadline_ticks=None, calibration=None,
-              dut_settings=None, counters=None, **meta_extra):
+              dut_settings=None, counters=None, settings=None, **meta_extra):
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / "events.csv", "w", newline="") as f:
         w = csv.writer(f)
@@ -52,7 +59,8 @@ def write_run(run_dir, edges, label="synthetic", ts_hz=TS_HZ, deadline_ticks=Non
         "rig": {"version": 2, "ts_hz": ts_hz, "sys_hz": ts_hz, "n_stimulus": 2, "n_inputs": 4,
                 "fifo_depth": 1024, "pin_to_stamp_delay": 17, "capabilities": 63, "firmware": "hilat-fw 2",
                 "gateware": "synthetic 0000000", "channels": [list(c) for c in TABLE]},
-        "settings": {"count": None, "deadline_ticks": deadline_ticks, "stimulus": {"mode": "dither", "invert": False}},
+        "settings": settings or {"count": None, "deadline_ticks": deadline_ticks,
+                                 "stimulus": {"mode": "dither", "invert": False}},
         "interrupted": False, "error": None,
         "counters": counters or {"decoder": {"frames_ok": 1, "lost": 0, "corrupt": 0},
                                  "gateware_overflow_markers": 0, "gateware_dropped_per_channel": [0] * 6},

@@ -9,57 +9,71 @@ from hilat.aggregate import StreamingAggregator
 from hilat.cli import main
 from hilat.hdr import HdrHistogram
 from hilat.runs import load_run
-from synth import ROLES, dut_edges, random_run, write_run
+from synth import ROLES, dut_edges, measures_json, random_run, write_run
 
 
 def edges_of(run):
     return run.ticks, run.chans, run.levels
 
 
+# Defined kinds next to the built-in ones: an interval with misses and duplicates (stimulus -> the
+# spare input, which answers some stimuli twice), the tag's period and the ISR pulse width.
+MEASURES = ["spare_reply=stim0..in2@4000", "tag_period=period:in3", "isr_width=width:isr"]
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 1000, 10**9])
 def test_streaming_equals_exact(tmp_path, chunk):
-    tags = [(20_000 + 50_000 * i, 20_000 + 50_000 * i + 3000) for i in range(40)]
+    tags = [(20_000 + 50_000 * i, 20_000 + 50_000 * i + 3000 + 7 * i) for i in range(40)]
     path, _, _ = random_run(tmp_path / "r", n=2000, seed=9, miss_every=37)
     run = load_run(path)
-    # Add tags and duplicate ISR pulses to the synthetic edges.
+    # Add tags, duplicate ISR pulses and spare-input replies to the synthetic edges.
     rng = np.random.default_rng(2)
     stim = run.pairing.stim_tick
     extra = (stim[rng.choice(len(stim), 30, replace=False)] + 2500).tolist()
+    replies = [(int(s) + 100 + i % 50, int(s) + 300 + i % 7) for i, s in enumerate(stim) if i % 5]
     edges = sorted(list(zip(run.ticks.tolist(), run.chans.tolist(), run.levels.tolist()))
                    + [e for r, f in tags for e in ((r, 5, 1), (f, 5, 0))]
-                   + [e for t in extra for e in ((t, 2, 1), (t + 3, 2, 0))])
-    run = load_run(write_run(tmp_path / "t", edges))
-    exact = run.pairing
-    agg = StreamingAggregator(run.roles, offset_ticks=0)
+                   + [e for t in extra for e in ((t, 2, 1), (t + 3, 2, 0))]
+                   + [e for a, b in replies for e in ((a, 4, 1), (a + 5, 4, 0), (b, 4, 1), (b + 5, 4, 0))])
+    run = load_run(write_run(tmp_path / "t", edges, measures=measures_json(MEASURES)))
+    exact = run.measurements
+    assert exact.kinds == [k for k, _ in analysis.KINDS] + ["spare_reply", "tag_period", "isr_width"]
+    agg = StreamingAggregator(run.roles, offset_ticks=0, measures=run.measures)
     t, c, lv = edges_of(run)
     for i in range(0, len(t), chunk):
         agg.feed(t[i:i + chunk], c[i:i + chunk], lv[i:i + chunk])
     agg.finish(run.end_tick)
-    assert agg.stimuli["all"] == len(exact) and agg.tagged == int(exact.tag_in_window.sum()) > 0
-    for subset in ("all", "untagged"):
-        sel = exact if subset == "all" else exact.untagged()
-        assert agg.stimuli[subset] == len(sel)
-        assert agg.duplicates[subset] == {"isr": int(sel.isr_duplicates.sum()), "task": int(sel.task_duplicates.sum())}
-        for kind, _ in analysis.KINDS:
-            lat = sel.latency(kind)
+    assert agg.stimuli == exact.stimuli == 2000
+    assert agg.tagged["stim_to_isr"] == int(exact.series["stim_to_isr"].tag_in_window.sum()) > 0
+    assert len(exact.series["tag_period"]) == 39 and exact.latency("tag_period").tolist()[:2] == [50_000, 50_000]
+    assert agg.duplicates[("all", "spare_reply")] > 0 and agg.misses[("all", "spare_reply")] >= 400
+    for kind in exact.kinds:
+        for subset in ("all", "untagged"):
+            sel = exact.subset(kind, subset)
+            lat = sel.values
             v = lat[lat != analysis.MISSING]
             st = agg.stats(subset, kind)
             ref = analysis.stats(v)
-            assert agg.misses[(subset, kind)] == len(lat) - len(v)
+            key = (subset, kind)
+            assert (agg.starts[key], agg.misses[key], agg.duplicates[key]) == \
+                (len(sel), len(lat) - len(v), int(sel.duplicates.sum())), key
             assert (st["count"], st["min"], st["max"]) == (ref["count"], ref["min"], ref["max"])
-            assert st["mean"] == pytest.approx(ref["mean"], rel=1e-12)
-            assert st["std"] == pytest.approx(ref["std"], rel=1e-9)
+            if ref["count"]:
+                assert st["mean"] == pytest.approx(ref["mean"], rel=1e-12)
+                assert st["std"] == pytest.approx(ref["std"], rel=1e-9)
+            else:
+                assert st["mean"] is ref["mean"] is None
             h = HdrHistogram(1, 1 << 40, 3)
             h.record(v)
-            assert np.array_equal(agg.hist[(subset, kind)].counts, h.counts)
+            assert np.array_equal(agg.hist[key].counts, h.counts)
             for label, exact_value in ref["percentiles"].items():
                 if exact_value is None:
                     assert st["percentiles"][label] is None
                 else:       # HDR's highest equivalent value: within 10^-3 above the exact one
                     assert exact_value <= st["percentiles"][label] <= exact_value * 1.001 + 1
-    w = agg.worst["stim_to_isr"]
-    i = int(np.argmax(exact.isr_latency))
-    assert (w["stimulus_index"], w["ticks"]) == (i, int(exact.isr_latency[i]))
+        lat = exact.latency(kind)
+        i = int(np.argmax(lat))
+        assert (agg.worst[kind]["index"], agg.worst[kind]["ticks"]) == (i, int(lat[i])), kind
 
 
 def test_chunks_out_of_order_are_refused():

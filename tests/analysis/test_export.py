@@ -10,7 +10,7 @@ from hilat import analysis, export
 from hilat.cli import main
 from hilat.runs import load_run
 from sigrok import check_vcd_with_sigrok
-from synth import dut_edges, random_run, write_run
+from synth import dut_edges, measures_json, random_run, write_run
 
 
 @pytest.fixture
@@ -26,15 +26,30 @@ def test_csv_and_parquet_equal_the_pairing(run, tmp_path):
     assert main(["export", str(run.path), "--csv", str(tmp_path / "s.csv"), "--parquet"]) == 0
     rows = list(csv.DictReader(open(tmp_path / "s.csv")))
     p = run.pairing
-    assert len(rows) == len(p) == 800
-    assert [int(r["stim_to_isr_ticks"]) for r in rows] == p.isr_latency.tolist()
-    assert [r["stim_to_isr_ns"] for r in rows][:3] == [f"{v * 20.0:.3f}" if v >= 0 else "" for v in
-                                                       p.isr_latency[:3]]
-    assert sum(r["stim_to_isr_ns"] == "" for r in rows) == 16          # every 50th stimulus missed
+    assert len(rows) == 5 * len(p) == 4000       # one row per sample of each built-in kind
+    isr = [r for r in rows if r["kind"] == "stim_to_isr"]
+    assert [int(r["index"]) for r in isr] == list(range(800))
+    assert [int(r["ticks"]) for r in isr] == p.isr_latency.tolist()
+    assert [r["ns"] for r in isr][:3] == [f"{v * 20.0:.3f}" if v >= 0 else "" for v in p.isr_latency[:3]]
+    assert sum(r["ns"] == "" for r in isr) == 16          # every 50th stimulus missed
+    assert float(isr[1]["time_s"]) == pytest.approx((p.stim_tick[1] - run.ticks[0]) / 50e6)
     table = pq.read_table(run.path / "samples.parquet")
-    assert table.column("stim_to_task_ticks").to_pylist() == p.task_latency.tolist()
-    assert table.column("stimulus_tick").to_pylist() == p.stim_tick.tolist()
+    kinds = np.array(table.column("kind").to_pylist())
+    assert np.array(table.column("ticks").to_pylist())[kinds == "stim_to_task"].tolist() == p.task_latency.tolist()
+    assert np.array(table.column("start_tick").to_pylist())[kinds == "isr_duration"].tolist() == p.stim_tick.tolist()
     assert table.schema.metadata[b"hilat.ts_hz"] == b"50000000.0"
+
+
+def test_samples_of_defined_kinds(tmp_path):
+    """A run with no stimulus and two defined kinds: the samples table holds exactly those."""
+    edges = [(t, 2, 1) for t in (100, 350, 700)] + [(t + 5, 2, 0) for t in (100, 350, 700)] + [(130, 3, 1), (139, 3, 0)]
+    path = write_run(tmp_path / "r", sorted(edges), measures=measures_json(["tick=period:in0", "reply=in0..in1"]),
+                     settings={"no_stimulus": True, "deadline_ticks": None})
+    assert main(["export", str(path), "--csv", str(tmp_path / "s.csv")]) == 0
+    rows = [(r["kind"], int(r["index"]), int(r["start_tick"]), int(r["ticks"]))
+            for r in csv.DictReader(open(tmp_path / "s.csv"))]
+    assert rows == [("tick", 0, 100, 250), ("tick", 1, 350, 350), ("reply", 0, 100, 30), ("reply", 1, 350, -1),
+                    ("reply", 2, 700, -1)]
 
 
 def test_vcd_timescale_choice():
@@ -127,7 +142,7 @@ def test_export_needs_a_format(run, caplog, capsys):
 def test_samples_of_an_empty_run(tmp_path):
     r = load_run(write_run(tmp_path / "empty", []))
     export.write_csv(r, tmp_path / "s.csv")
-    assert open(tmp_path / "s.csv").read().startswith("index,stimulus_tick,time_s,stim_to_isr_ticks")
+    assert open(tmp_path / "s.csv").read().startswith("kind,index,start_tick,time_s,ticks,ns,")
     assert export.write_vcd(r, tmp_path / "e.vcd") == 0
     assert analysis.MISSING == -1 and np.array_equal(export.sample_columns(r)["index"], [])
 

@@ -11,7 +11,7 @@ import pytest
 from hilat import analysis
 from hilat.cli import main
 from hilat.runs import load_run
-from synth import TS_HZ, dut_edges, random_run, write_run
+from synth import TS_HZ, dut_edges, measures_json, random_run, write_run
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "hilat-report.schema.json").read_text())
 TICK_NS = 1e9 / TS_HZ
@@ -22,7 +22,10 @@ def cli(capsys, caplog):
     """Run the CLI in-process: (exit code, stdout, stderr + log messages), never a traceback."""
     def run(*argv):
         caplog.clear()
-        code = main([str(a) for a in argv])
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as e:     # a usage error: argparse prints it and exits with 2
+            code = e.code
         out, err = capsys.readouterr()
         err += caplog.text
         assert "Traceback" not in out + err
@@ -59,7 +62,7 @@ def test_report_json_follows_schema_and_numpy(two_runs, cli):
     assert code == 0
     doc = json.loads(out)
     jsonschema.validate(doc, SCHEMA)
-    assert doc["format"] == "hilat-report" and doc["version"] == 1
+    assert doc["format"] == "hilat-report" and doc["version"] == 2
     row = doc["runs"][0]["subsets"]["all"]["stim_to_isr"]
     valid = np.array([v for v in isr_a if v is not None])
     assert row["misses"] == 30 and row["count"] == 2970 and row["miss_share"] == pytest.approx(0.01)
@@ -232,3 +235,58 @@ def test_a_run_written_by_protocol_1_is_still_read(tmp_path, cli):
     (run / "meta.json").write_text(json.dumps(meta))
     code, _, err = cli("report", run)
     assert code == 1 and "the rig has no channel table" in err
+
+
+def dut_paced_run(path, label, shift=0, seed=5):
+    """A run with no stimulus: the DUT sends on in0 (period 1000 + 0..99 ticks), replies on in1 after
+    40 + 0..19 (+ shift) ticks and runs a handler on in3 (the tag pin) 25..34 ticks after that."""
+    rng = np.random.default_rng(seed)
+    send = np.cumsum(1000 + rng.integers(0, 100, 500))
+    reply = send + 40 + shift + rng.integers(0, 20, 500)
+    handler = reply + 25 + rng.integers(0, 10, 500)
+    edges = sorted([e for t in send for e in ((int(t), 2, 1), (int(t) + 5, 2, 0))]
+                   + [e for t in reply for e in ((int(t), 3, 1), (int(t) + 7, 3, 0))]
+                   + [e for t in handler for e in ((int(t), 4, 1), (int(t) + 9, 4, 0))])
+    write_run(path, edges, label=label, settings={"no_stimulus": True, "deadline_ticks": None},
+              measures=measures_json(["send_to_recv=in0..in1", "recv_to_handler=in1:rise..in2:rise@100",
+                                      "send_period=period:in0", "handler_width=width:in2"]))
+    return send, reply, handler
+
+
+def test_defined_kinds_in_every_output(tmp_path, cli):
+    send, reply, handler = dut_paced_run(tmp_path / "a", "paced0")
+    dut_paced_run(tmp_path / "b", "paced1", shift=10)
+    code, out, _ = cli("report", tmp_path / "a", "--format", "json")
+    doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
+    assert list(doc["kinds"]) == ["send_to_recv", "recv_to_handler", "send_period", "handler_width"]
+    assert doc["kinds"]["send_to_recv"] == "in0 rise -> in1 rise"
+    run = doc["runs"][0]
+    assert run["stimuli"] == 0 and run["stimulus"] is None
+    rows = run["subsets"]["all"]
+    assert rows["send_to_recv"]["ticks"]["max"] == (reply - send).max()
+    assert rows["send_to_recv"]["count"] == 500 and rows["send_to_recv"]["misses"] == 0
+    assert rows["recv_to_handler"]["ticks"]["min"] == (handler - reply).min()
+    assert rows["send_period"]["count"] == 499 and rows["send_period"]["ticks"]["max"] == np.diff(send).max()
+    assert rows["handler_width"]["ticks"]["min"] == rows["handler_width"]["ticks"]["max"] == 9
+    assert run["worst"]["send_period"]["ticks"] == np.diff(send).max()
+    code, text, _ = cli("report", tmp_path / "a", tmp_path / "b")
+    assert code == 0 and "in0 rise -> in1 rise (ns), all samples" in text and "period of in0 rise: percentiles" in text
+    assert "stimulus -> ISR" not in text
+    code, out, _ = cli("report", tmp_path / "a", "--format", "csv")
+    assert code == 0 and {r["kind"] for r in csv.DictReader(out.splitlines())} == set(doc["kinds"])
+    code, _, _ = cli("report", tmp_path / "a", "--plots", tmp_path / "plots", "--kinds", "send_period")
+    assert code == 0 and (tmp_path / "plots" / "faller.png").exists()
+    code, _, err = cli("report", tmp_path / "a", "--plots", tmp_path / "plots", "--kinds", "stim_to_isr")
+    assert code == 2 and "no run has the kind(s) stim_to_isr" in err
+    code, out, _ = cli("compare", tmp_path / "a", tmp_path / "b", "--format", "json")
+    cmp = json.loads(out)
+    assert list(cmp["kinds"]) == ["send_to_recv", "recv_to_handler", "send_period", "handler_width"]
+    shift = {r["statistic"]: r["b_minus_a"] for r in cmp["kinds"]["send_to_recv"]["rows"]}
+    assert shift["min"] == shift["max"] == pytest.approx(10 * TICK_NS)
+    # Nothing in common with a stimulus run: a clear error, not an empty comparison.
+    random_run(tmp_path / "c", n=100)
+    code, _, err = cli("compare", tmp_path / "a", tmp_path / "c")
+    assert code == 2 and "no kind in common" in err
+    code, _, _ = cli("export", tmp_path / "a", "--hlog", tmp_path / "p.hlog", "--kind", "send_period")
+    assert code == 0 and (tmp_path / "p.hlog").read_text().count("\n") > 3
