@@ -44,6 +44,19 @@
 // +dut_isr_active_low=1 makes the ISR signal active-low (idle high, pulled low at ISR entry);
 // +dut_swap_isr_task=1 puts the ISR signal on task_pin and the task signal on isr_pin.
 //
+// A second interrupt source (+dut_irq2=1, for two stimulus channels at once): on each rising edge
+// of stim[1] at tick S2, spare_pin rises at S2 + L2, L2 = irq2_base + (r & (2**irq2_spread_bits - 1))
+// from a PRNG of its own (+dut_irq2_seed), for irq2_width ticks; a stim[1] edge while that pulse
+// is pending is ignored and logged as missed. Logged to +dut_irq2_log=FILE as "index,missed,latency".
+//
+// DUT-paced activity (+dut_paced_period=P, 0 = off; for captures with no stimulus): the DUT itself
+// "sends" on isr_pin every P + (r & (2**paced_jitter_bits - 1)) ticks, the receiver "wakes" on
+// task_pin D = paced_recv_base + (r & 31) ticks after each send, and a handler runs on tag_pin
+// H = paced_handler_base + (r & 15) ticks after that, for W = paced_width + (r & 7) ticks (send
+// and wake pulses are paced_width ticks). These replace the stimulus responses on those pins.
+// Logged to +dut_paced_log=FILE as "index,send_tick,recv_delay,handler_delay,handler_width"
+// (send_tick counts the DUT clock from reset).
+//
 // All settings are plusargs (+dut_isr_base=50 ...), so changing them needs no rebuild.
 
 module hilat_dut_model (
@@ -53,7 +66,7 @@ module hilat_dut_model (
     output wire       isr_pin,
     output wire       task_pin,
     output wire       spare_pin,
-    output reg        tag_pin
+    output wire       tag_pin
 );
     reg [31:0] seed, isr_base, isr_spread_bits, mask_per1024, mask_ticks, resched_base;
     reg [31:0] resched_spread_bits, isr_width, task_width, miss_per1024, tag_per1024;
@@ -67,8 +80,14 @@ module hilat_dut_model (
     // The ISR and task signals, active high, then as wired to the pins.
     reg        isr_level, task_level;
     wire       isr_signal = isr_level ^ isr_active_low[0];
-    assign isr_pin  = swap_isr_task[0] ? task_level : isr_signal;
-    assign task_pin = swap_isr_task[0] ? isr_signal : task_level;
+    reg        tag_level;
+    // DUT-paced activity, when enabled, drives the ISR, task and tag pins instead.
+    reg        paced_send, paced_recv, paced_handler;
+    reg [31:0] paced_period;
+    wire       paced = paced_period != 0;
+    assign isr_pin  = paced ? paced_send : swap_isr_task[0] ? task_level : isr_signal;
+    assign task_pin = paced ? paced_recv : swap_isr_task[0] ? isr_signal : task_level;
+    assign tag_pin  = paced ? paced_handler : tag_level;
 
     function [31:0] xorshift32(input [31:0] x);
         reg [31:0] a, b;
@@ -161,7 +180,7 @@ module hilat_dut_model (
             index     <= 0;
             isr_level  <= 1'b0;
             task_level <= 1'b0;
-            tag_pin   <= 1'b0;
+            tag_level <= 1'b0;
         end else begin
             stim_prev <= stim[0];
             if (busy) begin
@@ -172,7 +191,7 @@ module hilat_dut_model (
                 if (t + 1 == task_at)            task_level <= 1'b1;
                 if (t + 1 == end_at) begin
                     task_level <= 1'b0;
-                    tag_pin  <= 1'b0;
+                    tag_level <= 1'b0;
                     busy     <= 1'b0;
                 end
             end
@@ -195,7 +214,7 @@ module hilat_dut_model (
                         isr_at  <= draw_isr;
                         task_at <= draw_task;
                         end_at  <= draw_task + task_width;
-                        tag_pin <= draw_tag;
+                        tag_level <= draw_tag;
                     end
                 end
             end
@@ -295,5 +314,122 @@ module hilat_dut_model (
         end
     end
 
-    assign spare_pin = loopback != 0 ? loopback_pin : pps_pin;
+    // ---- a second interrupt source on spare_pin, answering stim[1] ----
+    reg [31:0] irq2, irq2_base, irq2_spread_bits, irq2_width, irq2_seed;
+    reg [8*512-1:0] irq2_log_name;
+    integer    irq2_log_fd;
+    reg        stim1_prev, irq2_busy, irq2_pin;
+    reg [31:0] irq2_state, irq2_t, irq2_at, irq2_index;
+    wire [31:0] irq2_r    = xorshift32(irq2_state);
+    wire [31:0] irq2_draw = irq2_base + (irq2_r & ((32'd1 << irq2_spread_bits) - 1));
+
+    initial begin
+        irq2 = 0; irq2_base = 30; irq2_spread_bits = 7; irq2_width = 15; irq2_seed = 99;
+        if ($value$plusargs("dut_irq2=%d", irq2)) ;
+        if ($value$plusargs("dut_irq2_base=%d", irq2_base)) ;
+        if ($value$plusargs("dut_irq2_spread_bits=%d", irq2_spread_bits)) ;
+        if ($value$plusargs("dut_irq2_width=%d", irq2_width)) ;
+        if ($value$plusargs("dut_irq2_seed=%d", irq2_seed)) ;
+        if (irq2_seed == 0) irq2_seed = 32'h2545F491;
+        if (irq2_base < 2) irq2_base = 2;
+        irq2_log_fd = 0;
+        if (irq2 != 0 && $value$plusargs("dut_irq2_log=%s", irq2_log_name)) irq2_log_fd = $fopen(irq2_log_name, "w");
+    end
+
+    always @(posedge clk) begin
+        if (rst) begin
+            stim1_prev <= 1'b0;
+            irq2_busy  <= 1'b0;
+            irq2_pin   <= 1'b0;
+            irq2_state <= irq2_seed;
+            irq2_t     <= 0;
+            irq2_index <= 0;
+        end else begin
+            stim1_prev <= stim[1];
+            if (irq2_busy) begin
+                // As for the ISR: set in cycle S2+k-1 to show in cycle S2+k.
+                irq2_t <= irq2_t + 1;
+                if (irq2_t + 1 == irq2_at) irq2_pin <= 1'b1;
+                if (irq2_t + 1 == irq2_at + irq2_width) begin
+                    irq2_pin  <= 1'b0;
+                    irq2_busy <= 1'b0;
+                end
+            end
+            if (irq2 != 0 && stim[1] && !stim1_prev) begin
+                irq2_index <= irq2_index + 1;
+                if (irq2_busy) begin
+                    if (irq2_log_fd != 0) $fwrite(irq2_log_fd, "%0d,1,0\n", irq2_index);
+                end else begin
+                    irq2_state <= irq2_r;
+                    irq2_busy  <= 1'b1;
+                    irq2_t     <= 1;
+                    irq2_at    <= irq2_draw;
+                    if (irq2_log_fd != 0) $fwrite(irq2_log_fd, "%0d,0,%0d\n", irq2_index, irq2_draw);
+                end
+                if (irq2_log_fd != 0) $fflush(irq2_log_fd);
+            end
+        end
+    end
+
+    // ---- DUT-paced activity: send (isr_pin) -> wake (task_pin) -> handler (tag_pin) ----
+    reg [31:0] paced_jitter_bits, paced_recv_base, paced_handler_base, paced_width, paced_seed;
+    reg [8*512-1:0] paced_log_name;
+    integer    paced_log_fd;
+    reg [63:0] paced_send_at, paced_send_end, paced_recv_at, paced_handler_at, paced_handler_end;
+    reg [31:0] paced_state, paced_index;
+    wire [31:0] paced_r1 = xorshift32(paced_state);
+    wire [31:0] paced_r2 = xorshift32(paced_r1);
+    wire [31:0] paced_delay   = paced_recv_base + (paced_r1 & 32'd31);
+    wire [31:0] paced_handler_delay = paced_handler_base + (paced_r1 >> 8 & 32'd15);
+    wire [31:0] paced_handler_width = paced_width + (paced_r1 >> 16 & 32'd7);
+    wire [31:0] paced_next    = paced_period + (paced_r2 & ((32'd1 << paced_jitter_bits) - 1));
+
+    initial begin
+        paced_period = 0; paced_jitter_bits = 8; paced_recv_base = 40; paced_handler_base = 60;
+        paced_width = 10; paced_seed = 17;
+        if ($value$plusargs("dut_paced_period=%d", paced_period)) ;
+        if ($value$plusargs("dut_paced_jitter_bits=%d", paced_jitter_bits)) ;
+        if ($value$plusargs("dut_paced_recv_base=%d", paced_recv_base)) ;
+        if ($value$plusargs("dut_paced_handler_base=%d", paced_handler_base)) ;
+        if ($value$plusargs("dut_paced_width=%d", paced_width)) ;
+        if ($value$plusargs("dut_paced_seed=%d", paced_seed)) ;
+        if (paced_seed == 0) paced_seed = 32'h2545F491;
+        paced_log_fd = 0;
+        if (paced_period != 0 && $value$plusargs("dut_paced_log=%s", paced_log_name))
+            paced_log_fd = $fopen(paced_log_name, "w");
+    end
+
+    always @(posedge clk) begin
+        if (rst) begin
+            paced_send <= 1'b0; paced_recv <= 1'b0; paced_handler <= 1'b0;
+            paced_state <= paced_seed;
+            paced_index <= 0;
+            paced_send_at <= {32'd0, paced_period};
+            paced_send_end <= 0; paced_recv_at <= 0; paced_handler_at <= 0; paced_handler_end <= 0;
+        end else if (paced) begin
+            // Registered, like the pps: decided in tick X-1 to show in tick X (cycle + 1 == X).
+            if (cycle + 1 == paced_send_at) begin
+                paced_send <= 1'b1;
+                paced_send_end <= paced_send_at + paced_width;
+                paced_state <= paced_r2;
+                paced_index <= paced_index + 1;
+                paced_recv_at <= paced_send_at + paced_delay;
+                paced_handler_at <= paced_send_at + paced_delay + paced_handler_delay;
+                paced_handler_end <= paced_send_at + paced_delay + paced_handler_delay + paced_handler_width;
+                paced_send_at <= paced_send_at + paced_next;
+                if (paced_log_fd != 0) begin
+                    $fwrite(paced_log_fd, "%0d,%0d,%0d,%0d,%0d\n", paced_index, paced_send_at, paced_delay,
+                            paced_handler_delay, paced_handler_width);
+                    $fflush(paced_log_fd);
+                end
+            end
+            if (paced_send && cycle + 1 == paced_send_end) paced_send <= 1'b0;
+            if (cycle + 1 == paced_recv_at) paced_recv <= 1'b1;
+            if (paced_recv && cycle + 1 == paced_recv_at + paced_width) paced_recv <= 1'b0;
+            if (cycle + 1 == paced_handler_at) paced_handler <= 1'b1;
+            if (paced_handler && cycle + 1 == paced_handler_end) paced_handler <= 1'b0;
+        end
+    end
+
+    assign spare_pin = irq2 != 0 ? irq2_pin : loopback != 0 ? loopback_pin : pps_pin;
 endmodule
