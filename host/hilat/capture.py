@@ -84,6 +84,41 @@ def start_margin(ident):
     return max(ident.ts_hz // 1000, 2 * ident.start_margin)
 
 
+def plan(settings, ident):
+    """What a capture with ``settings`` does on the rig ``ident`` (its IDENTIFY): (roles, measures,
+    {stimulus channel: StimulusSettings} to fire, (channel, level) of the edge --count counts).
+    Raises ValueError naming what does not fit this rig."""
+    from hilat import measures
+
+    s = settings
+    roles = analysis.Channels.from_table(ident.channels, stimulus_active=0 if s.stimulus.invert else 1,
+                                         roles=s.roles, active_low=s.active_low)
+    defined = [measures.parse(text, roles, ident.ts_hz, reserved=[k for k, _ in analysis.KINDS])
+               for text in s.measures]
+    names = [m.name for m in defined]
+    if len(set(names)) != len(names):
+        raise ValueError(f"a measurement name is given twice: {', '.join(names)}")
+    if s.no_stimulus and not defined:
+        raise ValueError("a capture with no stimulus measures nothing by default: give --measure")
+    fired = {} if s.no_stimulus else {roles.stimulus: s.stimulus}
+    for ref, overrides in s.also_fire:
+        channel = roles.resolve(ref)
+        if not roles.is_output(channel):
+            raise ValueError(f"{roles.names[channel]} is an input: only stimulus outputs fire")
+        if channel in fired:
+            raise ValueError(f"{roles.names[channel]} fires already")
+        unknown = set(overrides) - set(STIMULUS_SETTING_NAMES)
+        if unknown:
+            raise ValueError(f"unknown stimulus setting(s) {', '.join(sorted(unknown))} for "
+                             f"{roles.names[channel]} (settings: {', '.join(STIMULUS_SETTING_NAMES)})")
+        fired[channel] = dataclasses.replace(s.stimulus, **overrides)
+    if s.no_stimulus:
+        pace = (defined[0].start.channel, defined[0].start.level)
+    else:
+        pace = (roles.stimulus, roles.stimulus_active)
+    return roles, defined, fired, pace
+
+
 class Capture:
     """One capture run; keeps everything it received even when the run ends badly."""
 
@@ -148,40 +183,10 @@ class Capture:
         return sum(1 << ch for ch in self._fired)
 
     def _plan(self):
-        """Roles, measures, the stimuli to fire and the edge to count, from the settings and the
-        rig's table; raises RigError naming what does not fit this rig."""
-        from hilat import measures
-
-        s = self.settings
         try:
-            self._roles = roles = self.roles()
-            self._measures = [measures.parse(text, roles, self.identity.ts_hz,
-                                             reserved=[k for k, _ in analysis.KINDS]) for text in s.measures]
-            names = [m.name for m in self._measures]
-            if len(set(names)) != len(names):
-                raise ValueError(f"a measurement name is given twice: {', '.join(names)}")
-            fired = {} if s.no_stimulus else {roles.stimulus: s.stimulus}
-            for ref, overrides in s.also_fire:
-                channel = roles.resolve(ref)
-                if not roles.is_output(channel):
-                    raise ValueError(f"{roles.names[channel]} is an input: only stimulus outputs fire")
-                if channel in fired:
-                    raise ValueError(f"{roles.names[channel]} fires already")
-                unknown = set(overrides) - set(STIMULUS_SETTING_NAMES)
-                if unknown:
-                    raise ValueError(f"unknown stimulus setting(s) {', '.join(sorted(unknown))} for "
-                                     f"{roles.names[channel]} (settings: {', '.join(STIMULUS_SETTING_NAMES)})")
-                fired[channel] = dataclasses.replace(s.stimulus, **overrides)
+            self._roles, self._measures, self._fired, self._pace = plan(self.settings, self.identity)
         except ValueError as e:
             raise RigError(str(e)) from None
-        if s.no_stimulus and not self._measures:
-            raise RigError("a capture with no stimulus measures nothing by default: give --measure")
-        self._fired = fired
-        if not s.no_stimulus:
-            self._pace = (roles.stimulus, roles.stimulus_active)
-        else:
-            first = self._measures[0].start
-            self._pace = (first.channel, first.level)
 
     # stream ---------------------------------------------------------------------------------------
 

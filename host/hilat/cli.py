@@ -273,16 +273,15 @@ def cmd_info(args):
 
 
 def _run_capture(url, args, extra_meta=None):
-    from hilat import analysis
-    from hilat.capture import Capture
+    from hilat.capture import Capture, plan
     from hilat.rig import Rig
 
     # Settings need the rig's tick frequency and channel table: identify first (a short session).
     with _open(url, args) as transport:
         ident = Rig(transport).hello()
     settings = _capture_settings(args, ident.ts_hz)
-    try:  # roles refer to this rig's channels: refuse a wrong one before anything runs
-        analysis.Channels.from_table(ident.channels, roles=settings.roles, active_low=settings.active_low)
+    try:  # roles and measures refer to this rig's channels: refuse a wrong one before anything runs
+        plan(settings, ident)
     except ValueError as e:
         raise UsageError(str(e)) from None
     if getattr(args, "baud", None):

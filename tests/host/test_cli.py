@@ -155,3 +155,39 @@ def test_wrong_roles_are_usage_errors(argv, message, capsys):
     with FakeRig(capture_script()) as rig, pytest.raises(SystemExit) as e:
         main(["capture", rig.url, "--count", "3", "--no-progress", *argv])
     assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--measure", "a=in0..in9"], "no channel 'in9' on this rig"),
+    (["--measure", "a=in0:up..in1"], "the edge is rise or fall, not 'up'"),
+    (["--measure", "a=in0..in0"], "from an edge to the same edge is a period: use period:in0"),
+    (["--measure", "Bad=in0..in1"], "lower-case letters, digits and _"),
+    (["--measure", "stim_to_isr=in0..in1"], "measurement name 'stim_to_isr' is taken"),
+    (["--measure", "a=in0..in1", "--measure", "a=in1..in2"], "a measurement name is given twice"),
+    (["--measure", "a=in0..in1@0"], "the deadline must be > 0"),
+    (["--measure", "a=in0"], "SPEC is A..B[@DEADLINE], period:A or width:A"),
+    (["--no-stimulus"], "--no-stimulus measures nothing by itself"),
+    (["--also-fire", "in0"], "in0 is an input: only stimulus outputs fire"),
+    (["--also-fire", "stim0"], "stim0 fires already"),
+    (["--also-fire", "stim1:perod=5"], "unknown stimulus setting(s) perod for stim1"),
+    (["--also-fire", "stim1:period=fast"], "period='fast' is not a whole number of ticks"),
+])
+def test_wrong_measures_and_stimuli_are_usage_errors(argv, message, capsys):
+    with FakeRig(capture_script()) as rig, pytest.raises(SystemExit) as e:
+        main(["capture", rig.url, "--count", "3", "--no-progress", *argv])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_defined_interval_on_a_fake_rig(tmp_path):
+    """--measure with a deadline: the ISR rises 60..62 ticks after each stimulus, so a 61-tick
+    deadline turns the last one into a miss; the run keeps the definition for later reports."""
+    with FakeRig(capture_script((60, 61, 62))) as rig:
+        code = main(["capture", rig.url, "--count", "3", "--period", "1500", "--jitter", "0", "--mode", "periodic",
+                     "--out", str(tmp_path), "--no-progress", "--measure", "quick=stimulus..isr@62"])
+    assert code == 0
+    (run_dir,) = tmp_path.iterdir()
+    from hilat.runs import load_run
+
+    run = load_run(run_dir)
+    assert run.measurements.latency("quick").tolist() == [60, 61, -1]
+    assert run.measurements.latency("stim_to_isr").tolist() == [60, 61, 62]
