@@ -195,6 +195,17 @@ def blocks(doc):
             need = ", ".join(f"{p} needs {doc['percentile_min_samples'][p]}" for p in doc["percentiles"]
                              if p in unsupported)
             out.append(("note", f"'-': too few samples to support that percentile ({need})."))
+    # Periods: the spread is the timer's resolution and jitter (the Ready/SSC paper's question).
+    rows = []
+    for r in runs:
+        for m in r["measures"]:
+            if m["shape"] == "period" and r["subsets"]["all"][m["name"]]["count"]:
+                ns = r["subsets"]["all"][m["name"]]["ns"]
+                rows.append([r["label"], m["name"], _fmt(ns["mean"], 1), _fmt(ns["min"], 1), _fmt(ns["max"], 1),
+                             _fmt(ns["max"] - ns["min"], 1), _fmt(ns["std"], 1)])
+    if rows:
+        out.append(("heading", "period jitter (ns)"))
+        out.append(("table", ["run", "kind", "mean period", "min", "max", "peak-to-peak", "std dev"], rows))
     out.append(("heading", "worst cases and duplicates"))
     rows = []
     for r in runs:

@@ -273,6 +273,10 @@ def test_defined_kinds_in_every_output(tmp_path, cli):
     code, text, _ = cli("report", tmp_path / "a", tmp_path / "b")
     assert code == 0 and "in0 rise -> in1 rise (ns), all samples" in text and "period of in0 rise: percentiles" in text
     assert "stimulus -> ISR" not in text
+    jitter = re.search(r"^paced0\s+send_period\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+\S+$", text, re.M)
+    periods = np.diff(send) * TICK_NS
+    assert jitter and [float(x) for x in jitter.groups()] == pytest.approx(
+        [periods.mean(), periods.min(), periods.max(), periods.max() - periods.min()], abs=0.05)
     code, out, _ = cli("report", tmp_path / "a", "--format", "csv")
     assert code == 0 and {r["kind"] for r in csv.DictReader(out.splitlines())} == set(doc["kinds"])
     code, _, _ = cli("report", tmp_path / "a", "--plots", tmp_path / "plots", "--kinds", "send_period")
