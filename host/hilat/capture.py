@@ -499,7 +499,8 @@ class _Progress:
         self.last = now
         c = self.capture
         total = f"/{c.settings.count}" if c.settings.count else ""
-        text = f"{c.stim_seen}{total} stimuli"
+        counted = f"{c._measures[0].name} starts" if c.settings.no_stimulus and c._measures else "stimuli"
+        text = f"{c.stim_seen}{total} {counted}"
         if c.records and c.identity and not c.settings.no_stimulus:
             lat = c.pairing().isr_latency
             ok = lat[lat >= 0]
