@@ -1,0 +1,214 @@
+"""StimulusGenerator (gateware/stimulus.py) on Verilator against the reference model, through the
+capture core: every mode's edges exact to the tick, seeds, the tightest legal settings, random
+arrivals within statistical bounds, late and inverted starts, start times across the 64-bit wrap.
+"""
+
+import cocotb
+import pytest
+from cocotb.triggers import ClockCycles
+
+# tb.py and the model sit next to this file, which is on sys.path both under pytest and in the simulator.
+from model import BURST, DITHER, ONESHOT, PERIODIC, RANDOM, StimulusConfig, stimulus_edges, stimulus_rises
+from tb import CLOCKS, DONE, LATE, assert_records_equal, needs, run_cocotb, start_capture, start_tb
+
+from gateware.stimulus import MIN_INTERVAL
+
+# Stimulus --------------------------------------------------------------------------------------
+
+async def run_stimulus(tb, cfgs, n_pulses, configs=None):
+    """Start ``cfgs`` {channel: StimulusConfig} and return (expected records, model rises)."""
+    configs = configs or await tb.configure_capture()
+    stim = {}
+    for ch, cfg in cfgs.items():
+        await tb.configure_stimulus(ch, cfg)
+        stim[ch] = stimulus_edges(cfg, n_pulses)
+    await tb.commit_stimulus(*cfgs)
+    horizon = max(e[-1][0] for e in stim.values())
+    await tb.wait_until(horizon + 10)
+    await tb.settle()
+    return tb.expected(configs, stim)
+
+
+@cocotb.test(**needs("default"))
+@cocotb.parametrize(clocks=CLOCKS)
+async def stimulus_periodic_and_burst_aligned(dut, clocks):
+    """Periodic and burst channels from one absolute start: exact edges, widths, spacings."""
+    tb = await start_tb(dut, clocks)
+    start = await tb.now() + 500
+    periodic = StimulusConfig(mode=PERIODIC, period=53, width=7, count=20, start_time=start)
+    burst = StimulusConfig(mode=BURST, period=120, burst_count=3, burst_spacing=9, width=4, count=12,
+                           start_time=start)
+    expected = await run_stimulus(tb, {0: periodic, 1: burst}, 20)
+    assert expected[0] == (start, 0b11, 0b11), "channels must start in the same tick"
+    rises0 = [t for t, m, lv in expected if m & 1 and lv & 1]
+    rises1 = [t for t, m, lv in expected if m & 2 and lv & 2]
+    assert rises0 == [start + 53 * k for k in range(20)]
+    assert rises1 == [start + 120 * (k // 3) + 9 * (k % 3) for k in range(12)]
+    falls0 = [t for t, m, lv in expected if m & 1 and not lv & 1]
+    assert [f - r for r, f in zip(rises0, falls0)] == [7] * 20
+    assert_records_equal(tb.edge_records(), expected)
+    assert (await tb.read_fields("stimulus_ch0_status"))["done"], "done after `count` pulses"
+
+
+@cocotb.test(**needs("default"))
+@cocotb.parametrize(clocks=CLOCKS)
+async def stimulus_dither_seeded(dut, clocks):
+    """Dither: every interval in [P-J, P+J], exact PRNG sequence, same seed -> same sequence."""
+    tb = await start_tb(dut, clocks)
+    sequences = []
+    for seed in (1234, 1234, 99):
+        start = await tb.now() + 300
+        cfg = StimulusConfig(mode=DITHER, period=60, jitter=25, width=5, count=150, seed=seed,
+                             start_time=start)
+        tb.records.clear()
+        expected = await run_stimulus(tb, {0: cfg}, 150)
+        assert_records_equal(tb.edge_records(), expected)
+        rises = [t for t, m, lv in tb.edge_records() if m & 1 and lv & 1]
+        intervals = [b - a for a, b in zip(rises, rises[1:])]
+        assert len(intervals) == 149 and all(35 <= i <= 85 for i in intervals), intervals
+        assert min(intervals) < 40 and max(intervals) > 80, "dither does not span its range"
+        sequences.append(intervals)
+    assert sequences[0] == sequences[1]
+    assert sequences[0] != sequences[2]
+
+
+@cocotb.test(**needs("default"))
+@cocotb.parametrize(clocks=CLOCKS)
+async def stimulus_dither_at_min_interval(dut, clocks):
+    """Dither down to MIN_INTERVAL ticks between pulses: each draw's interval is ready in time."""
+    tb = await start_tb(dut, clocks)
+    start = await tb.now() + 300
+    cfg = StimulusConfig(mode=DITHER, period=MIN_INTERVAL + 2, jitter=2, width=2, count=200, seed=77,
+                         start_time=start)
+    expected = await run_stimulus(tb, {0: cfg}, 200)
+    assert_records_equal(tb.edge_records(), expected)
+    rises = [t for t, m, lv in tb.edge_records() if m & 1 and lv & 1]
+    intervals = [b - a for a, b in zip(rises, rises[1:])]
+    assert len(intervals) == 199 and min(intervals) == MIN_INTERVAL and max(intervals) == MIN_INTERVAL + 4
+
+
+# The tightest legal settings: every flag the `fire` decision reads ahead of time is exercised at
+# MIN_INTERVAL, at widths 1 and interval - 1, with bursts of 1 and 2 and a RANDOM channel that hits
+# on every tick (fires exactly every hold-off) or on about half of them.
+EDGE_CASES = {
+    "periodic_min_width1":     dict(mode=PERIODIC, period=MIN_INTERVAL, width=1, count=40),
+    "periodic_min_widest":     dict(mode=PERIODIC, period=MIN_INTERVAL + 1, width=MIN_INTERVAL, count=30),
+    "periodic_width2_count1":  dict(mode=PERIODIC, period=9, width=2, count=1),
+    "burst_of_1":              dict(mode=BURST, period=MIN_INTERVAL + 3, burst_count=1,
+                                    burst_spacing=MIN_INTERVAL, width=2, count=12),
+    "burst_of_2_min_gap":      dict(mode=BURST, period=2 * MIN_INTERVAL, burst_count=2,
+                                    burst_spacing=MIN_INTERVAL, width=3, count=13),
+    "burst_of_5_width1":       dict(mode=BURST, period=6 * MIN_INTERVAL, burst_count=5,
+                                    burst_spacing=MIN_INTERVAL, width=1, count=23),
+    "random_always_hits":      dict(mode=RANDOM, period=MIN_INTERVAL, probability=2**32 - 1, width=1,
+                                    count=40, seed=5),
+    "random_half":             dict(mode=RANDOM, period=MIN_INTERVAL, probability=2**31, width=2,
+                                    count=60, seed=0),
+    "dither_min_width3":       dict(mode=DITHER, period=MIN_INTERVAL + 1, jitter=1, width=3, count=60,
+                                    seed=0xFFFFFFFF),
+    "oneshot_width1":          dict(mode=ONESHOT, width=1),
+}
+
+
+@cocotb.test(**needs("default"))
+@cocotb.parametrize(clocks=CLOCKS)
+async def stimulus_tightest_settings(dut, clocks):
+    """Shortest intervals, narrowest and widest pulses, bursts of 1 and 2, RANDOM hitting every
+    tick: every edge exact against the model, on both channels."""
+    tb = await start_tb(dut, clocks)
+    for k, (name, settings) in enumerate(EDGE_CASES.items()):
+        channel = k % 2
+        start = await tb.now() + 200
+        cfg = StimulusConfig(start_time=start, **settings)
+        tb.records.clear()
+        expected = await run_stimulus(tb, {channel: cfg}, 60)
+        n_rises = sum(1 for _, m, lv in expected if m >> channel & 1 and lv >> channel & 1)
+        assert n_rises == (1 if cfg.mode == ONESHOT else min(60, cfg.count)), name
+        assert_records_equal(tb.edge_records(), expected, name)
+
+
+@cocotb.test(**needs("default"))
+@cocotb.parametrize(clocks=CLOCKS)
+async def stimulus_random_arrivals(dut, clocks):
+    """Random arrivals: exact against the model, and the mean interval within statistical bounds."""
+    tb = await start_tb(dut, clocks)
+    start = await tb.now() + 300
+    holdoff, p = 8, 1 / 32
+    cfg = StimulusConfig(mode=RANDOM, period=holdoff, probability=int(p * 2**32), width=3, count=400,
+                         seed=0xC0FFEE, start_time=start)
+    expected = await run_stimulus(tb, {1: cfg}, 400)
+    assert_records_equal(tb.edge_records(), expected)
+    rises = [t for t, m, lv in tb.edge_records() if m & 2 and lv & 2]
+    intervals = [b - a for a, b in zip(rises, rises[1:])]
+    assert len(intervals) == 399 and min(intervals) >= holdoff
+    mean = holdoff + (1 - p) / p  # hold-off + geometric number of failed ticks
+    sigma = ((1 - p) / p**2 / len(intervals)) ** 0.5
+    observed = sum(intervals) / len(intervals)
+    assert abs(observed - mean) < 5 * sigma, (observed, mean, sigma)
+
+
+@cocotb.test(**needs("default"))
+@cocotb.parametrize(clocks=CLOCKS)
+async def stimulus_oneshot_late_and_inverted(dut, clocks):
+    """One-shot at an absolute tick; a start time already passed is refused and flagged; an
+    inverted channel pulses low."""
+    tb, configs = await start_capture(dut, clocks)
+    now = await tb.now()
+    # Ticks 0..5 too: below the start comparator's look-ahead, they must not wrap into the future.
+    for start_time in (now - 10, 0, 3, 5):
+        late = StimulusConfig(mode=ONESHOT, width=5, start_time=start_time)
+        await tb.configure_stimulus(0, late)
+        await tb.commit_stimulus(0)
+        await ClockCycles(dut.sys_clk, 40)
+        status = await tb.read_fields("stimulus_ch0_status")
+        assert status == LATE, f"start {start_time}: must be refused and flagged late, status={status}"
+    start = await tb.now() + 400
+    inverted = StimulusConfig(mode=ONESHOT, width=11, start_time=start, invert=1)
+    await tb.configure_stimulus(1, inverted)
+    await tb.commit_stimulus(1)
+    await tb.wait_until(start + 30)
+    await tb.settle()
+    records = tb.edge_records()
+    assert all(m == 0b10 for _, m, _ in records), "the late channel must not pulse"
+    # The inverted pin goes idle-high when committed (before start), then one low pulse.
+    assert [(t, lv) for t, _, lv in records[1:]] == [(start, 0), (start + 11, 0b10)]
+    assert records[0][2] == 0b10 and records[0][0] < start
+    assert stimulus_rises(inverted, 5) == [start]
+    del configs
+
+
+# Across the 64-bit wrap ------------------------------------------------------------------------
+
+@cocotb.test(**needs("wrap"))
+@cocotb.parametrize(clocks=CLOCKS)
+async def stimulus_across_wrap(dut, clocks):
+    """Start times are absolute 64-bit ticks, compared over all 64 bits: a channel started before
+    the wrap pulses across it exactly; a start that differs from the current tick only in the top
+    16 bits, and lies in the past, is refused as late."""
+    tb, configs = await start_capture(dut, clocks)
+    now = await tb.now()
+    assert now > 2**64 - 3000, "the wrap variant starts near the end of the 64-bit range"
+    across = StimulusConfig(mode=PERIODIC, period=97, width=6, count=20, start_time=2**64 - 1000)
+    # Below `now`, above it in the low 48 bits.
+    past = StimulusConfig(mode=PERIODIC, period=51, width=3, count=10, start_time=2**64 - 2**48 - 1)
+    for ch, cfg in ((0, across), (1, past)):
+        await tb.configure_stimulus(ch, cfg)
+    await tb.commit_stimulus(0, 1)
+    await ClockCycles(dut.sys_clk, 40)
+    assert await tb.read_fields("stimulus_ch1_status") == LATE, "channel 1: refused as late at once"
+    assert (await tb.now()) < across.start_time - 10
+    stim = {0: stimulus_edges(across, 20)}
+    await ClockCycles(dut.ts_clk, stim[0][-1][0] - await tb.now() + 200)
+    await ClockCycles(dut.sys_clk, 300)
+    expected = [(tk % 2**64, m, lv) for tk, m, lv in tb.expected(configs, stim)]
+    assert any(tk < 2**63 for tk, _, _ in expected) and expected[0][0] > 2**63, "no wrap in range"
+    assert_records_equal(tb.edge_records(), expected)
+    assert await tb.read_fields("stimulus_ch0_status") == DONE, "channel 0: done"
+    assert await tb.read_fields("stimulus_ch1_status") == LATE, "channel 1: refused as late"
+
+
+# pytest ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("variant", ['default', 'wrap'])
+def test_stimulus(variant):
+    run_cocotb(__file__, variant)
