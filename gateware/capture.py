@@ -1,44 +1,18 @@
 """EdgeCapture: timestamps every edge on the rig's channels, in hardware, and never loses one silently.
 
-Channels
---------
-Channel numbers are fixed at build time: first the ``internal`` levels (the stimulus pins, already in
-the ``ts`` domain), then the external ``inputs`` (the DUT's pins; ``gateware/channels.py`` names
-them). Each channel has an enable, an edge select (rise / fall / both) and an optional glitch filter.
+Channels are fixed at build time: first the ``internal`` levels (the stimulus pins, already in the
+``ts`` domain), then the external ``inputs`` (the DUT's pins; ``gateware/channels.py`` names them).
+Each has an enable, an edge select (rise / fall / both) and an optional glitch filter.
 
-Path of an edge, and the delay that is subtracted
--------------------------------------------------
-``pin -> synchronizer (sync_stages FFs) -> delay line (filter_taps FFs) -> filter verdict (1 FF)
--> edge detect (1 FF) -> record``
+Structure (docs/timing-cores.md, "EdgeCapture" and "Capture pipeline"):
 
-External inputs cross a ``sync_stages``-deep MultiReg; internal levels pass through as many plain
-registers, so both kinds arrive aligned. The delay line lets the glitch filter look *ahead*: an edge
-is accepted when the new level holds for ``glitch`` ticks from the edge on, so the accepted edge
-keeps the tick it reached the pin at, whatever ``glitch`` is. Records are stamped from a counter
-that runs exactly ``PIN_TO_STAMP_DELAY = sync_stages + filter_taps + 2`` ticks behind the timebase
-(ARTIQ's input collector subtracts its known delay the same way): a timestamp names the ``ts``
-cycle in which the edge reached the pin, i.e. the last cycle before the first synchronizer flip-flop
-sampled the new level.
-
-Records
--------
-One record per ``ts`` cycle that holds an edge, so edges on several channels in the same cycle share
-one timestamp, and an edge every cycle is one record every cycle:
-
-===========  =====================================================================================
-timestamp    64-bit tick of the edge at the pin (kind 0) / of the first dropped record (kind 1)
-channels     bit i set: channel i had an edge (kind 0) / lost events (kind 1)
-levels       level of every channel after this cycle's edges; the edge polarity of channel i is
-             ``levels[i]`` (1: rising)
-kind         0: edges; 1: overflow marker, written as soon as the FIFO has room again
-fraction     reserved for a sub-tick phase (multi-phase sampler); 0 today
-===========  =====================================================================================
-
-Overflow
---------
-Records cross to ``sys`` through an async FIFO of ``fifo_depth`` entries. A record that finds the
-FIFO full is dropped and counted, per channel, in saturating counters; a sticky ``overflow`` flag
-is raised and an overflow marker goes into the stream where the gap is. Nothing is dropped silently.
+- ``_ChannelFrontEnd`` per channel: ``_Synchronizer`` -> ``_GlitchFilter`` -> ``_EdgeDetect``. Each
+  stage declares its ``latency`` in ticks; ``PIN_TO_STAMP_DELAY`` is their sum, and records are
+  stamped from a counter that many ticks behind the timebase, so a timestamp names the tick in
+  which the edge reached the pin.
+- the record register: one record per tick that holds edges (same-tick edges share it);
+- ``_DropAccounting``: records the FIFO to ``sys`` refuses are counted per channel, flagged, and
+  marked in the stream. Nothing is dropped silently.
 """
 
 from functools import reduce
@@ -66,161 +40,148 @@ def record_layout(n_channels, fraction_width):
     ]
 
 
-class EdgeCapture(LiteXModule):
-    """Edge timestamping on ``len(internal) + len(inputs)`` channels.
+def _delayed(sync, signal, cycles):
+    """``signal`` through ``cycles`` registers (each with the signal's reset value)."""
+    for _ in range(cycles):
+        delayed = Signal.like(signal, reset=signal.reset)
+        sync += delayed.eq(signal)
+        signal = delayed
+    return signal
 
-    ``timebase``     the Timebase whose ticks stamp the edges (same clock domain).
-    ``inputs``       asynchronous external pins (synchronized here).
-    ``internal``     levels already registered in ``clock_domain`` (stimulus pins).
-    ``glitch_max``   longest configurable glitch filter, in ticks (0: no filter hardware).
-    ``source``       the record stream, in ``sys``.
-    """
-    def __init__(self, timebase, inputs, internal=(), clock_domain="ts", fifo_depth=256,
-                 sync_stages=2, glitch_max=15, fraction_width=8, counter_width=32, with_csr=True):
-        assert sync_stages >= 2, "a synchronizer needs at least two flip-flops"
-        assert fifo_depth >= 4 and (fifo_depth & (fifo_depth - 1)) == 0, "fifo_depth: power of 2"
-        internal, inputs = list(internal), list(inputs)
-        n = len(internal) + len(inputs)
-        self.n_channels       = n
-        self.clock_domain     = clock_domain
-        self.fifo_depth       = fifo_depth
-        self.sync_stages      = sync_stages
-        self.glitch_max       = glitch_max
-        self.filter_taps      = max(glitch_max, 1)
-        self.counter_width    = counter_width
-        # + 2: the filter's verdict (all taps hold) is registered before the edge is detected, and
-        # each channel's edge before the record is built.
-        self.PIN_TO_STAMP_DELAY = sync_stages + self.filter_taps + 2
-        self.layout           = record_layout(n, fraction_width)
-        self.source           = stream.Endpoint(self.layout)  # sys
 
-        glitch_bits = max(bits_for(glitch_max), 1)
+# Channel front end ---------------------------------------------------------------------------------
+
+class _Synchronizer(LiteXModule):
+    """``stages`` flip-flops into ``clock_domain``: a MultiReg for an asynchronous pin, plain
+    registers for a level already in the domain (``internal``), so both kinds of channel align."""
+    def __init__(self, pin, stages, internal, clock_domain):
+        assert stages >= 2, "a synchronizer needs at least two flip-flops"
+        self.latency = stages
+        self.o = Signal()  # `pin`, `latency` ticks late
+
+        # # #
+
+        if internal:
+            sync  = getattr(self.sync, clock_domain)
+            chain = [Signal(name=f"aligned{k}") for k in range(stages)]
+            sync += [chain[0].eq(pin)] + [chain[k].eq(chain[k - 1]) for k in range(1, stages)]
+            self.comb += self.o.eq(chain[-1])
+        else:
+            self.specials += MultiReg(pin, self.o, odomain=clock_domain, n=stages)
+
+
+class _GlitchFilter(LiteXModule):
+    """A delay line of ``taps`` flip-flops, and the registered verdict on its oldest tap: ``held``
+    says whether ``level`` holds on the taps the glitch setting asks for, from its edge on (the
+    filter looks *ahead*, so an accepted edge keeps its tick; docs/timing-cores.md, "Glitch
+    filter"). ``ignore`` bit k: tap k need not hold (the setting is <= k)."""
+    def __init__(self, i, ignore, taps, clock_domain):
+        self.latency         = taps + 1  # the line, then the verdict registered with its candidate
+        self.setting_latency = 2         # `ignore` -> `held`: the per-tap holds, then the verdict
+        self.level = Signal()  # `i`, `latency` ticks late: the candidate judged
+        self.held  = Signal()  # verdict on `level`
+
+        # # #
+
         sync = getattr(self.sync, clock_domain)
-
-        # Per-channel configuration (sys CSRs -> ts registers on commit) --------------------------
-        self._channel_config = []
-        for i in range(n):
-            csr = CSRStorage(name=f"ch{i}_config", fields=[
-                CSRField("enable", size=1, description="``1``: record this channel's edges."),
-                CSRField("rise",   size=1, reset=1, description="Record rising edges."),
-                CSRField("fall",   size=1, reset=1, description="Record falling edges."),
-                CSRField("glitch", size=glitch_bits, description=
-                    f"Glitch filter, in ticks (0..{glitch_max}): a level must hold this many ticks "
-                    "to count; pulses shorter than that are ignored. 0 and 1: no filtering."),
-            ], description=f"Channel {i} capture settings; take effect on ``commit``.")
-            setattr(self, f"_ch{i}_config", csr)
-            self._channel_config.append(csr)
-        self._commit = CSRStorage(fields=[
-            CSRField("commit", size=1, pulse=True, description=
-                "Write ``1`` to apply all channels' settings at once (in the ``ts`` domain)."),
-        ], description="Apply the channel settings.")
-        sources = []
-        for csr in self._channel_config:
-            f = csr.fields
-            # The glitch setting as a mask, bit k = "tap k need not hold" (glitch <= k), decoded here
-            # in sys so the ts side only sees registers.
-            glitch_reset = f.glitch.reset.value
-            ignore = Signal(self.filter_taps, name=f"ignore{len(sources) // 4}",
-                            reset=sum(1 << k for k in range(self.filter_taps) if glitch_reset <= k))
-            self.comb += ignore.eq(Cat(*[f.glitch <= k for k in range(self.filter_taps)]))
-            sources += [f.enable, f.rise, f.fall, ignore]
-        self.config = ConfigCommit(sources, clock_domain)
-        self.comb += self.config.commit.eq(self._commit.fields.commit)
-        configs = [self.config.outputs[4*i:4*i + 4] for i in range(n)]
-
-        # Stamp: the timebase, PIN_TO_STAMP_DELAY ticks behind, i.e. the tick at the pin.
-        stamp = timebase.lagging(self.PIN_TO_STAMP_DELAY)
-
-        # Synchronize, filter, detect ---------------------------------------------------------------
-        edges  = Signal(n)
-        levels = Signal(n)
-        for i, pin in enumerate(internal + inputs):
-            synced = Signal(name=f"synced{i}")
-            if i < len(internal):
-                # Already in our domain: plain registers, so all channels share one delay.
-                chain = [Signal(name=f"aligned{i}_{k}") for k in range(sync_stages)]
-                sync += [chain[0].eq(pin)] + [chain[k].eq(chain[k - 1]) for k in range(1, sync_stages)]
-                self.comb += synced.eq(chain[-1])
-            else:
-                self.specials += MultiReg(pin, synced, odomain=clock_domain, n=sync_stages)
-            taps = self.filter_taps
-            line = [Signal(name=f"line{i}_{k}") for k in range(taps)]
-            sync += [line[0].eq(synced)] + [line[k].eq(line[k - 1]) for k in range(1, taps)]
-            enable, rise, fall, ignore = configs[i]
-            # A commit reaches the glitch mask's users two cycles before the edge detect sees their
-            # verdict, so the edge selects are delayed as much: all settings change between the
-            # same two ticks, two ticks after the commit.
-            enable, rise, fall = [self._delayed(sync, setting, 2) for setting in (enable, rise, fall)]
-            candidate = line[-1]
-            # The new level must hold on the `glitch` taps from the edge on (newest at index 0):
-            # holds[k] = (line[taps-1-k] == candidate) | ignore[k], registered from the values the
-            # line takes next (it shifts).
-            before = [synced] + line[:-1]  # before[j] becomes line[j]
-            holds = [Signal(name=f"holds{i}_{k}", reset=1) for k in range(taps)]
-            for k in range(taps):
-                sync += holds[k].eq((before[taps - 1 - k] == before[taps - 1]) | ignore[k])
-            # The verdict is registered with the candidate it judges, so the edge detect and the
-            # record run one cycle behind the line (counted in PIN_TO_STAMP_DELAY).
-            held = Signal(name=f"held{i}")
-            judged = Signal(name=f"judged{i}")
-            sync += [
-                held.eq(reduce(and_, holds)),
-                judged.eq(candidate),
-            ]
-            accepted = Signal(name=f"accepted{i}")
-            level = Signal(name=f"level{i}")
-            self.comb += [
-                accepted.eq((judged != level) & held),
-                edges[i].eq(accepted & enable & Mux(judged, rise, fall)),
-                levels[i].eq(Mux(accepted, judged, level)),
-            ]
-            sync += If(accepted, level.eq(judged))
-
-        # Record register, then the FIFO ------------------------------------------------------------
-        # Each channel's edge and level are registered where they are made, and the record a cycle
-        # later (counted in PIN_TO_STAMP_DELAY): the channels' logic lies spread over the device,
-        # and this keeps their merge into one record off any long path.
-        channel_edges  = Signal(n)
-        channel_levels = Signal(n)
-        record = stream.Endpoint(self.layout)  # ts; valid = "edges this cycle"
+        line = [Signal(name=f"line{k}") for k in range(taps)]
+        sync += [line[0].eq(i)] + [line[k].eq(line[k - 1]) for k in range(1, taps)]
+        # holds[k] = (line[taps-1-k] == line[taps-1]) | ignore[k], registered from the values the line
+        # takes next (it shifts).
+        before = [i] + line[:-1]  # before[j] becomes line[j]
+        holds = [Signal(name=f"holds{k}", reset=1) for k in range(taps)]
+        for k in range(taps):
+            sync += holds[k].eq((before[taps - 1 - k] == before[taps - 1]) | ignore[k])
         sync += [
-            channel_edges.eq(edges),
-            channel_levels.eq(levels),
-            record.valid.eq(channel_edges != 0),
-            record.timestamp.eq(stamp),
-            record.channels.eq(channel_edges),
-            record.levels.eq(channel_levels),
-            record.kind.eq(RECORD_KIND_EDGES),
-            record.fraction.eq(0),
+            self.held.eq(reduce(and_, holds)),
+            self.level.eq(line[-1]),
         ]
-        self.fifo = fifo = ClockDomainsRenamer({"write": clock_domain, "read": "sys"})(
-            StreamAsyncFIFO(self.layout, fifo_depth))
-        self.comb += fifo.source.connect(self.source)
 
-        # Drops: counted per channel, flagged, and marked in the stream -----------------------------
-        # `drop` comes from the FIFO's pointer compare; it is registered (with the record it drops)
-        # before anything acts on it, so the full flag never fans out to the 64-bit marker or the
-        # counters in the same cycle. While a registered drop is pending, the marker waits a cycle
-        # so that drop's channels are merged into it, never into a second marker.
-        dropped  = [Signal(counter_width, name=f"dropped{i}") for i in range(n)]
-        overflow = Signal()
+
+class _EdgeDetect(LiteXModule):
+    """An accepted change of the filtered level is an edge (if enabled and selected); the edge and
+    the channel's level are registered here, where the channel's logic is, so their merge into one
+    record is off any long path."""
+    latency = 1
+
+    def __init__(self, level, held, enable, rise, fall, clock_domain):
+        self.edge  = Signal()  # registered
+        self.level = Signal()  # registered: the channel's level after `edge`
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
+        accepted = Signal()
+        current  = Signal()  # the last accepted level
+        self.comb += accepted.eq((level != current) & held)
+        sync += [
+            If(accepted, current.eq(level)),
+            self.edge.eq(accepted & enable & Mux(level, rise, fall)),
+            self.level.eq(Mux(accepted, level, current)),
+        ]
+
+
+class _ChannelFrontEnd(LiteXModule):
+    """One channel from its pin to its registered edge. ``settings``: the channel's enable, rise,
+    fall and glitch mask, in ``clock_domain``. ``latency``, in ticks from the pin to ``edge``, is the
+    sum of the stages' own."""
+    def __init__(self, pin, internal, settings, sync_stages, filter_taps, clock_domain):
+        self.edge  = Signal()  # registered
+        self.level = Signal()  # registered
+
+        # # #
+
+        enable, rise, fall, ignore = settings
+        self.synchronizer = _Synchronizer(pin, sync_stages, internal, clock_domain)
+        self.glitch_filter = _GlitchFilter(self.synchronizer.o, ignore, filter_taps, clock_domain)
+        # The edge selects are delayed as long as the glitch mask takes to reach the verdict: all
+        # settings change between the same two ticks.
+        sync = getattr(self.sync, clock_domain)
+        enable, rise, fall = [_delayed(sync, s, self.glitch_filter.setting_latency) for s in (enable, rise, fall)]
+        self.edge_detect = _EdgeDetect(self.glitch_filter.level, self.glitch_filter.held,
+                                       enable, rise, fall, clock_domain)
+        self.comb += [
+            self.edge.eq(self.edge_detect.edge),
+            self.level.eq(self.edge_detect.level),
+        ]
+        self.latency = sum(stage.latency for stage in (self.synchronizer, self.glitch_filter, self.edge_detect))
+
+
+# Drop accounting -----------------------------------------------------------------------------------
+
+class _DropAccounting(LiteXModule):
+    """Writes ``record`` (valid: edges this tick) into ``sink``; a record that finds it full is
+    counted per channel (saturating), raises the sticky ``overflow``, and gets one overflow marker
+    per gap, written as soon as there is room (docs/timing-cores.md, "Drop accounting")."""
+    def __init__(self, record, sink, n_channels, counter_width, clock_domain):
+        n = n_channels
+        self.clear    = Signal()  # zero the counters and the flag
+        self.dropped  = [Signal(counter_width, name=f"dropped{i}") for i in range(n)]  # edges
+        self.overflow = Signal()
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
+        dropped, overflow = self.dropped, self.overflow
+        # `drop` (from the FIFO's pointer compare) is registered with the record it drops before
+        # anything acts on it: the full flag never fans out to the marker or the counters directly.
         marker_pending   = Signal()
         marker_timestamp = Signal(64)
         marker_channels  = Signal(n)
         drop  = Signal()
-        clear = Signal()
         drop_d = Signal()
         dropped_timestamp = Signal(64)
         dropped_channels  = Signal(n)
         self.comb += [
-            drop.eq(record.valid & ~fifo.sink.ready),
+            drop.eq(record.valid & ~sink.ready),
             If(record.valid,
-                record.connect(fifo.sink, omit={"ready"}),
+                record.connect(sink, omit={"ready"}),
             ).Else(
-                fifo.sink.valid.eq(marker_pending & ~drop_d),
-                fifo.sink.timestamp.eq(marker_timestamp),
-                fifo.sink.channels.eq(marker_channels),
-                fifo.sink.kind.eq(RECORD_KIND_OVERFLOW),
+                # A drop still to be merged holds the marker back a cycle: one marker per gap.
+                sink.valid.eq(marker_pending & ~drop_d),
+                sink.timestamp.eq(marker_timestamp),
+                sink.channels.eq(marker_channels),
+                sink.kind.eq(RECORD_KIND_OVERFLOW),
             ),
         ]
         saturated = 2**counter_width - 1
@@ -240,65 +201,180 @@ class EdgeCapture(LiteXModule):
                     marker_timestamp.eq(dropped_timestamp),
                     marker_channels.eq(dropped_channels),
                 ),
-            ).Elif(~record.valid & marker_pending & fifo.sink.ready,
+            ).Elif(~record.valid & marker_pending & sink.ready,
                 marker_pending.eq(0),
             ),
             *[If(count_drop[i], dropped[i].eq(dropped[i] + 1)) for i in range(n)],
-            # Saturation flags registered from the value each counter takes next (no wide compare
-            # in front of the counter's enable).
+            # Each saturation flag is registered from the value its counter takes next (no wide
+            # compare in front of the counter's enable).
             *[saturated_flag[i].eq(Mux(count_drop[i], dropped[i] == saturated - 1, dropped[i] == saturated))
               for i in range(n)],
-            If(clear, overflow.eq(0), *[d.eq(0) for d in dropped], *[f.eq(0) for f in saturated_flag]),
+            If(self.clear, overflow.eq(0), *[d.eq(0) for d in dropped], *[f.eq(0) for f in saturated_flag]),
         ]
 
-        self.dropped, self.overflow = dropped, overflow
+
+# EdgeCapture ---------------------------------------------------------------------------------------
+
+class _ChannelSettings:
+    """One channel's capture settings, in ``sys``; they take effect on ``EdgeCapture.commit``."""
+    def __init__(self, i, glitch_bits):
+        self.enable = Signal(name=f"ch{i}_enable")               # record this channel's edges
+        self.rise   = Signal(name=f"ch{i}_rise", reset=1)        # record rising edges
+        self.fall   = Signal(name=f"ch{i}_fall", reset=1)        # record falling edges
+        self.glitch = Signal(glitch_bits, name=f"ch{i}_glitch")  # glitch filter, in ticks
+
+
+class EdgeCapture(LiteXModule):
+    """Edge timestamping on ``len(internal) + len(inputs)`` channels.
+
+    ``timebase``     the Timebase whose ticks stamp the edges (same clock domain).
+    ``inputs``       asynchronous external pins (synchronized here).
+    ``internal``     levels already registered in ``clock_domain`` (stimulus pins).
+    ``glitch_max``   longest configurable glitch filter, in ticks (0: no filter hardware).
+    ``source``       the record stream, in ``sys``.
+    """
+    def __init__(self, timebase, inputs, internal=(), clock_domain="ts", fifo_depth=256,
+                 sync_stages=2, glitch_max=15, fraction_width=8, counter_width=32, with_csr=True):
+        assert fifo_depth >= 4 and (fifo_depth & (fifo_depth - 1)) == 0, "fifo_depth: power of 2"
+        internal, inputs = list(internal), list(inputs)
+        n = len(internal) + len(inputs)
+        self.n_channels    = n
+        self.clock_domain  = clock_domain
+        self.fifo_depth    = fifo_depth
+        self.sync_stages   = sync_stages
+        self.glitch_max    = glitch_max
+        self.filter_taps   = max(glitch_max, 1)
+        self.counter_width = counter_width
+        self.layout        = record_layout(n, fraction_width)
+
+        # Settings, in sys: written, then applied to all channels at once by `commit`.
+        self.settings = [_ChannelSettings(i, max(bits_for(glitch_max), 1)) for i in range(n)]
+        self.commit   = Signal()
+        # Records, in sys.
+        self.source   = stream.Endpoint(self.layout)
+        # Drop accounting, in `clock_domain` (`clear`: zero the counters and the flag).
+        self.dropped  = [Signal(counter_width, name=f"dropped{i}") for i in range(n)]  # edges
+        self.overflow = Signal()
+        self.clear    = Signal()
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
+
+        # Settings, sys -> clock_domain on commit. The glitch setting goes as a mask, bit k = "tap k
+        # need not hold" (glitch <= k), decoded here in sys so the ts side only sees registers.
+        sources = []
+        for i, s in enumerate(self.settings):
+            glitch_reset = s.glitch.reset.value
+            ignore = Signal(self.filter_taps, name=f"ignore{i}",
+                            reset=sum(1 << k for k in range(self.filter_taps) if glitch_reset <= k))
+            self.comb += ignore.eq(Cat(*[s.glitch <= k for k in range(self.filter_taps)]))
+            sources += [s.enable, s.rise, s.fall, ignore]
+        self.config = ConfigCommit(sources, clock_domain)
+        self.comb += self.config.commit.eq(self.commit)
+
+        # Channel front ends: pin -> registered edge, all with the same latency.
+        front_ends = []
+        for i, pin in enumerate(internal + inputs):
+            front_end = _ChannelFrontEnd(pin, i < len(internal), self.config.outputs[4*i:4*i + 4],
+                                         sync_stages, self.filter_taps, clock_domain)
+            self.add_module(f"channel{i}", front_end)
+            front_ends.append(front_end)
+        latencies = {front_end.latency for front_end in front_ends}
+        assert len(latencies) == 1, f"channels not aligned: latencies {latencies}"
+        # The record register below takes the edges and their stamp in the same cycle, so it adds
+        # nothing: a stamp lagging the front ends' latency names the tick at the pin (as ARTIQ's
+        # input collector subtracts the PHY's declared delay).
+        self.PIN_TO_STAMP_DELAY = latencies.pop()
+        stamp = timebase.lagging(self.PIN_TO_STAMP_DELAY)
+
+        # Record register, then the FIFO to sys.
+        edges  = Cat(*[front_end.edge for front_end in front_ends])
+        levels = Cat(*[front_end.level for front_end in front_ends])
+        record = stream.Endpoint(self.layout)  # clock_domain; valid = "edges this cycle"
+        sync += [
+            record.valid.eq(edges != 0),
+            record.timestamp.eq(stamp),
+            record.channels.eq(edges),
+            record.levels.eq(levels),
+            record.kind.eq(RECORD_KIND_EDGES),
+            record.fraction.eq(0),
+        ]
+        self.fifo = fifo = ClockDomainsRenamer({"write": clock_domain, "read": "sys"})(
+            StreamAsyncFIFO(self.layout, fifo_depth))
+        self.comb += fifo.source.connect(self.source)
+
+        # Drops: counted per channel, flagged, and marked in the stream.
+        self.drops = _DropAccounting(record, fifo.sink, n, counter_width, clock_domain)
+        self.comb += [
+            self.drops.clear.eq(self.clear),
+            self.overflow.eq(self.drops.overflow),
+            *[d.eq(counter) for d, counter in zip(self.dropped, self.drops.dropped)],
+        ]
+
         if with_csr:
-            self.add_csr(dropped, overflow, clear)
+            self.add_csr()
 
-    @staticmethod
-    def _delayed(sync, signal, cycles):
-        for _ in range(cycles):
-            delayed = Signal.like(signal, reset=signal.reset)
-            sync += delayed.eq(signal)
-            signal = delayed
-        return signal
+    def add_csr(self):
+        """Channel settings, their commit, and the drop counters (snapshot / clear)."""
+        n, cd = self.n_channels, self.clock_domain
+        for i, s in enumerate(self.settings):
+            csr = CSRStorage(name=f"ch{i}_config", fields=[
+                CSRField("enable", size=1, reset=s.enable.reset.value, description=
+                    "``1``: record this channel's edges."),
+                CSRField("rise",   size=1, reset=s.rise.reset.value, description="Record rising edges."),
+                CSRField("fall",   size=1, reset=s.fall.reset.value, description="Record falling edges."),
+                CSRField("glitch", size=len(s.glitch), reset=s.glitch.reset.value, description=
+                    f"Glitch filter, in ticks (0..{self.glitch_max}): a level must hold this many ticks "
+                    "to count; pulses shorter than that are ignored. 0 and 1: no filtering."),
+            ], description=f"Channel {i} capture settings (glitch filter in ticks); take effect on ``commit``.")
+            setattr(self, f"_ch{i}_config", csr)
+            self.comb += [
+                s.enable.eq(csr.fields.enable),
+                s.rise.eq(csr.fields.rise),
+                s.fall.eq(csr.fields.fall),
+                s.glitch.eq(csr.fields.glitch),
+            ]
+        self._commit = CSRStorage(fields=[
+            CSRField("commit", size=1, pulse=True, description=
+                "Write ``1`` to apply all channels' settings at once (in the ``ts`` domain, 2 ticks "
+                "after the strobe arrives there)."),
+        ], description="Apply the channel settings (write-1 strobe).")
+        self.comb += self.commit.eq(self._commit.fields.commit)
 
-    def add_csr(self, dropped, overflow, clear):
-        n = self.n_channels
         self._control = CSRStorage(fields=[
             CSRField("snapshot", size=1, pulse=True, description=
                 "Write ``1`` to copy the drop counters and the overflow flag into ``status`` and "
                 "``dropped*``; ``status.valid`` rises when the copy is complete."),
             CSRField("clear", size=1, pulse=True, description=
                 "Write ``1`` to zero the drop counters and clear the overflow flag."),
-        ], description="Drop-counter control.")
+        ], description="Drop-counter control (write-1 strobes).")
         self._status = CSRStatus(fields=[
             CSRField("valid",    size=1, description="Snapshot complete."),
             CSRField("overflow", size=1, description="Sticky: at least one record was dropped "
                                                      "since the last ``clear`` (at snapshot time)."),
-        ], description="Drop status (from the last snapshot).")
+        ], description="Drop status (flags, from the last snapshot).")
         for i in range(n):
             setattr(self, f"_dropped{i}", CSRStatus(self.counter_width, name=f"dropped{i}", description=
                 f"Events of channel {i} dropped because the FIFO was full (count of edges, "
                 f"saturates at 2**{self.counter_width}-1), at the last snapshot."))
-        self.snapshot = Snapshot(dropped + [overflow], self.clock_domain)
-        self.clear_sync = ConfigCommit([], self.clock_domain)
+        self.snapshot   = Snapshot(self.dropped + [self.overflow], cd)
+        self.clear_sync = ConfigCommit([], cd)
         self.comb += [
             self.snapshot.request.eq(self._control.fields.snapshot),
             self._status.fields.valid.eq(self.snapshot.valid),
             self._status.fields.overflow.eq(self.snapshot.outputs[-1]),
             self.clear_sync.commit.eq(self._control.fields.clear),
-            clear.eq(self.clear_sync.applied),
+            self.clear.eq(self.clear_sync.applied),
+            *[getattr(self, f"_dropped{i}").status.eq(self.snapshot.outputs[i]) for i in range(n)],
         ]
-        for i in range(n):
-            self.comb += getattr(self, f"_dropped{i}").status.eq(self.snapshot.outputs[i])
 
     def add_csr_reader(self):
         """Event read-out for the firmware: the head record as CSRs, ``pop`` to advance."""
         n = self.n_channels
         self._ev_status = CSRStatus(fields=[
             CSRField("pending", size=1, description="``1``: a record is waiting in ``ev_*``."),
-        ], description="Record FIFO status.")
+        ], description="Record FIFO status (flag).")
         self._ev_timestamp = CSRStatus(64, description=
             "Head record: tick (``ts`` clock periods) at which the edges reached the pins.")
         fraction_width = len(self.source.fraction)
@@ -312,10 +388,10 @@ class EdgeCapture(LiteXModule):
             CSRField("kind",     size=1, description="0: edges; 1: overflow marker."),
             CSRField("fraction", size=fraction_width, description=
                 "Sub-tick phase, in 1/2**width ticks (reserved: 0)."),
-        ], description="Head record: channels, levels, kind (field offsets in csr.h).")
+        ], description="Head record: channels, levels, kind (bit fields; offsets in csr.h).")
         self._ev_pop = CSRStorage(fields=[
             CSRField("pop", size=1, pulse=True, description="Write ``1`` to drop the head record."),
-        ], description="Record FIFO read strobe.")
+        ], description="Record FIFO read strobe (write-1).")
         self.comb += [
             self._ev_status.fields.pending.eq(self.source.valid),
             self._ev_timestamp.status.eq(self.source.timestamp),

@@ -16,17 +16,17 @@ ONESHOT    a single pulse at start
 
 Every pulse is ``width`` ticks long; ``invert`` makes the pin active-low. ``count`` limits the
 number of pulses (0: free-running). The first pulse starts at the absolute tick ``start_time`` when
-``control.at_time`` is set (a start time already passed is refused and flagged ``late``, never
-silently moved), else as soon as the commit reaches the ``ts`` domain.
-
-The pin level (``pins``) is also fed to the EdgeCapture core, so every stimulus edge is recorded with
-its exact timestamp: the host never infers when a stimulus happened.
+``at_time`` is set (a start time already passed is refused and flagged ``late``, never silently
+moved), else as soon as the commit reaches the ``ts`` domain. The pin level (``pins``) also feeds
+the EdgeCapture core, so every stimulus edge is recorded with its exact timestamp.
 
 Constraints the host checks before it commits (and the firmware enforces): every interval >=
-``MIN_INTERVAL``, and ``width`` >= 1 and shorter than the shortest interval. The hardware relies on
-them: it decides each rising edge a cycle ahead from flags that assume edges >= MIN_INTERVAL ticks
-apart (what it does with shorter intervals is unspecified). ``start_time`` is compared over all 64
-bits: a start numerically below the current tick has passed.
+``MIN_INTERVAL``, ``width`` >= 1 and shorter than the shortest interval. The hardware relies on
+them (what it does otherwise is unspecified).
+
+A channel is its scheduler (states, ``fire``, interval and pulse counters) around four named
+stages: ``_StartComparator``, ``_Prng``, ``_DitherInterval`` and ``_PulseShaper``. How each is
+pipelined, cycle by cycle: docs/timing-cores.md, "Stimulus pipeline".
 """
 
 
@@ -48,8 +48,8 @@ MODE_ONESHOT  = 4
 MIN_INTERVAL = 4
 # Cycles from the commit reaching `ts` to the channel accepting its start (pipelines settle).
 ARM_CYCLES = 6
-# Ticks the start comparator looks ahead: its 4 pipeline stages, then 2 more (`reached_next`
-# is what `reached` will be next cycle, which is itself one tick ahead of the start).
+# Ticks the start comparator looks ahead: its pipeline, then `fire` and the pulse's `active`, which
+# are registers too.
 START_LEAD = 6
 # Seed used instead of 0 (xorshift32 has 0 as a fixed point).
 ZERO_SEED_REPLACEMENT = 0x2545F491
@@ -99,104 +99,30 @@ def _registered_rows(sync, rows, width, enable=None):
     return regs
 
 
-class StimulusChannel(LiteXModule):
-    def __init__(self, ts, clock_domain="ts"):
-        self.pin = Signal()  # pin level, in `clock_domain`, registered
+# Channel stages ------------------------------------------------------------------------------------
 
-        # CSRs (sys) ------------------------------------------------------------------------------
-        self._control = CSRStorage(fields=[
-            CSRField("enable",  size=1, description="``1`` runs the channel, ``0`` stops it (pin idle)."),
-            CSRField("mode",    size=3, description="Timing mode.", values=[
-                ("``0``", "PERIODIC", "Period ``period``."),
-                ("``1``", "DITHER",   "Period ``period`` +/- ``jitter``, uniform."),
-                ("``2``", "RANDOM",   "Hold-off ``period``, then Bernoulli(``probability``) per tick."),
-                ("``3``", "BURST",    "``burst_count`` pulses ``burst_spacing`` apart every ``period``."),
-                ("``4``", "ONESHOT",  "One pulse."),
-            ]),
-            CSRField("invert",  size=1, description="``1``: active-low pin (idle high)."),
-            CSRField("at_time", size=1, description="``1``: first pulse at ``start_time``; "
-                                                    "``0``: as soon as committed."),
-        ], description="Channel mode; takes effect on ``commit``.")
-        self._width = CSRStorage(32, reset=1, description="Pulse width, in ticks (>= 1).")
-        self._period = CSRStorage(32, reset=1000, description=
-            "Period (PERIODIC, DITHER), burst-start period (BURST) or hold-off (RANDOM), in ticks.")
-        self._jitter = CSRStorage(32, description=
-            "DITHER: half-width J of the uniform dither, in ticks; intervals lie in [P-J, P+J].")
-        self._probability = CSRStorage(32, description=
-            "RANDOM: per-tick firing probability after the hold-off, in units of 2**-32.")
-        self._burst_count = CSRStorage(16, reset=1, description="BURST: pulses per burst (>= 1).")
-        self._burst_spacing = CSRStorage(32, reset=10, description=
-            "BURST: ticks between the rising edges of a burst.")
-        self._count = CSRStorage(32, description=
-            "Pulses to emit before stopping; ``0``: free-running (ONESHOT always emits one).")
-        self._start_time = CSRStorage(64, description=
-            "Absolute tick of the first rising edge when ``control.at_time`` is set.")
-        self._seed = CSRStorage(32, reset=1, description="Seed of the channel's xorshift32 PRNG.")
-        self._commit = CSRStorage(fields=[
-            CSRField("commit", size=1, pulse=True, description=
-                "Write ``1`` to apply all settings of the channel at once (in the ``ts`` domain)."),
-        ], description="Apply the channel's settings.")
-        self._status = CSRStatus(fields=[
-            CSRField("running", size=1, description="Channel armed or pulsing."),
-            CSRField("done",    size=1, description="Pulse count reached (set until next commit)."),
-            CSRField("late",    size=1, description="``start_time`` had already passed: not started."),
-        ], description="Channel state (synchronized from ``ts``).")
-
-        # Values derived in sys (slow, quasi-static) so the ts domain only sees registers.
-        control = self._control.fields
-        period = self._period.storage
-        jitter = self._jitter.storage
-        dither_base = Signal(32)  # P - J
-        dither_span = Signal(33)  # 2J + 1
-        dither_span3 = Signal(35)  # 3 * span, for the radix-4 multiplier
-        burst_last  = Signal(16)  # K - 1
-        burst_before_last = Signal(16)  # K - 2 (mod 2**16; unused when K = 1)
-        burst_gap   = Signal(32)  # P - (K-1)*S: last rising edge of a burst to the next burst
-        start_lead  = Signal(64)  # start_time - START_LEAD: the start comparator's pipeline looks ahead
-        seed_nz     = Signal(32)  # the seed, 0 replaced (xorshift32 has 0 as a fixed point)
-        self.comb += [
-            dither_base.eq(period - jitter),
-            dither_span.eq(2*jitter + 1),
-            dither_span3.eq(dither_span + (dither_span << 1)),
-            burst_last.eq(self._burst_count.storage - 1),
-            burst_before_last.eq(self._burst_count.storage - 2),
-            burst_gap.eq(period - burst_last * self._burst_spacing.storage),
-            # Saturated: a start before tick START_LEAD must still read as reached (and passed).
-            start_lead.eq(Mux(self._start_time.storage < START_LEAD, 0,
-                              self._start_time.storage - START_LEAD)),
-            seed_nz.eq(Mux(self._seed.storage == 0, ZERO_SEED_REPLACEMENT, self._seed.storage)),
-        ]
-
-        seed_step, seed_step_logic = xorshift32(seed_nz)  # the PRNG's state one step after the seed
-        self.comb += seed_step_logic
-        sources = [control.enable, control.mode, control.invert, control.at_time,
-                   self._width.storage, period, dither_base, dither_span,
-                   self._probability.storage, burst_last, self._burst_spacing.storage,
-                   burst_gap, self._count.storage, start_lead, seed_nz, seed_step, dither_span3,
-                   burst_before_last]
-        self.config = ConfigCommit(sources, clock_domain)
-        self.comb += self.config.commit.eq(self._commit.fields.commit)
-        (enable, mode, invert, at_time, width, period, dither_base, dither_span, probability,
-         burst_last, burst_spacing, burst_gap, count, start_lead, seed, seed_step, span3,
-         burst_before_last) = self.config.outputs
-        applied = self.config.applied
+class _StartComparator(LiteXModule):
+    """``ts >= start`` over all bits of ``ts``, as a tree: 8-bit chunk compares, then merges of pairs,
+    most significant first (docs/timing-cores.md, "Start comparator"). In cycle c, ``reached_next``
+    compares ``ts`` of cycle c - ``latency``; ``reached`` is it registered."""
+    def __init__(self, ts, start, clock_domain):
+        self.reached_next = Signal()  # ts(c - latency) >= start
+        self.exact_next   = Signal()  # ts(c - latency) == start
+        self.reached      = Signal()  # reached_next, registered
+        self.exact        = Signal()  # exact_next, registered
 
         # # #
 
         sync = getattr(self.sync, clock_domain)
-
-        # Start comparator, pipelined: in cycle c, `reached_next` <=> ts(c) + 2 >= start_time (what
-        # `reached` is in cycle c + 1), `reached` <=> ts(c) + 1 >= start_time. Stage 1 compares
-        # 8-bit chunks (>= for the lowest, > and == for the others); each further stage merges
-        # pairs, most significant first, so `ts` (loaded by every comparator) feeds a short path.
         chunks = [slice(lo, min(lo + 8, len(ts))) for lo in range(0, len(ts), 8)]
         assert len(chunks) & (len(chunks) - 1) == 0
+        self.latency = 1 + bits_for(len(chunks) - 1)  # compare, then merges
         gt, eq = [], []
         for k, chunk in enumerate(chunks):
             gt_k, eq_k = Signal(name=f"start_gt{k}"), Signal(name=f"start_eq{k}")
             sync += [
-                gt_k.eq(ts[chunk] >= start_lead[chunk] if k == 0 else ts[chunk] > start_lead[chunk]),
-                eq_k.eq(ts[chunk] == start_lead[chunk]),
+                gt_k.eq(ts[chunk] >= start[chunk] if k == 0 else ts[chunk] > start[chunk]),
+                eq_k.eq(ts[chunk] == start[chunk]),
             ]
             gt.append(gt_k)
             eq.append(eq_k)
@@ -210,49 +136,63 @@ class StimulusChannel(LiteXModule):
                     merged_eq[k].eq(eq[high] & eq[low]),
                 ]
             gt, eq = merged_gt, merged_eq
-        start_stages = 1 + bits_for(len(chunks) - 1)  # compare + merges
-        assert START_LEAD == start_stages + 2
-        reached_next, exact_next = gt[0], eq[0]
-        reached, exact = Signal(), Signal()
+        self.comb += [
+            self.reached_next.eq(gt[0]),
+            self.exact_next.eq(eq[0]),
+        ]
         sync += [
-            reached.eq(reached_next),
-            exact.eq(exact_next),
+            self.reached.eq(self.reached_next),
+            self.exact.eq(self.exact_next),
         ]
 
-        # PRNG and the dither pipeline: a DITHER fire in cycle c -> `next_interval` valid from c+4
-        # (MIN_INTERVAL); a commit in cycle a -> valid from a+6.
-        # offset = (operand * span) >> 32, uniform in [0, span), as a carry-save multiplier in LUTs
-        # (a MULT18X18D costs 3.9 ns by itself plus routing, more than a fast `ts` cycle):
-        #   cycle c-1  16 radix-4 rows, selected by the operand the cycle c will see   (every cycle)
-        #   cycle c    2 carry-save levels, 16 -> 8 rows                               (every cycle)
-        #   cycle c+1  3 more levels, 8 -> 3 rows                                    (if c drew)
-        #   cycle c+2  1 more level, 3 -> 2 rows; the high halves and dither_base folded into
-        #              2 rows, the low halves' carry in the empty bit 0 of the second
-        #   cycle c+3  next_interval <= dither_base + offset = the sum of those 2 rows  (every cycle)
-        # The xorshift32 PRNG is kept as the next two values it steps to: `prng_next` (the operand
-        # of the next draw; in RANDOM mode the value the next RUN tick compares) and `prng_next2`
-        # == xorshift32(prng_next). Stepping is a register copy, and every compare and the
-        # multiplier start at a register with nothing in between.
-        # The operand of a firing draw in cycle c is `prng_next`, unchanged since the step one
-        # cycle after the previous draw (>= MIN_INTERVAL cycles before), so the rows selected in
-        # c-1 are already the right ones. A commit loads the seed as `prng_next` and draws it in
-        # the next cycle (a step like any other): its rows are selected then, and it goes through
-        # the multiplier as a draw two cycles after the commit, which its first use (after
-        # ARM_CYCLES) allows.
-        draw = Signal()
-        random_mode = Signal()  # registered mode == RANDOM: the PRNG steps every RUN tick
-        prng_next = Signal(32, reset=1)
-        prng_next2 = Signal(32, reset=xorshift32_int(1))
-        prng_after_next2, prng_after_logic = xorshift32(prng_next2)
-        self.comb += prng_after_logic
-        fire_draw = Signal()  # comb, below: a DITHER pulse fires (and draws), not overridden by a commit
-        applied_d = Signal()
+
+class _Prng(LiteXModule):
+    """xorshift32, kept as the next two values it steps to, so a step is a register copy and every
+    compare starts at a register; and RANDOM mode's per-tick hit flag, registered from the value the
+    PRNG takes next (docs/timing-cores.md, "PRNG"). ``load``: take the seed (a commit); ``advance``:
+    step once (a draw, or a RANDOM tick)."""
+    def __init__(self, seed, seed_step, probability, load, advance, clock_domain):
+        self.value = Signal(32, reset=1)  # the operand of the next draw
+        self.hit   = Signal()             # value < probability
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
+        next2 = Signal(32, reset=xorshift32_int(1))  # == xorshift32(value)
+        after_next2, after_next2_logic = xorshift32(next2)
+        self.comb += after_next2_logic
+        sync += [
+            If(load,
+                self.value.eq(seed),
+                next2.eq(seed_step),
+            ).Elif(advance,
+                self.value.eq(next2),
+                next2.eq(after_next2),
+            ),
+            self.hit.eq(Mux(load, seed < probability,
+                            Mux(advance, next2 < probability, self.value < probability))),
+        ]
+
+
+class _DitherInterval(LiteXModule):
+    """The interval loaded on the next fire, registered: ``base + (operand * span) >> 32`` in DITHER
+    mode, else ``other``. The product is a radix-4 carry-save multiplier in LUTs (a MULT18X18D is
+    slower than a fast ``ts`` cycle); a draw in cycle c (``draw``) gives ``next_interval`` from
+    c + ``latency`` on (docs/timing-cores.md, "Dither interval")."""
+    latency = 4
+
+    def __init__(self, operand, span, span3, base, other, dither_mode, draw, clock_domain):
+        self.next_interval = Signal(32)
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
         stage1, stage2 = Signal(), Signal()
         # Radix 4: 16 rows, each 0, span, 2*span or 3*span (precomputed) by 2 bits of the operand.
         rows = []
         for i in range(16):
-            digit = prng_next[2*i:2*i + 2]
-            rows.append(Mux(digit[1], Mux(digit[0], span3, dither_span << 1), Mux(digit[0], dither_span, 0)))
+            digit = operand[2*i:2*i + 2]
+            rows.append(Mux(digit[1], Mux(digit[0], span3, span << 1), Mux(digit[0], span, 0)))
         rows0 = [row << 2*i for i, row in enumerate(_registered_rows(sync, rows, 64))]
         rows1 = _registered_rows(sync, _carry_save(rows0, levels=2), 64)
         rows2 = _registered_rows(sync, _carry_save(rows1, levels=3), 64, enable=stage1)
@@ -261,79 +201,190 @@ class StimulusChannel(LiteXModule):
         # offset = bits 32..63 of the product: no 64-bit carry chain, one 32-bit add per stage.
         low, high = slice(0, 32), slice(32, 64)
         interval_rows = [Signal(32), Signal(32)]
-        high_rows = _carry_save([last_two[0][high], last_two[1][high], dither_base], levels=1)
-        dither_mode = Signal()  # registered mode == DITHER
-        burst_mode  = Signal()  # registered mode == BURST
-        burst_wrap  = Signal(reset=1)  # == (burst_pos == burst_last), registered ahead
-        # The interval loaded on the next `fire`, registered: fires are >= MIN_INTERVAL apart, and it
-        # is valid 4 cycles after a draw (as dither_base + offset) or 2 cycles after a burst step.
-        next_interval = Signal(32)
-        applied_d2 = Signal()
+        high_rows = _carry_save([last_two[0][high], last_two[1][high], base], levels=1)
         sync += [
-            applied_d.eq(applied),
-            applied_d2.eq(applied_d),
-            stage1.eq(fire_draw | applied_d2),
+            stage1.eq(draw),
             stage2.eq(stage1),
             # The other modes' interval goes through the same two rows (as value + 0), so the
             # adder feeds next_interval with no mode select after it.
             If(~dither_mode,
-                interval_rows[0].eq(Mux(burst_mode, Mux(burst_wrap, burst_gap, burst_spacing), period)),
+                interval_rows[0].eq(other),
                 interval_rows[1].eq(0),
             ).Elif(stage2,
                 interval_rows[0].eq(high_rows[0]),
                 # Bit 0 of the carry row is always 0: the low halves' carry goes in there.
                 interval_rows[1].eq(Cat((last_two[0][low] + last_two[1][low])[32], high_rows[1][1:32])),
             ),
-            dither_mode.eq(mode == MODE_DITHER),
-            burst_mode.eq(mode == MODE_BURST),
-            next_interval.eq(interval_rows[0] + interval_rows[1]),
+            self.next_interval.eq(interval_rows[0] + interval_rows[1]),
         ]
 
-        # Channel state.
-        active      = Signal()    # pulse in progress (before polarity)
-        remaining   = Signal(32)  # ticks to the next rising edge, fires at 1
-        width_left  = Signal(32)
-        pulses_left = Signal(32)
-        free        = Signal()
-        burst_pos   = Signal(16)
-        arm_left    = Signal(max=ARM_CYCLES + 1)
-        running, done, late = Signal(), Signal(), Signal()
-        self.comb += self.pin.eq(active ^ invert)
 
-        # `fire` (a rising edge starts now) is a register, decided one cycle ahead, because it fans
-        # out to ~150 flip-flops; every flag that decision reads is itself registered ahead, so no
-        # wide compare sits on any path through `fire`. What makes this possible: rising edges are
-        # >= MIN_INTERVAL ticks apart (the firmware refuses shorter intervals; the hardware assumes
-        # them), so a fire now means none next cycle, and every value a flag compares changes only
-        # on a fire (or a commit, which overrides everything and is followed by ARM_CYCLES without
-        # a fire): a flag compared one cycle late is stale only when no fire can follow.
-        fire = Signal()
-        next_hit = Signal()           # prng_next < probability (RANDOM mode)
-        remaining_near = Signal()     # remaining in {1, 2}
-        remaining_le_1 = Signal(reset=1)  # remaining <= 1 (the counter holds)
-        pulses_done    = Signal(reset=1)  # pulses_left == 0
+class _PulseShaper(LiteXModule):
+    """The pulse before polarity: ``active`` from a ``fire`` for ``width`` ticks; a commit
+    (``applied``) ends it. The width counter's compares are taken a cycle early, from the previous
+    cycle's value (docs/timing-cores.md, "Pulse shaper")."""
+    def __init__(self, width, fire, fire_d, applied, applied_d, clock_domain):
+        self.active = Signal()
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
+        width_left = Signal(32)
         width_left_is_1 = Signal()    # width_left == 1
         width_left_gt_1 = Signal()    # width_left > 1
-        # Compared one cycle after their values change (see above):
-        pulses_left_is_1 = Signal()   # pulses_left == 1
-        burst_next_wraps = Signal()   # burst_pos + 1 == burst_last
-        burst_last_is_0  = Signal()   # settings: stale in a commit's cycle only
         width_is_1, width_gt_1 = Signal(), Signal()
         width_is_2, width_gt_2 = Signal(), Signal()
         width_left_was_3  = Signal()  # width_left == 3 in the previous cycle
         width_left_was_gt_3 = Signal()  # width_left > 3 in the previous cycle
-        fire_d = Signal()
+        sync += [
+            width_is_1.eq(width == 1),
+            width_gt_1.eq(width > 1),
+            width_is_2.eq(width == 2),
+            width_gt_2.eq(width > 2),
+            width_left_was_3.eq(width_left == 3),
+            width_left_was_gt_3.eq(width_left > 3),
+            width_left_is_1.eq(~applied & Mux(fire, width_is_1,
+                ~applied_d & Mux(fire_d, width_is_2, width_left_was_3))),
+            width_left_gt_1.eq(~applied & Mux(fire, width_gt_1,
+                ~applied_d & Mux(fire_d, width_gt_2, width_left_was_gt_3))),
+            If(fire,
+                self.active.eq(1),
+                width_left.eq(width),
+            ).Elif(width_left_is_1,
+                self.active.eq(0),
+                width_left.eq(0),
+            ).Elif(width_left_gt_1,
+                width_left.eq(width_left - 1),
+            ),
+            If(applied,
+                self.active.eq(0),
+                width_left.eq(0),
+            ),
+        ]
 
-        # Channel states, one-hot, with the commit (which overrides any state) in the last gate:
-        #   IDLE -> (commit, enabled) ARM -> ARM_CYCLES later WAIT -> (start) RUN -> (count done,
-        #   pulse over) IDLE; WAIT -> IDLE when the start time had already passed (`late`).
+
+# Channel -------------------------------------------------------------------------------------------
+
+class StimulusChannel(LiteXModule):
+    """One stimulus pin. Settings in ``sys``, applied at once by ``commit``; ``pin`` and the status
+    flags in ``clock_domain``."""
+    def __init__(self, ts, clock_domain="ts", with_csr=True):
+        # Settings, in sys (CSRs of the same names: add_csr()).
+        self.enable        = Signal()                # run (0: stop, pin idle)
+        self.mode          = Signal(3)               # MODE_*
+        self.invert        = Signal()                # active-low pin
+        self.at_time       = Signal()                # first pulse at `start_time`, else at once
+        self.width         = Signal(32, reset=1)     # ticks
+        self.period        = Signal(32, reset=1000)  # ticks
+        self.jitter        = Signal(32)              # ticks
+        self.probability   = Signal(32)              # per tick, in units of 2**-32
+        self.burst_count   = Signal(16, reset=1)     # pulses per burst
+        self.burst_spacing = Signal(32, reset=10)    # ticks
+        self.count         = Signal(32)              # pulses (0: free-running)
+        self.start_time    = Signal(64)              # absolute tick
+        self.seed          = Signal(32, reset=1)
+        self.commit        = Signal()                # apply the settings (pulse)
+        # Outputs, in clock_domain.
+        self.pin     = Signal()  # pin level, registered
+        self.running = Signal()  # armed or pulsing
+        self.done    = Signal()  # pulse count reached (until the next commit)
+        self.late    = Signal()  # `start_time` had already passed: not started
+
+        # # #
+
+        # Values derived in sys (slow, quasi-static) so the ts domain only sees registers.
+        dither_base = Signal(32)  # P - J
+        dither_span = Signal(33)  # 2J + 1
+        dither_span3 = Signal(35)  # 3 * span, for the radix-4 multiplier
+        burst_last  = Signal(16)  # K - 1
+        burst_before_last = Signal(16)  # K - 2 (mod 2**16; unused when K = 1)
+        burst_gap   = Signal(32)  # P - (K-1)*S: last rising edge of a burst to the next burst
+        start_lead  = Signal(64)  # start_time - START_LEAD: the start comparator's pipeline looks ahead
+        seed_nz     = Signal(32)  # the seed, 0 replaced (xorshift32 has 0 as a fixed point)
+        self.comb += [
+            dither_base.eq(self.period - self.jitter),
+            dither_span.eq(2*self.jitter + 1),
+            dither_span3.eq(dither_span + (dither_span << 1)),
+            burst_last.eq(self.burst_count - 1),
+            burst_before_last.eq(self.burst_count - 2),
+            burst_gap.eq(self.period - burst_last * self.burst_spacing),
+            # Saturated: a start before tick START_LEAD must still read as reached (and passed).
+            start_lead.eq(Mux(self.start_time < START_LEAD, 0, self.start_time - START_LEAD)),
+            seed_nz.eq(Mux(self.seed == 0, ZERO_SEED_REPLACEMENT, self.seed)),
+        ]
+
+        seed_step, seed_step_logic = xorshift32(seed_nz)  # the PRNG's state one step after the seed
+        self.comb += seed_step_logic
+        sources = [self.enable, self.mode, self.invert, self.at_time, self.width, self.period,
+                   dither_base, dither_span, self.probability, burst_last, self.burst_spacing,
+                   burst_gap, self.count, start_lead, seed_nz, seed_step, dither_span3,
+                   burst_before_last]
+        self.config = ConfigCommit(sources, clock_domain)
+        self.comb += self.config.commit.eq(self.commit)
+        (enable, mode, invert, at_time, width, period, dither_base, dither_span, probability,
+         burst_last, burst_spacing, burst_gap, count, start_lead, seed, seed_step, span3,
+         burst_before_last) = self.config.outputs
+        applied = self.config.applied
+
+        sync = getattr(self.sync, clock_domain)
+
+        # Scheduler state. `fire` is a register decided a cycle ahead (it fans out to ~150 flip-flops)
+        # from flags registered ahead too; exact because fires are >= MIN_INTERVAL apart
+        # (docs/timing-cores.md, "Fire decision").
+        fire        = Signal()    # a rising edge starts now
+        fire_d      = Signal()
+        applied_d   = Signal()
+        applied_d2  = Signal()
+        remaining   = Signal(32)  # ticks to the next rising edge, fires at 1
+        pulses_left = Signal(32)
+        free        = Signal()
+        burst_pos   = Signal(16)
+        arm_left    = Signal(max=ARM_CYCLES + 1)
+        dither_mode = Signal()    # registered mode == DITHER
+        burst_mode  = Signal()    # registered mode == BURST
+        random_mode = Signal()    # registered mode == RANDOM: the PRNG steps every RUN tick
+        burst_wrap  = Signal(reset=1)  # == (burst_pos == burst_last), registered ahead
+        # Flags `fire` reads, registered ahead:
+        remaining_near = Signal()     # remaining in {1, 2}
+        remaining_le_1 = Signal(reset=1)  # remaining <= 1 (the counter holds)
+        pulses_done    = Signal(reset=1)  # pulses_left == 0
+        # ... or compared one cycle after their values change:
+        pulses_left_is_1 = Signal()   # pulses_left == 1
+        burst_next_wraps = Signal()   # burst_pos + 1 == burst_last
+        burst_last_is_0  = Signal()   # settings: stale in a commit's cycle only
+        # Channel states IDLE -> ARM -> WAIT -> RUN -> IDLE, one-hot, with the commit (which overrides
+        # any state) in the last gate.
         idle, arming, waiting, run = (Signal(reset=1, name="state_idle"), Signal(name="state_arm"),
                                       Signal(name="state_wait"), Signal(name="state_run"))
-        armed = Signal()     # ARM ends this cycle
+        armed    = Signal()  # ARM ends this cycle
         finished = Signal()  # RUN ends this cycle
+        draw      = Signal()  # the PRNG steps for a draw (a cycle after it)
+        step      = Signal()  # the PRNG steps every RUN tick in RANDOM mode
+        fire_draw = Signal()  # a DITHER pulse fires (and draws), not overridden by a commit
+
+        # Stages.
+        self.start_compare = _StartComparator(ts, start_lead, clock_domain)
+        assert START_LEAD == self.start_compare.latency + 2
+        self.prng = _Prng(seed, seed_step, probability, load=applied, advance=draw | step,
+                          clock_domain=clock_domain)
+        assert _DitherInterval.latency <= MIN_INTERVAL
+        self.dither = _DitherInterval(self.prng.value, dither_span, span3, dither_base,
+            other=Mux(burst_mode, Mux(burst_wrap, burst_gap, burst_spacing), period),
+            dither_mode=dither_mode, draw=fire_draw | applied_d2, clock_domain=clock_domain)
+        self.shaper = _PulseShaper(width, fire, fire_d, applied, applied_d, clock_domain)
+        reached_next, exact_next = self.start_compare.reached_next, self.start_compare.exact_next
+        reached, exact = self.start_compare.reached, self.start_compare.exact
+        next_hit = self.prng.hit  # RANDOM mode: next cycle's PRNG value hits
+        self.comb += self.pin.eq(self.shaper.active ^ invert)
+
         self.comb += [
             armed.eq(arming & (arm_left == 0)),
-            finished.eq(run & ~free & pulses_done & ~active),
+            finished.eq(run & ~free & pulses_done & ~self.shaper.active),
+            step.eq(random_mode & run),
+            fire_draw.eq(fire & dither_mode & ~applied),
+            # The commit draws its seed a cycle after it, a fire's successor is drawn a cycle after
+            # the fire: the PRNG's enable comes from registers only.
+            draw.eq(applied_d | fire_d & dither_mode),
         ]
         sync += [
             idle.eq(Mux(applied, ~enable, idle | waiting & ~fire & reached | finished)),
@@ -341,18 +392,9 @@ class StimulusChannel(LiteXModule):
             waiting.eq(~applied & (armed | waiting & ~fire & ~reached)),
             run.eq(~applied & (waiting & fire | run & ~finished)),
         ]
-        step = Signal()  # the PRNG steps every RUN tick in RANDOM mode
-        self.comb += [
-            step.eq(random_mode & run),
-            fire_draw.eq(fire & dither_mode & ~applied),
-            # The PRNG steps for a draw a cycle after it (the commit draws its seed then, a fire's
-            # successor is not needed before MIN_INTERVAL): its enable comes from registers only.
-            draw.eq(applied_d | fire_d & dither_mode),
-        ]
         # Next cycle's fire. In WAIT: the channel is in WAIT next cycle and then starts (at once,
         # or at the exact start tick). In RUN: it stays in RUN (pulses left), the interval ends
-        # (remaining == 1 next cycle) and, in RANDOM mode, next cycle's PRNG value hits (the PRNG
-        # steps every RUN tick, so that is prng_next < probability now).
+        # (remaining == 1 next cycle) and, in RANDOM mode, next cycle's PRNG value hits.
         wait_next = Signal()
         self.comb += wait_next.eq(armed | waiting & at_time & ~reached)
         sync += [
@@ -360,9 +402,12 @@ class StimulusChannel(LiteXModule):
                 wait_next & (~at_time | reached_next & exact_next) |
                 run & ~fire & remaining_near & (free | ~pulses_done) &
                     (~random_mode | next_hit))),
+            fire_d.eq(fire),
+            applied_d.eq(applied),
+            applied_d2.eq(applied_d),
+            dither_mode.eq(mode == MODE_DITHER),
+            burst_mode.eq(mode == MODE_BURST),
             random_mode.eq(mode == MODE_RANDOM),
-            next_hit.eq(Mux(applied, seed < probability,
-                            Mux(draw | step, prng_next2 < probability, prng_next < probability))),
             remaining_near.eq(~applied & ~fire & (remaining[2:] == 0) & (remaining[:2] != 0)),
             remaining_le_1.eq(applied | ~fire & (remaining[2:] == 0) & (remaining[:2] != 3)),
             burst_last_is_0.eq(burst_last == 0),
@@ -372,68 +417,90 @@ class StimulusChannel(LiteXModule):
             pulses_left_is_1.eq(pulses_left == 1),
             pulses_done.eq(Mux(applied, Mux(mode == MODE_ONESHOT, 1, count) == 0,
                                Mux(fire, pulses_left_is_1, pulses_done))),
-            width_is_1.eq(width == 1),
-            width_gt_1.eq(width > 1),
-            width_is_2.eq(width == 2),
-            width_gt_2.eq(width > 2),
-            # The pulse counter steps down by one per cycle unless reloaded (fire) or cleared
-            # (commit), so its compares are taken a cycle early: width_left == 2 now <=> it was 3
-            # (or was reloaded with a width of 2); > 2 now <=> it was > 3 (or reloaded with > 2).
-            fire_d.eq(fire),
-            width_left_was_3.eq(width_left == 3),
-            width_left_was_gt_3.eq(width_left > 3),
-            width_left_is_1.eq(~applied & Mux(fire, width_is_1,
-                ~applied_d & Mux(fire_d, width_is_2, width_left_was_3))),
-            width_left_gt_1.eq(~applied & Mux(fire, width_gt_1,
-                ~applied_d & Mux(fire_d, width_gt_2, width_left_was_gt_3))),
         ]
         sync += [
-            If(applied,
-                prng_next.eq(seed),
-                prng_next2.eq(seed_step),
-            ).Elif(draw | step,
-                prng_next.eq(prng_next2),
-                prng_next2.eq(prng_after_next2),
-            ),
             If(fire,
-                remaining.eq(next_interval),
+                remaining.eq(self.dither.next_interval),
                 pulses_left.eq(pulses_left - 1),
                 burst_pos.eq(Mux(burst_wrap, 0, burst_pos + 1)),
             ).Elif(~remaining_le_1,
                 remaining.eq(remaining - 1),
             ),
-            If(fire,
-                active.eq(1),
-                width_left.eq(width),
-            ).Elif(width_left_is_1,
-                active.eq(0),
-                width_left.eq(0),
-            ).Elif(width_left_gt_1,
-                width_left.eq(width_left - 1),
-            ),
             If(arming, arm_left.eq(arm_left - 1)),
-            If(waiting & at_time & reached & ~exact, late.eq(1)),
-            If(finished, done.eq(1)),
+            If(waiting & at_time & reached & ~exact, self.late.eq(1)),
+            If(finished, self.done.eq(1)),
             If(applied,
-                # A new configuration stops whatever ran: pin idle, counters reloaded.
-                active.eq(0),
-                width_left.eq(0),
+                # A new configuration stops whatever ran: counters reloaded (the pulse shaper idles
+                # the pin).
                 remaining.eq(0),
                 burst_pos.eq(0),
                 arm_left.eq(ARM_CYCLES),
                 pulses_left.eq(Mux(mode == MODE_ONESHOT, 1, count)),
                 free.eq((mode != MODE_ONESHOT) & (count == 0)),
-                done.eq(0),
-                late.eq(0),
+                self.done.eq(0),
+                self.late.eq(0),
             ),
         ]
-        self.comb += running.eq(~idle)
+        self.comb += self.running.eq(~idle)
 
-        status = self._status.fields
+        if with_csr:
+            self.add_csr()
+
+    def add_csr(self):
+        self._control = CSRStorage(fields=[
+            CSRField("enable",  size=1, description="``1`` runs the channel, ``0`` stops it (pin idle)."),
+            CSRField("mode",    size=3, description="Timing mode.", values=[
+                ("``0``", "PERIODIC", "Period ``period``."),
+                ("``1``", "DITHER",   "Period ``period`` +/- ``jitter``, uniform."),
+                ("``2``", "RANDOM",   "Hold-off ``period``, then Bernoulli(``probability``) per tick."),
+                ("``3``", "BURST",    "``burst_count`` pulses ``burst_spacing`` apart every ``period``."),
+                ("``4``", "ONESHOT",  "One pulse."),
+            ]),
+            CSRField("invert",  size=1, description="``1``: active-low pin (idle high)."),
+            CSRField("at_time", size=1, description="``1``: first pulse at ``start_time``; "
+                                                    "``0``: as soon as committed."),
+        ], description="Channel mode (bit fields); takes effect on ``commit``.")
+        # The plain registers, in address order: one CSR per setting, of its width and reset value.
+        for name, description in [
+            ("width",         "Pulse width, in ticks (>= 1)."),
+            ("period",        "Period (PERIODIC, DITHER), burst-start period (BURST) or hold-off (RANDOM), "
+                              "in ticks."),
+            ("jitter",        "DITHER: half-width J of the uniform dither, in ticks; intervals lie in [P-J, P+J]."),
+            ("probability",   "RANDOM: per-tick firing probability after the hold-off, in units of 2**-32."),
+            ("burst_count",   "BURST: pulses per burst (>= 1)."),
+            ("burst_spacing", "BURST: ticks between the rising edges of a burst."),
+            ("count",         "Pulses to emit before stopping; ``0``: free-running (ONESHOT always emits one)."),
+            ("start_time",    "Absolute tick (``ts`` clock periods) of the first rising edge when "
+                              "``control.at_time`` is set."),
+            ("seed",          "Seed of the channel's xorshift32 PRNG (32-bit state; 0 is replaced by a fixed "
+                              "non-zero seed)."),
+        ]:
+            setting = getattr(self, name)
+            csr = CSRStorage(len(setting), reset=setting.reset.value, name=name, description=description)
+            setattr(self, f"_{name}", csr)
+            self.comb += setting.eq(csr.storage)
+        self._commit = CSRStorage(fields=[
+            CSRField("commit", size=1, pulse=True, description=
+                "Write ``1`` to apply all settings of the channel at once (in the ``ts`` domain)."),
+        ], description="Apply the channel's settings (write-1 strobe).")
+        self._status = CSRStatus(fields=[
+            CSRField("running", size=1, description="Channel armed or pulsing."),
+            CSRField("done",    size=1, description="Pulse count reached (set until next commit)."),
+            CSRField("late",    size=1, description="``start_time`` had already passed: not started."),
+        ], description="Channel state (flags, synchronized from ``ts``).")
+
+        control, status = self._control.fields, self._status.fields
+        self.comb += [
+            self.enable.eq(control.enable),
+            self.mode.eq(control.mode),
+            self.invert.eq(control.invert),
+            self.at_time.eq(control.at_time),
+            self.commit.eq(self._commit.fields.commit),
+        ]
         self.specials += [
-            MultiReg(running, status.running),
-            MultiReg(done, status.done),
-            MultiReg(late, status.late),
+            MultiReg(self.running, status.running),
+            MultiReg(self.done, status.done),
+            MultiReg(self.late, status.late),
         ]
 
 
@@ -442,12 +509,12 @@ class StimulusGenerator(LiteXModule):
 
     ``pins`` is the list of pin levels (registered, in ``clock_domain``).
     """
-    def __init__(self, ts, n_channels=2, clock_domain="ts"):
+    def __init__(self, ts, n_channels=2, clock_domain="ts", with_csr=True):
         assert n_channels >= 1
         self.n_channels = n_channels
         self.channels = []
         for i in range(n_channels):
-            channel = StimulusChannel(ts, clock_domain)
+            channel = StimulusChannel(ts, clock_domain, with_csr=with_csr)
             setattr(self, f"ch{i}", channel)
             self.channels.append(channel)
         self.pins = [c.pin for c in self.channels]

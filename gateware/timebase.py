@@ -29,7 +29,11 @@ class Timebase(LiteXModule):
         self.reset_value  = reset_value % 2**width
 
         # Current tick count, in `clock_domain`: during cycle n it reads n (+ reset_value).
-        self.ts = self.lagging(0)
+        self.ts = Signal(width)
+
+        # # #
+
+        self.comb += self.ts.eq(self.lagging(0))
 
         if with_csr:
             self.add_csr()
@@ -61,21 +65,19 @@ class Timebase(LiteXModule):
         return value
 
     def add_csr(self):
+        """Atomic read from ``sys``: ``latch``, wait for ``status.valid``, read ``value``."""
         self._latch = CSRStorage(fields=[
             CSRField("latch", size=1, pulse=True, description=
                 "Write ``1`` to copy the current tick count (ticks of the ``ts`` clock) into "
                 "``value``; ``status.valid`` rises when the copy has crossed into ``sys``."),
-        ], description="Latch control of the tick counter.")
+        ], description="Latch control of the tick counter (write-1 strobe).")
         self._status = CSRStatus(fields=[
             CSRField("valid", size=1, description=
                 "``1`` when ``value`` holds a complete, coherent copy taken after the last latch."),
-        ], description="Latch status.")
+        ], description="Latch status (flag).")
         self._value = CSRStatus(self.width, description=
             "Tick count (in ticks of the ``ts`` clock, one tick per period) captured by the last "
             "``latch``; it names a cycle between the latch write and ``status.valid`` rising.")
-
-        # # #
-
         self.snapshot = Snapshot([self.ts], self.clock_domain)
         self.comb += [
             self.snapshot.request.eq(self._latch.fields.latch),
