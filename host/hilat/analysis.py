@@ -87,19 +87,15 @@ class Channels:
             if role:
                 first.setdefault(role, number)
         n_outputs = sum(1 for _, role in table if role == "stimulus")
-
-        def number_of(ref):
-            return _channel_number(names, ref)
-
         for role, ref in (roles or {}).items():
             if role not in cls.PAIRED_ROLES:
                 raise ValueError(f"unknown role {role!r} (roles: {', '.join(cls.PAIRED_ROLES)})")
-            number = number_of(ref)
+            number = _channel_number(names, ref)
             if (role == "stimulus") != (number < n_outputs):
                 raise ValueError(f"{names[number]} cannot be the {role}: "
                                  + ("the stimulus must be an output" if role == "stimulus" else "it is an output"))
             first[role] = number
-        low = tuple(sorted({number_of(ref) for ref in active_low}))
+        low = tuple(sorted({_channel_number(names, ref) for ref in active_low}))
         for number in low:
             if number < n_outputs:
                 raise ValueError(f"{names[number]} is a stimulus output: its polarity is --invert's")
@@ -167,11 +163,6 @@ def edges_from_records(records):
     rows, chans = np.nonzero(bits)
     levels = (lv[rows] >> chans.astype(np.uint16)) & 1
     return (np.asarray(rec_ticks, dtype=np.uint64)[rows], chans.astype(np.uint8), levels.astype(np.uint8))
-
-
-def _edges(ticks, chans, levels, channel, level):
-    sel = (chans == channel) & (levels == level)
-    return ticks[sel]
 
 
 def _level_at(edge_ticks, edge_levels, at, initial=0):
@@ -367,17 +358,6 @@ def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=Non
         tag_at, tag_window = _tag_flags(groups, roles, starts, window_end)
         series[m.name] = Series(starts, window_end, values, duplicates, tag_at, tag_window)
     return Measurements(kind_titles(roles, measures, builtin), series, stimuli)
-
-
-def pulse_widths(ticks, chans, levels, channel, active=1):
-    """Every complete pulse on ``channel``: (start ticks, widths in ticks), from each active edge to
-    the next inactive edge. A pulse still open at the end of the capture is not included."""
-    ticks = np.asarray(ticks, dtype=np.int64)
-    starts = _edges(ticks, chans, levels, channel, active)
-    ends = _edges(ticks, chans, levels, channel, 1 - active)
-    fi = np.searchsorted(ends, starts, side="right")
-    ok = fi < len(ends)
-    return starts[ok], ends[fi[ok]] - starts[ok]
 
 
 def _rank(n, p):

@@ -84,6 +84,11 @@ def start_margin(ident):
     return max(ident.ts_hz // 1000, 2 * ident.start_margin)
 
 
+def _roles(settings, ident):
+    return analysis.Channels.from_table(ident.channels, stimulus_active=0 if settings.stimulus.invert else 1,
+                                        roles=settings.roles, active_low=settings.active_low)
+
+
 def plan(settings, ident):
     """What a capture with ``settings`` does on the rig ``ident`` (its IDENTIFY): (roles, measures,
     {stimulus channel: StimulusSettings} to fire, (channel, level) of the edge --count counts).
@@ -91,8 +96,7 @@ def plan(settings, ident):
     from hilat import measures
 
     s = settings
-    roles = analysis.Channels.from_table(ident.channels, stimulus_active=0 if s.stimulus.invert else 1,
-                                         roles=s.roles, active_low=s.active_low)
+    roles = _roles(s, ident)
     defined = [measures.parse(text, roles, ident.ts_hz, reserved=[k for k, _ in analysis.KINDS])
                for text in s.measures]
     names = [m.name for m in defined]
@@ -142,6 +146,7 @@ class Capture:
         self._fired = {}           # {stimulus channel: StimulusSettings} fired by this capture
         self._pace = None          # (channel, level): the edge --count counts
         self.responses_before_offset = 0
+        self._edges_cache = None   # (record count, decoded edges): see _edges()
 
     # set-up ---------------------------------------------------------------------------------------
 
@@ -332,14 +337,18 @@ class Capture:
 
     def roles(self):
         """The channel roles of this rig (its IDENTIFY table) and this stimulus's polarity."""
-        return analysis.Channels.from_table(self.identity.channels,
-                                            stimulus_active=0 if self.settings.stimulus.invert else 1,
-                                            roles=self.settings.roles, active_low=self.settings.active_low)
+        return _roles(self.settings, self.identity)
+
+    def _edges(self):
+        """(ticks, chans, levels, end tick) of the records so far, decoded once per record count."""
+        if self._edges_cache is None or self._edges_cache[0] != len(self.records):
+            end = int(self.records[-1][0]) + 1 if self.records else 0
+            self._edges_cache = (len(self.records), (*analysis.edges_from_records(self.records), end))
+        return self._edges_cache[1]
 
     def pairing(self):
         """The built-in kinds, per stimulus (latencies.csv)."""
-        ticks, chans, levels = analysis.edges_from_records(self.records)
-        end = int(self.records[-1][0]) + 1 if self.records else 0
+        ticks, chans, levels, end = self._edges()
         # The rig's own stimulus->capture delay (loopback calibration) is subtracted by the pairing
         # from the stimulus->response latencies only.
         pairing = analysis.pair(ticks, chans, levels, self.roles(), self.settings.deadline_ticks, end_tick=end,
@@ -351,8 +360,7 @@ class Capture:
 
     def measurements(self):
         """Every kind of this capture: the built-in ones when a stimulus fired, and the measures."""
-        ticks, chans, levels = analysis.edges_from_records(self.records)
-        end = int(self.records[-1][0]) + 1 if self.records else 0
+        ticks, chans, levels, end = self._edges()
         return analysis.measure(ticks, chans, levels, self.roles(), self._measures,
                                 builtin=not self.settings.no_stimulus, deadline=self.settings.deadline_ticks,
                                 end_tick=end, offset_ticks=self.offset_ticks)

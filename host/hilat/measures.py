@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hilat.analysis import MISSING
+
 SHAPES = ("interval", "period", "width")
 _NAME = re.compile(r"[a-z_][a-z0-9_]*")
 _DURATION = re.compile(r"([0-9]*\.?[0-9]+)\s*(ns|us|ms|s|ticks?)?")
@@ -160,8 +162,6 @@ class Series:
                                               self.tag_at_start, self.tag_in_window)))
 
 
-MISSING = -1
-
 
 def compute(m, starts, ends, end_tick, offset_ticks=0):
     """The samples of measure ``m``: ``starts``/``ends`` are the ticks of its start and end edges
@@ -177,10 +177,9 @@ def compute(m, starts, ends, end_tick, offset_ticks=0):
         return starts[:-1], starts[1:], np.diff(starts), np.zeros(n - 1, np.int64)
     next_start = np.append(starts[1:], end_tick + 1) if n else np.zeros(0, np.int64)
     if m.shape == "width":
-        fi = np.searchsorted(ends, starts, side="right")
-        has_end = fi < len(ends)
-        end_at = np.where(has_end, ends[np.minimum(fi, max(len(ends) - 1, 0))] if len(ends) else 0, -1)
-        closed = has_end & (end_at < next_start)
+        # The first opposite edge after each start; a sentinel past the capture where there is none.
+        end_at = np.append(ends, end_tick + 1)[np.searchsorted(ends, starts, side="right")]
+        closed = end_at < next_start
         # The last pulse, still open when the capture ended, is not a sample.
         keep = closed | (np.arange(n) < n - 1)
         values = np.where(closed, end_at - starts, MISSING)

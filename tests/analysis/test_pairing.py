@@ -103,5 +103,9 @@ def test_edges_from_records_vectorised_equals_bitwise_loop():
 
 def test_pulse_widths_per_channel():
     edges = dut_edges(STIM, ISR, TASK) + [(30000, 2, 1)]     # an ISR pulse still open at the end
-    starts, widths = analysis.pulse_widths(*arrays(sorted(edges)), channel=2)
+    from hilat import measures
+
+    series = analysis.measure(*arrays(sorted(edges)), ROLES, [measures.parse("w=width:in0", ROLES)],
+                              builtin=False).series["w"]
+    starts, widths = series.start_tick, series.values
     assert starts.tolist() == [1050, 11075, 16400, 21060] and widths.tolist() == [20] * 4

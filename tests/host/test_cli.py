@@ -150,14 +150,6 @@ def test_roles_moved_and_an_active_low_isr_pin(tmp_path):
     (["--role", "frob=in1"], "unknown role 'frob'"),
     (["--active-low", "stim0"], "stim0 is a stimulus output"),
     (["--role", "isr"], "a role is ROLE=CHANNEL"),
-])
-def test_wrong_roles_are_usage_errors(argv, message, capsys):
-    with FakeRig(capture_script()) as rig, pytest.raises(SystemExit) as e:
-        main(["capture", rig.url, "--count", "3", "--no-progress", *argv])
-    assert e.value.code == 2 and message in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("argv,message", [
     (["--measure", "a=in0..in9"], "no channel 'in9' on this rig"),
     (["--measure", "a=in0:up..in1"], "the edge is rise or fall, not 'up'"),
     (["--measure", "a=in0..in0"], "from an edge to the same edge is a period: use period:in0"),
@@ -172,7 +164,7 @@ def test_wrong_roles_are_usage_errors(argv, message, capsys):
     (["--also-fire", "stim1:perod=5"], "unknown stimulus setting(s) perod for stim1"),
     (["--also-fire", "stim1:period=fast"], "period='fast' is not a whole number of ticks"),
 ])
-def test_wrong_measures_and_stimuli_are_usage_errors(argv, message, capsys):
+def test_wrong_roles_measures_and_stimuli_are_usage_errors(argv, message, capsys):
     with FakeRig(capture_script()) as rig, pytest.raises(SystemExit) as e:
         main(["capture", rig.url, "--count", "3", "--no-progress", *argv])
     assert e.value.code == 2 and message in capsys.readouterr().err
