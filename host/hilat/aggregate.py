@@ -53,8 +53,11 @@ class StreamingAggregator:
     """``measures``/``builtin``: the kinds, as in ``analysis.measure``."""
 
     def __init__(self, roles, deadline=None, offset_ticks=0, highest=1 << 40, significant_figures=3,
-                 measures=(), builtin=True):
+                 measures=(), builtin=True, on_samples=None):
         self.roles = roles
+        # Called as on_samples(kind, measures.Series) with every kind's samples once they are final,
+        # in start order (the capture writes them to the run directory and its rolling .hlog).
+        self.on_samples = on_samples
         self.deadline = deadline
         self.offset_ticks = int(offset_ticks)
         self.measures = list(measures)
@@ -132,6 +135,8 @@ class StreamingAggregator:
             self.stimuli += len(found.series[analysis.KINDS[0][0]])
         for kind in self.kinds:
             first_index = self.starts[("all", kind)]
+            if self.on_samples is not None:
+                self.on_samples(kind, found.series[kind])
             self.tagged[kind] += int(found.series[kind].tag_in_window.sum())
             for subset in SUBSET_NAMES:
                 sel = found.subset(kind, subset)

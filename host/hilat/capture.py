@@ -1,21 +1,16 @@
-"""``hilat capture``: configure the rig, run stimuli, record every edge, write a run directory.
+"""``hilat capture``: configure the rig, run stimuli, stream every edge to a run directory.
 
-Run directory (``OUT/YYYYmmdd-HHMMSS-LABEL/``):
-
-- ``raw.bin``       every byte received from the rig, appended before anything decodes it;
-- ``events.csv``    decoded edges: tick, channel, level, tag level;
-- ``latencies.csv`` one row per stimulus: its tick and its latencies in ticks (-1: missed);
-- ``meta.json``     rig identity, configuration, label, counters (frames, losses, drops), and the
-                    calibration in force (``"calibration"``: offset subtracted, calibrated ts_hz,
-                    warnings, resolution statement; see ``hilat.calibration``);
-- ``summary.txt``   the latency table; ``summary.json``: the report document (docs/analysis.md).
+The capture is a stream (docs/analysis.md, "Streaming capture"): bytes -> raw.bin -> records
+(``hilat.batch``, as arrays) -> edges -> edges.bin and the streaming pairing
+(``aggregate.StreamingAggregator``) -> samples/KIND.bin, the rolling .hlog and the live view. Memory
+is flat however long the run: nothing holds the records. At the end (or on SIGUSR1, as an interim)
+summary.json and summary.txt are rendered from the aggregates, without reading the run back.
+The run directory's layout is in ``hilat.runs``.
 """
 
-import csv
 import dataclasses
-import json
 import logging
-import sys
+import signal
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -25,14 +20,11 @@ import numpy as np
 
 from hilat import analysis, calibration
 from hilat import protocol as p
-from hilat.rig import Rig, RigError
-from hilat.transport import DEFAULT_BAUDRATE, Transport, TransportError
+from hilat.rig import RigError
+from hilat.session import MODES, Session, start_margin  # noqa: F401  (re-exported: the CLI and tests use them)
+from hilat.transport import DEFAULT_BAUDRATE, TransportError
 
 log = logging.getLogger("hilat")
-
-MODES = {"periodic": p.MODE_PERIODIC, "dither": p.MODE_DITHER, "random": p.MODE_RANDOM,
-         "burst": p.MODE_BURST, "oneshot": p.MODE_ONESHOT}
-
 
 @dataclass
 class StimulusSettings:
@@ -73,15 +65,14 @@ class CaptureSettings:
     # More stimulus outputs fired at the same time: [(channel, {setting: value})], each with the
     # stimulus settings above except those it names (another interrupt source, its own period...).
     also_fire: list = field(default_factory=list)
+    # Rolling .hlog: one interval per this many seconds of rig time, per kind (0: none).
+    hlog_interval_s: float = 10.0
+    # Records per step of the streaming pairing (None: as they come). Tests set it small to put
+    # chunk boundaries between stimuli and their responses.
+    chunk_records: int | None = None
 
 
 STIMULUS_SETTING_NAMES = [f.name for f in dataclasses.fields(StimulusSettings)]
-
-
-def start_margin(ident):
-    """Ticks ahead of now to start at: 1 ms, and at least twice the rig's own start margin (the
-    commands take a round trip before the start is armed)."""
-    return max(ident.ts_hz // 1000, 2 * ident.start_margin)
 
 
 def _roles(settings, ident):
@@ -123,30 +114,168 @@ def plan(settings, ident):
     return roles, defined, fired, pace
 
 
-class Capture:
-    """One capture run; keeps everything it received even when the run ends badly."""
+class _RollingHlog:
+    """The capture's HdrHistogram interval log: per kind, one interval per ``interval_s`` of rig time
+    (by each sample's start tick), values in ns, tagged with the kind. SIGUSR1 cuts the open intervals
+    short (``cut``) so that an interim reader sees everything up to now."""
 
-    def __init__(self, url, settings, extra_meta=None):
-        self.url = url
+    def __init__(self, path, kinds, ts_hz, interval_s, start_time):
+        from hilat import hdr
+
+        self._hdr = hdr
+        self.ts_hz = ts_hz
+        self.interval_ticks = max(1, int(round(interval_s * ts_hz)))
+        self.writer = hdr.HlogWriter(path, start_time=start_time, base_time=start_time, max_value_unit_ratio=1e6)
+        self.origin = None
+        # Per kind: [interval start tick, histogram]
+        self.open = {kind: None for kind in kinds}
+        self.intervals = 0
+
+    def _histogram(self):
+        # 1 ns .. 1 h at 3 significant digits: a value beyond is counted out of range, not lost silently.
+        return self._hdr.HdrHistogram(1, 3_600_000_000_000, 3)
+
+    def samples(self, kind, start_ticks, values_ns):
+        if not len(start_ticks):
+            return
+        if self.origin is None:
+            self.origin = int(start_ticks[0])
+        idx = (start_ticks - self.origin) // self.interval_ticks
+        bounds = np.flatnonzero(np.diff(idx)) + 1
+        for part_idx, part in zip(np.split(idx, bounds), np.split(values_ns, bounds)):
+            start = self.origin + int(part_idx[0]) * self.interval_ticks
+            current = self.open[kind]
+            if current is not None and current[0] != start and start > current[0]:
+                self._close(kind)
+                current = None
+            if current is None:
+                current = self.open[kind] = [start, self._histogram()]
+            current[1].record(np.maximum(part, 1))
+
+    def _close(self, kind, end_tick=None):
+        start, hist = self.open[kind]
+        end = start + self.interval_ticks if end_tick is None else max(end_tick, start + 1)
+        self.writer.interval((start - self.origin) / self.ts_hz, (end - start) / self.ts_hz, hist, tag=kind)
+        self.intervals += 1
+        self.open[kind] = None
+
+    def cut(self, end_tick):
+        """Write every open interval now, ending at ``end_tick``; the next samples open new ones."""
+        for kind, current in self.open.items():
+            if current is not None and current[1].total_count:
+                self._close(kind, end_tick)
+        self.writer.flush()
+
+    def close(self, end_tick):
+        for kind, current in self.open.items():
+            if current is not None:
+                self._close(kind, end_tick)
+        self.writer.close()
+
+
+class _Stream:
+    """The consumer of the session's records: edges to the run directory, the streaming pairing,
+    the count that ends the capture, and the new maxima."""
+
+    def __init__(self, writer, roles, measures, builtin, deadline, offset_ticks, pace, ts_hz, hlog=None,
+                 chunk_records=None, on_new_max=None):
+        from hilat.aggregate import StreamingAggregator
+
+        self.writer = writer
+        self.pace_channel, self.pace_level = pace
+        self.tick_ns = 1e9 / ts_hz
+        self.hlog = hlog
+        self.chunk_records = chunk_records
+        self.on_new_max = on_new_max
+        self.aggregator = StreamingAggregator(roles, deadline, offset_ticks, measures=measures, builtin=builtin,
+                                              on_samples=self._samples)
+        self.paced = 0               # edges that --count counts (stimuli, or the first measure's starts)
+        self.last_paced = None
+        self.first_tick = None
+        self.last_tick = None
+        self.records = 0
+        self.out_of_order = 0        # edges behind the previous one (a rig never sends them: counted, dropped)
+        self.shown_max = {}
+        self.responses_before_offset = 0
+        self._offset_kinds = {k for k in self.aggregator.kinds if k in ("stim_to_isr", "stim_to_task")} \
+            if offset_ticks else set()
+
+    def __call__(self, ticks, masks, levels):
+        step = self.chunk_records or len(ticks)
+        for i in range(0, len(ticks), step):
+            self._records(ticks[i:i + step], masks[i:i + step], levels[i:i + step])
+
+    def _records(self, rec_ticks, masks, levels):
+        self.records += len(rec_ticks)
+        ticks, chans, lv = analysis.edges_from_records((rec_ticks, masks, levels))
+        ticks = ticks.astype(np.int64)
+        if self.last_tick is not None and len(ticks) and (ticks[0] < self.last_tick or (np.diff(ticks) < 0).any()):
+            keep = ticks >= np.maximum.accumulate(np.concatenate(([self.last_tick], ticks)))[:-1]
+            self.out_of_order += int((~keep).sum())
+            ticks, chans, lv = ticks[keep], chans[keep], lv[keep]
+        if not len(ticks):
+            return
+        if self.first_tick is None:
+            self.first_tick = int(ticks[0])
+        self.last_tick = int(ticks[-1])
+        self.writer.edges(ticks, chans, lv)
+        paced = np.flatnonzero((chans == self.pace_channel) & (lv == self.pace_level))
+        if len(paced):
+            self.paced += len(paced)
+            self.last_paced = int(ticks[paced[-1]])
+        self.aggregator.feed(ticks, chans, lv)
+        self._new_maxima()
+
+    def _samples(self, kind, series):
+        self.writer.samples(kind, series)
+        ok = series.values != analysis.MISSING
+        if kind in self._offset_kinds:
+            self.responses_before_offset += int((series.values[ok] < 0).sum())
+        if self.hlog is not None and ok.any():
+            self.hlog.samples(kind, series.start_tick[ok],
+                              np.round(series.values[ok] * self.tick_ns).astype(np.int64))
+
+    def _new_maxima(self):
+        for kind, worst in self.aggregator.worst.items():
+            if worst["ticks"] > self.shown_max.get(kind, -1):
+                self.shown_max[kind] = worst["ticks"]
+                if self.on_new_max is not None:
+                    self.on_new_max(kind, worst)
+
+    def finish(self, end_tick=None):
+        self.aggregator.finish(end_tick)
+        self._new_maxima()
+
+
+class Capture:
+    """One capture run; keeps everything it received even when the run ends badly.
+
+    ``Capture(url, settings)`` opens its own session; ``Capture(None, settings, session=s)`` uses an
+    open ``Session`` (the CLI identifies the rig and checks the settings on that one link)."""
+
+    def __init__(self, url, settings, extra_meta=None, session=None, live=None):
+        self.url = url if url is not None else session.url
         self.settings = settings
         self.extra_meta = extra_meta or {}
-        self.records = []          # (tick, channels, levels)
-        self.overflows = []        # (tick, channels) gateware overflow markers
+        self.session = session
+        self.live = live             # a live.LiveView, or None: the capture makes one when progress is on
         self.status = None
         self.identity = None
         self.start_tick = None
-        self.stim_seen = 0
-        self.last_stim = None
         self.interrupted = False
         self.error = None
         self.run_dir = None
+        self.writer = None
+        self.stream = None
+        self.hlog = None
         self.calibration = None    # meta["calibration"]: what is applied, once the rig identified
+        self.interim_summaries = 0
         self._roles = None         # analysis.Channels, once the rig identified
         self._measures = []        # measures.Measure, once the rig identified
         self._fired = {}           # {stimulus channel: StimulusSettings} fired by this capture
         self._pace = None          # (channel, level): the edge --count counts
-        self.responses_before_offset = 0
-        self._edges_cache = None   # (record count, decoded edges): see _edges()
+        self._t0 = None
+        self._interim_requested = False
 
     # set-up ---------------------------------------------------------------------------------------
 
@@ -161,27 +290,20 @@ class Capture:
         run_dir.mkdir(parents=True)
         return run_dir
 
-    def _configure(self, rig):
+    def _configure(self, session):
         ident = self.identity
-        n = ident.n_stimulus + ident.n_inputs
         flags = p.CAPTURE_ENABLE | p.CAPTURE_RISE | p.CAPTURE_FALL
-        if self.settings.glitch > ident.glitch_max:
-            raise RigError(f"glitch filter of {self.settings.glitch} ticks: this rig's longest is "
-                           f"{ident.glitch_max} ticks")
-        glitch = [0] * ident.n_stimulus + [self.settings.glitch] * ident.n_inputs
-        rig.command(p.CaptureConfig([(flags, glitch[ch]) for ch in range(n)]))
+        inputs = range(ident.n_stimulus, ident.n_stimulus + ident.n_inputs)
+        session.configure_capture({ch: flags for ch in range(session.n_channels)},
+                                  {ch: self.settings.glitch for ch in inputs})
         # Stimulus output k is channel k of the capture stream and output k of the rig (the channel
         # table puts the outputs first).
         for stim, s in self._fired.items():
-            rig.command(p.StimConfig(channel=stim, mode=MODES[s.mode], invert=int(s.invert), width=s.width,
-                                     period=s.period, jitter=s.jitter, probability=s.probability,
-                                     burst_count=s.burst_count, burst_spacing=s.burst_spacing,
-                                     count=self.settings.count or 0, seed=s.seed))
-        # Start at an absolute tick a little ahead, so the start is exact and recorded.
-        margin = start_margin(ident)
-        self.start_tick = rig.now() + margin
-        if self._fired:
-            rig.command(p.Start(channels=self._fired_mask, at_time=1, start=self.start_tick))
+            session.configure_stimulus(stim, s.mode, width=s.width, period=s.period, jitter=s.jitter,
+                                       probability=s.probability, burst_count=s.burst_count,
+                                       burst_spacing=s.burst_spacing, count=self.settings.count or 0, seed=s.seed,
+                                       invert=s.invert)
+        self.start_tick = session.start(self._fired_mask)
 
     @property
     def _fired_mask(self):
@@ -193,108 +315,87 @@ class Capture:
         except ValueError as e:
             raise RigError(str(e)) from None
 
+    def _open_stream(self):
+        from hilat import live as live_view
+
+        builtin = not self.settings.no_stimulus
+        kinds = list(analysis.kind_titles(self._roles, self._measures, builtin))
+        self.writer.set_kinds(kinds)
+        if self.settings.hlog_interval_s:
+            (self.run_dir / "hlog").mkdir(exist_ok=True)
+            self.hlog = _RollingHlog(self.run_dir / "hlog" / "capture.hlog", kinds, self.ts_hz,
+                                     self.settings.hlog_interval_s, self._t0)
+        if self.live is None:
+            self.live = live_view.LiveView(enabled=self.settings.progress)
+        self.live.begin(self, kinds)
+        self.stream = _Stream(self.writer, self._roles, self._measures, builtin, self.settings.deadline_ticks,
+                              self.offset_ticks, self._pace, self.ts_hz, hlog=self.hlog,
+                              chunk_records=self.settings.chunk_records, on_new_max=self.live.new_max)
+
     # stream ---------------------------------------------------------------------------------------
-
-    def _ingest(self, frame):
-        msg = frame.msg
-        if isinstance(msg, p.Events):
-            stim_ch, active = self._pace
-            for rec in msg.records:
-                self.records.append(rec)
-                tick, mask, levels = rec
-                if mask >> stim_ch & 1 and (levels >> stim_ch & 1) == active:
-                    self.stim_seen += 1
-                    self.last_stim = tick
-        elif isinstance(msg, p.Overflow):
-            self.overflows.append((msg.timestamp, msg.channels))
-            log.warning("rig FIFO overflow at tick %d: edges lost on channels %s (counted)",
-                        msg.timestamp, bin(msg.channels))
-        elif isinstance(msg, p.Status):
-            self.status = msg
-
-    def _pump(self, rig):
-        for frame in rig.frames():
-            self._ingest(frame)
 
     def _done_stimulating(self):
         s = self.settings
-        if s.count is not None and self.stim_seen >= s.count:
+        if s.count is not None and self.stream.paced >= s.count:
             return True
-        if s.duration_ticks is not None and self.records:
-            return self.records[-1][0] >= self.start_tick + s.duration_ticks
+        if s.duration_ticks is not None and self.stream.last_tick is not None:
+            return self.stream.last_tick >= self.start_tick + s.duration_ticks
         return False
 
-    def _stimulate(self, rig, progress):
-        """Collect until the count or duration is reached. Every second the rig is asked whether its
-        stimulus has finished, so lost stimulus edges (counted) cannot make the host wait forever."""
-        last_check = time.monotonic()
-        last_data = (time.monotonic(), rig.bytes_received)
-        while not self._done_stimulating():
-            self._pump(rig)
-            progress.update()
-            now = time.monotonic()
-            if rig.bytes_received != last_data[1]:
-                last_data = (now, rig.bytes_received)
-            if now - last_check >= 1.0:
-                last_check = now
-                status = rig.status()
-                self._pump_pending(rig)
-                self.status = status
-                stim = self._roles.stimulus
-                if (stim in self._fired and len(status.stim_status) > stim
-                        and status.stim_status[stim] & p.STIM_DONE):
-                    log.warning("the rig finished its %s stimuli but %d arrived: edges were lost (counted)",
-                                self.settings.count, self.stim_seen)
-                    return
-            if now - last_data[0] > 10.0:
-                raise RigError(f"the rig on {self.url} sent nothing for 10 s")
+    def _rig_finished(self, status):
+        """STATUS says the stimulus finished its count though fewer arrived: edges were lost."""
+        self.status = status
+        stim = self._roles.stimulus
+        if (stim in self._fired and len(status.stim_status) > stim and status.stim_status[stim] & p.STIM_DONE
+                and self.settings.count is not None):
+            log.warning("the rig finished its %s stimuli but %d arrived: edges were lost (counted)",
+                        self.settings.count, self.stream.paced)
+            return True
+        return False
 
-    def _finish(self, rig):
+    def _tick(self):
+        """After every read: the live view, and an interim summary when SIGUSR1 asked for one."""
+        self.live.update()
+        if self._interim_requested:
+            self._interim_requested = False
+            self.write_interim()
+
+    def _finish(self, session):
         """Stop stimuli, then let every response up to the last deadline arrive."""
         if self._fired:
-            rig.command(p.Stop(channels=self._fired_mask))
-        self._pump_pending(rig)
+            session.stop(self._fired_mask)
         # Wait one response window past the last stimulus (with no stimulus: a measure's deadline, else 1 ms).
         window = self.settings.deadline_ticks or max(
             [s.period + s.jitter for s in self._fired.values()]
             or [m.deadline_ticks or 0 for m in self._measures] + [self.identity.ts_hz // 1000])
-        target = (self.last_stim or self.start_tick) + window + 64
-        deadline = time.monotonic() + 30
-        while rig.now() < target:
-            self._pump_pending(rig)
-            if time.monotonic() > deadline:
-                raise RigError("the rig's clock does not advance")
-            time.sleep(0.02)
+        target = (self.stream.last_paced or self.start_tick) + window + 64
+        session.wait_clock(target, self.stream, tick=self._tick)
         # Records older than `target` are in the FIFO or on the wire: read until quiet, or until a
-        # record at or past `target` arrives (records come in tick order), so that an input that
-        # never stops toggling (a 1PPS on the spare input) cannot hold the capture open.
-        quiet_until = time.monotonic() + 0.3
-        while time.monotonic() < quiet_until and not (self.records and self.records[-1][0] >= target):
-            before = len(self.records)
-            self._pump_pending(rig)
-            self._pump(rig)
-            if len(self.records) != before:
-                quiet_until = time.monotonic() + 0.3
-        self.status = rig.status()
-        self._pump_pending(rig)
-
-    def _pump_pending(self, rig):
-        while rig.pending:
-            self._ingest(rig.pending.pop(0))
+        # record at or past `target` arrives.
+        session.drain(self.stream, until_tick=target)
+        self.status = session.finish(self.stream)
 
     # run ------------------------------------------------------------------------------------------
 
+    def _on_sigusr1(self, signum, frame):
+        self._interim_requested = True
+
     def run(self):
+        from hilat.runs import RunWriter
+
         self.run_dir = self._make_run_dir()
-        raw = open(self.run_dir / "raw.bin", "ab", buffering=0)
-        transport = None
-        rig = None
-        t0 = time.time()
-        progress = _Progress(self, enabled=self.settings.progress)
+        self.writer = RunWriter(self.run_dir)
+        self._t0 = time.time()
+        own_session = self.session is None
+        session = self.session
+        previous_usr1 = None
         try:
-            transport = Transport(self.url, baudrate=self.settings.baudrate)
-            rig = Rig(transport, raw_sink=raw.write)
-            self.identity = rig.hello()
+            if own_session:
+                session = self.session = Session(self.url, baudrate=self.settings.baudrate, raw_sink=self.writer.raw)
+                session.open()
+            else:
+                session.set_raw_sink(self.writer.raw)
+            self.identity = session.identity
             log.info("rig: %s, %s; ts %.3f MHz", self.identity.gateware, self.identity.firmware,
                      self.identity.ts_hz / 1e6)
             self._plan()
@@ -302,35 +403,40 @@ class Capture:
                                                    reason_if_none=self.settings.no_calibration_reason)
             for warning in self.calibration["warnings"]:
                 log.warning("%s", warning)
-            self._configure(rig)
-            self._stimulate(rig, progress)
-            self._finish(rig)
+            self._open_stream()
+            try:
+                previous_usr1 = signal.signal(signal.SIGUSR1, self._on_sigusr1)
+            except ValueError:  # not the main thread: no interim summaries on a signal
+                previous_usr1 = None
+            self._configure(session)
+            session.collect(self.stream, self._done_stimulating, on_status=self._rig_finished, tick=self._tick)
+            self._finish(session)
         except KeyboardInterrupt:
             self.interrupted = True
             log.warning("interrupted: stopping the rig and keeping what was captured")
-            if rig is not None:
+            if session is not None and session.rig is not None and self.identity is not None:
                 try:
-                    rig.command_timeout = 2.0
-                    rig.command(p.Stop(channels=(1 << self.identity.n_stimulus) - 1))
-                    self._pump_pending(rig)
-                    self.status = rig.status()
+                    session.rig.command_timeout = 2.0
+                    session.stop()
+                    if self.stream is not None:
+                        session.drain(self.stream, quiet=0.1)
+                        self.status = session.finish(self.stream)
                 except (RigError, TransportError, KeyboardInterrupt):
                     pass
         except (RigError, TransportError) as e:
             self.error = str(e)
         finally:
-            progress.close()
-            raw.close()
-            decoder = rig.decoder.counters() if rig else {}
-            if rig is not None:
-                rig.close()
-            elif transport is not None:
-                transport.close()
-            if self.identity is not None or self.records:
-                self._write(decoder, t0)
-            elif self.run_dir is not None:
-                (self.run_dir / "meta.json").write_text(json.dumps(
-                    {"url": self.url, "error": self.error, "label": self.settings.label}, indent=1))
+            if previous_usr1 is not None:
+                signal.signal(signal.SIGUSR1, previous_usr1)
+            if self.live is not None:
+                self.live.close()
+            decoder = session.decoder_counters if session is not None else {}
+            if own_session and session is not None:
+                session.close()
+            try:
+                self._write(decoder)
+            finally:
+                self.writer.close()
         return self
 
     # results --------------------------------------------------------------------------------------
@@ -339,31 +445,23 @@ class Capture:
         """The channel roles of this rig (its IDENTIFY table) and this stimulus's polarity."""
         return _roles(self.settings, self.identity)
 
-    def _edges(self):
-        """(ticks, chans, levels, end tick) of the records so far, decoded once per record count."""
-        if self._edges_cache is None or self._edges_cache[0] != len(self.records):
-            end = int(self.records[-1][0]) + 1 if self.records else 0
-            self._edges_cache = (len(self.records), (*analysis.edges_from_records(self.records), end))
-        return self._edges_cache[1]
+    @property
+    def records_received(self):
+        return self.stream.records if self.stream else 0
+
+    def load(self):
+        """The run directory just written, as ``runs.Run`` (its edges read on first use)."""
+        from hilat.runs import load_run
+
+        return load_run(self.run_dir)
 
     def pairing(self):
-        """The built-in kinds, per stimulus (latencies.csv)."""
-        ticks, chans, levels, end = self._edges()
-        # The rig's own stimulus->capture delay (loopback calibration) is subtracted by the pairing
-        # from the stimulus->response latencies only.
-        pairing = analysis.pair(ticks, chans, levels, self.roles(), self.settings.deadline_ticks, end_tick=end,
-                                offset_ticks=self.offset_ticks)
-        self.responses_before_offset = sum(
-            int(((at != analysis.MISSING) & (latency < 0)).sum())
-            for at, latency in ((pairing.isr_tick, pairing.isr_latency), (pairing.task_tick, pairing.task_latency)))
-        return pairing
+        """The built-in kinds per stimulus, recomputed exactly from the run's edges."""
+        return self.load().pairing
 
     def measurements(self):
-        """Every kind of this capture: the built-in ones when a stimulus fired, and the measures."""
-        ticks, chans, levels, end = self._edges()
-        return analysis.measure(ticks, chans, levels, self.roles(), self._measures,
-                                builtin=not self.settings.no_stimulus, deadline=self.settings.deadline_ticks,
-                                end_tick=end, offset_ticks=self.offset_ticks)
+        """Every kind of this capture, recomputed exactly from the run's edges."""
+        return self.load().measurements
 
     @property
     def offset_ticks(self):
@@ -376,66 +474,85 @@ class Capture:
             return self.calibration["ts_hz"]
         return self.identity.ts_hz if self.identity else 1
 
-    def _write(self, decoder, t0):
-        run = self.run_dir
+    def _meta(self, decoder, interim=False):
         ident = self.identity
-        roles = self.roles() if ident else None
-        tag_ch = roles.tag if ident else None
-        tag_low = int(tag_ch in roles.active_low) if ident else 0
-        n_channels = ident.n_channels if ident else 0
-        with open(run / "events.csv", "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["tick", "channel", "level", "tag"])
-            for tick, mask, levels in self.records:
-                tag = (levels >> tag_ch & 1) ^ tag_low if tag_ch is not None else 0
-                for ch in range(n_channels):
-                    if mask >> ch & 1:
-                        w.writerow([tick, ch, levels >> ch & 1, tag])
-        pairing = self.pairing()
-        with open(run / "latencies.csv", "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["index", "stimulus_tick", "isr_latency_ticks", "task_latency_ticks",
-                        "isr_to_task_ticks", "tag_at_stimulus", "tag_in_window", "isr_duplicates"])
-            for i in range(len(pairing.stim_tick)):
-                w.writerow([i, int(pairing.stim_tick[i]), int(pairing.isr_latency[i]),
-                            int(pairing.task_latency[i]), int(pairing.isr_to_task[i]),
-                            int(pairing.tag_at_stimulus[i]), int(pairing.tag_in_window[i]),
-                            int(pairing.isr_duplicates[i])])
-        dropped = list(self.status.dropped) if self.status else None
-        meta = {
-            "format": "hilat-run", "version": 1,
+        stream = self.stream
+        status = self.status
+        dropped = list(status.dropped) if status else None
+        session = self.session
+        return {
+            "format": "hilat-run", "version": 2,
             "label": self.settings.label, "url": self.url,
-            "started": datetime.fromtimestamp(t0, timezone.utc).isoformat(),
-            "wall_seconds": round(time.time() - t0, 3),
+            "started": datetime.fromtimestamp(self._t0, timezone.utc).isoformat(),
+            "wall_seconds": round(time.time() - self._t0, 3),
             "rig": dataclasses.asdict(ident) if ident else None,
             "settings": _jsonable(dataclasses.asdict(self.settings)),
             # What the run measures, resolved against the rig's table (reports read these back).
             "measures": [m.to_json() for m in self._measures],
             "fired": sorted(self._fired),
             "start_tick": self.start_tick,
-            "stimuli": int(len(pairing.stim_tick)) if not self.settings.no_stimulus else 0,
-            "records": len(self.records),
+            "stimuli": stream.aggregator.stimuli if stream and not self.settings.no_stimulus else 0,
+            "records": stream.records if stream else 0,
+            "edges": self.writer.edge_count,
+            "raw_bytes": self.writer.raw_bytes,
             "interrupted": self.interrupted,
+            "interim": interim,
             "error": self.error,
             "counters": {
                 "decoder": decoder,
-                "gateware_overflow_markers": len(self.overflows),
+                "gateware_overflow_markers": session.overflows if session else 0,
                 "gateware_dropped_per_channel": dropped,
-                "gateware_overflow_flag": self.status.overflow if self.status else None,
-                "rig_records_sent": self.status.records_sent if self.status else None,
-                "rig_events_sent": self.status.events_sent if self.status else None,
-                "rig_frames_sent": self.status.frames_sent if self.status else None,
+                "gateware_overflow_flag": status.overflow if status else None,
+                "rig_records_sent": status.records_sent if status else None,
+                "rig_events_sent": status.events_sent if status else None,
+                "rig_frames_sent": status.frames_sent if status else None,
+                "out_of_order_edges": stream.out_of_order if stream else 0,
             },
             "extra": self.extra_meta,
             "calibration": self._calibration_meta(),
         }
-        (run / "meta.json").write_text(json.dumps(meta, indent=1))
-        (run / "summary.txt").write_text(self.report() + "\n")
-        # The run's summary is the report document of `hilat report --format json` (schema in
-        # docs/hilat-report.schema.json), computed again from the files just written.
+
+    def _write(self, decoder):
+        if self.identity is None:
+            self.writer.write_json("meta.json", {"format": "hilat-run", "version": 2, "url": self.url,
+                                                 "error": self.error, "label": self.settings.label, "rig": None})
+            return
+        if self.stream is not None:
+            self.stream.finish(self.stream.last_tick + 1 if self.stream.last_tick is not None else None)
+        if self.hlog is not None:
+            self.hlog.close((self.stream.last_tick or 0) + 1)
+        self.writer.flush()
+        meta = self._meta(decoder)
+        self.writer.write_json("meta.json", meta)
+        if self.stream is not None:
+            self._write_summaries(meta)
+
+    def _write_summaries(self, meta, interim=False):
+        """summary.json (the report document of ``hilat report --format json``, schema in
+        docs/hilat-report.schema.json) and summary.txt, from the aggregates: nothing is read back."""
         from hilat import report, runs
 
-        (run / "summary.json").write_text(report.format_json(report.build_report([runs.load_run(run)])))
+        run = runs.run_from_meta(self.run_dir, meta, edges=())
+        doc = report.build_report([run], aggregates={run.path: self.stream.aggregator})
+        if interim:
+            doc["runs"][0]["problems"].insert(0, f"interim summary #{self.interim_summaries} while capturing: "
+                                                 f"the samples final so far ({self.stream.paced} "
+                                                 f"{'stimuli' if run.builtin else 'start edges'} received)")
+        self.summary = doc
+        self.writer.write_text("summary.json", report.format_json(doc))
+        self.writer.write_text("summary.txt", report.format_text(doc))
+
+    def write_interim(self):
+        """SIGUSR1: summary.json/.txt and meta.json of everything final so far, and the open .hlog
+        intervals cut at the last edge; the capture goes on."""
+        self.interim_summaries += 1
+        if self.hlog is not None and self.stream.last_tick is not None:
+            self.hlog.cut(self.stream.last_tick + 1)
+        self.writer.flush()
+        meta = self._meta(self.session.decoder_counters if self.session else {}, interim=True)
+        self.writer.write_json("meta.json", meta)
+        self._write_summaries(meta, interim=True)
+        log.info("interim summary #%d written to %s", self.interim_summaries, self.run_dir / "summary.txt")
 
     def _calibration_meta(self):
         if self.calibration is None:
@@ -444,7 +561,7 @@ class Capture:
         if self.offset_ticks:
             # A response sooner than the rig's own delay cannot have been caused by the stimulus: its
             # latency is negative after the subtraction (and -1 would read as a miss), so say so.
-            early = self.responses_before_offset
+            early = self.stream.responses_before_offset if self.stream else 0
             meta["responses_before_offset"] = early
             if early:
                 meta["warnings"] = meta["warnings"] + [
@@ -454,23 +571,8 @@ class Capture:
         return meta
 
     def report(self):
-        found = self.measurements()
-        ts_hz = self.ts_hz
-        counted = (f"{found.stimuli} stimuli" if not self.settings.no_stimulus else
-                   f"no stimulus, {len(found.series[found.kinds[0]])} {found.kinds[0]} samples")
-        lines = [analysis.format_table(analysis.summarize(found, ts_hz), f"{self.settings.label or 'run'}: {counted}")]
-        tagged = analysis.tagged_samples(found)
-        if tagged:
-            lines.append("")
-            lines.append(analysis.format_table(analysis.summarize(found, ts_hz, exclude_tagged=True),
-                                               f"excluding {tagged} tagged "
-                                               + ("samples" if self.settings.no_stimulus else "stimuli")))
-        losses = self.loss_lines()
-        if losses:
-            lines += [""] + losses
-        if self.calibration:
-            lines += [""] + self._calibration_meta()["statement"]
-        return "\n".join(lines)
+        """The run's summary text (summary.txt)."""
+        return (self.run_dir / "summary.txt").read_text().rstrip("\n") if self.run_dir else ""
 
     def loss_lines(self):
         out = []
@@ -488,41 +590,3 @@ def _jsonable(obj):
     return obj
 
 
-class _Progress:
-    """Live count and ISR-latency min/median/max on stderr (a line every 2 s when not a TTY)."""
-
-    def __init__(self, capture, enabled=True):
-        self.capture = capture
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self.last = 0.0
-        self.shown = False
-
-    def update(self):
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now - self.last < (0.25 if self.tty else 2.0):
-            return
-        self.last = now
-        c = self.capture
-        total = f"/{c.settings.count}" if c.settings.count else ""
-        counted = f"{c._measures[0].name} starts" if c.settings.no_stimulus and c._measures else "stimuli"
-        text = f"{c.stim_seen}{total} {counted}"
-        if c.records and c.identity and not c.settings.no_stimulus:
-            lat = c.pairing().isr_latency
-            ok = lat[lat >= 0]
-            if len(ok):
-                tick_ns = 1e9 / c.identity.ts_hz
-                text += (f" | ISR latency min {ok.min() * tick_ns:.0f} median {np.median(ok) * tick_ns:.0f}"
-                         f" max {ok.max() * tick_ns:.0f} ns | misses {int((lat < 0).sum())}")
-        if self.tty:
-            sys.stderr.write("\r" + text[:150].ljust(150))
-        else:
-            sys.stderr.write(text + "\n")
-        sys.stderr.flush()
-        self.shown = True
-
-    def close(self):
-        if self.enabled and self.tty and self.shown:
-            sys.stderr.write("\n")

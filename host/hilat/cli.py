@@ -139,7 +139,12 @@ def _add_capture_options(parser, default_count=2000):
                    help="glitch filter on the DUT inputs, in ticks up to the rig's maximum (hilat info; default 0)")
     g.add_argument("--label", default="", help="name of the run (directory suffix, report titles)")
     g.add_argument("--out", type=Path, default=Path("runs"), help="directory for run directories (default runs)")
-    g.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    g.add_argument("--no-progress", action="store_true",
+                   help="no live view on stderr (a table on a terminal, else a line every 2 s; new maxima)")
+    g.add_argument("--hlog-interval", type=_seconds, default=10.0, metavar="SECONDS",
+                   help="rolling HdrHistogram log hlog/capture.hlog: one interval per this much rig time, "
+                        "per kind (default 10; 0: none). SIGUSR1 writes an interim summary and cuts the "
+                        "open intervals")
     _add_calibration_dir(g)
     g.add_argument("--no-calibration", action="store_true",
                    help="apply no stored calibration (offset 0, nominal tick frequency)")
@@ -274,24 +279,23 @@ def cmd_info(args):
 
 def _run_capture(url, args, extra_meta=None):
     from hilat.capture import Capture, plan
-    from hilat.rig import Rig
+    from hilat.session import Session
 
-    # Settings need the rig's tick frequency and channel table: identify first (a short session).
-    with _open(url, args) as transport:
-        ident = Rig(transport).hello()
-    settings = _capture_settings(args, ident.ts_hz)
-    try:  # roles and measures refer to this rig's channels: refuse a wrong one before anything runs
-        plan(settings, ident)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if getattr(args, "baud", None):
-        settings.baudrate = args.baud
-    if args.no_calibration:
-        settings.no_calibration_reason = "--no-calibration: the user asked for none"
-    else:
-        from hilat import calibration
-        settings.calibration_dir = calibration.resolve_dir(args.calibration_dir)
-    capture = Capture(url, settings, extra_meta).run()
+    # One session: the settings need the rig's tick frequency and channel table (its IDENTIFY), and
+    # roles and measures are checked against them before anything runs.
+    with Session(url, transport=_open(url, args)) as session:
+        settings = _capture_settings(args, session.identity.ts_hz)
+        try:
+            plan(settings, session.identity)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        if args.no_calibration:
+            settings.no_calibration_reason = "--no-calibration: the user asked for none"
+        else:
+            from hilat import calibration
+            settings.calibration_dir = calibration.resolve_dir(args.calibration_dir)
+        settings.hlog_interval_s = args.hlog_interval
+        capture = Capture(None, settings, extra_meta, session=session).run()
     if capture.run_dir:
         log.info("run directory: %s", capture.run_dir)
     if capture.identity is not None:
@@ -388,13 +392,8 @@ def cmd_report(args):
 
     if args.hdr and (args.plots or args.html):
         raise UsageError("--hdr keeps no samples, so it cannot draw plots: leave out --plots/--html")
-    if args.hdr:
-        from hilat.runs import load_run
-
-        runs = [load_run(p, edges=False) for p in args.runs]
-    else:
-        runs = _load_runs(args.runs)
-    doc = report.build_report(runs, hdr=args.hdr)
+    runs = _load_runs(args.runs)
+    doc = report.build_report(runs, hdr=True if args.hdr else (False if args.exact else None))
     _write_output(report.format_report(doc, args.format), args.output)
     if args.plots or args.html:
         try:
@@ -779,8 +778,12 @@ def build_parser():
     r.add_argument("--kinds", nargs="+", metavar="KIND", help="kinds to plot, built-in (stim_to_isr, "
                    "stim_to_task, isr_to_task, isr_duration, task_duration) or defined with --measure (default "
                    "stim_to_isr stim_to_task and every defined kind)")
-    r.add_argument("--hdr", action="store_true", help="bounded memory for very long runs: stream events.csv "
-                   "through HDR histograms (median and percentiles to 3 significant digits; the rest exact)")
+    exact = r.add_mutually_exclusive_group()
+    exact.add_argument("--hdr", action="store_true", help="bounded memory: stream the run's edges through HDR "
+                       "histograms (median and percentiles to 3 significant digits; the rest exact). The "
+                       "default for runs of more than 2*10^7 edges")
+    exact.add_argument("--exact", action="store_true", help="exact percentiles even for a long run (holds "
+                       "every edge in memory: ~100 bytes per edge)")
     r.set_defaults(func=cmd_report)
 
     c = sub.add_parser("compare", help="two runs side by side")

@@ -729,6 +729,36 @@ def write_hlog(dest: str | os.PathLike | IO, intervals: Iterable[tuple], start_t
         dest.write(text)
 
 
+class HlogWriter:
+    """An interval log written interval by interval (a capture's rolling log): the header at once,
+    then each ``interval`` line as it closes, flushed, so that a reader sees whole intervals while
+    the capture runs. Same format and arguments as ``write_hlog``."""
+
+    def __init__(self, path: str | os.PathLike, start_time: float | None = None, base_time: float | None = None,
+                 max_value_unit_ratio: float = 1.0, *, comments: Iterable[str] = ()):
+        self._file = open(path, "w", encoding="ascii", newline="\n")
+        self._ratio = max_value_unit_ratio
+        head = io.StringIO()
+        write_hlog(head, [], start_time=start_time, base_time=base_time, max_value_unit_ratio=max_value_unit_ratio,
+                   comments=comments)
+        self._file.write(head.getvalue())
+        self._file.flush()
+
+    def interval(self, start_s: float, length_s: float, histogram: HdrHistogram, tag: str | None = None) -> None:
+        lines = io.StringIO()
+        write_hlog(lines, [(start_s, length_s, histogram, tag)], max_value_unit_ratio=self._ratio)
+        # Only the interval's own lines (an OutOfRange comment and the interval), not the header again.
+        body = [line for line in lines.getvalue().splitlines()
+                if not line.startswith(("#[Histogram log", "#[MaxValueDivisor", '"StartTimestamp"'))]
+        self._file.write("\n".join(body) + "\n")
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
 _START_TIME = re.compile(r"#\[StartTime:\s*([-+0-9.eE]+)")
 _BASE_TIME = re.compile(r"#\[BaseTime:\s*([-+0-9.eE]+)")
 _DIVISOR = re.compile(r"#\[MaxValueDivisor:\s*([-+0-9.eE]+)")

@@ -64,27 +64,50 @@ def _exact_statistics(run):
     return subsets, worst, found.stimuli, tagged, int(len(run.ticks))
 
 
+def _aggregate_statistics(agg, tick_ns):
+    """The statistics of a run from a ``StreamingAggregator`` fed with all its edges."""
+    subsets = {name: {kind: _row_from_stats(agg.stats(name, kind), agg.starts[(name, kind)],
+                                            agg.misses[(name, kind)], agg.duplicates[(name, kind)], tick_ns)
+                      for kind in agg.kinds} for name, _title in SUBSETS}
+    worst = {k: {**w, "ns": float(w["ticks"] * tick_ns)} for k, w in agg.worst.items()}
+    return subsets, worst, agg.stimuli, dict(agg.tagged), agg.edges
+
+
 def _hdr_statistics(run, significant_figures=3):
-    """The same figures in bounded memory: events.csv streamed through the HDR aggregator."""
+    """The same figures in bounded memory: the run's edges streamed through the HDR aggregator."""
     from hilat.aggregate import StreamingAggregator
-    from hilat.runs import iter_events_csv
 
     agg = StreamingAggregator(run.roles, run.deadline_ticks, run.offset_ticks,
                               significant_figures=significant_figures, measures=run.measures, builtin=run.builtin)
-    for chunk in iter_events_csv(run.path / "events.csv"):
+    for chunk in run.iter_edges():
         agg.feed(*chunk)
     agg.finish()
-    subsets = {name: {kind: _row_from_stats(agg.stats(name, kind), agg.starts[(name, kind)],
-                                            agg.misses[(name, kind)], agg.duplicates[(name, kind)], run.tick_ns)
-                      for kind in agg.kinds} for name, _title in SUBSETS}
-    worst = {k: {**w, "ns": float(w["ticks"] * run.tick_ns)} for k, w in agg.worst.items()}
-    return subsets, worst, agg.stimuli, agg.tagged, agg.edges
+    return _aggregate_statistics(agg, run.tick_ns)
 
 
-def run_summary(run, hdr=False):
+# Above this many edges a report streams the run (HDR percentiles) instead of holding it: pairing
+# every edge at once takes ~100 bytes per edge.
+EXACT_EDGE_LIMIT = 20_000_000
+
+
+def use_hdr(run, hdr=None):
+    """Whether the report of ``run`` streams it: ``hdr`` when given, else when the run is long."""
+    if hdr is not None:
+        return hdr
+    return run.edge_count > EXACT_EDGE_LIMIT
+
+
+def run_summary(run, hdr=None, aggregator=None):
     """The report document's entry for one run (see docs/analysis.md). ``hdr``: bounded memory,
-    median and percentiles from HDR histograms (3 significant digits), the rest exact."""
-    subsets, worst, stimuli, tagged, edges = _hdr_statistics(run) if hdr else _exact_statistics(run)
+    median and percentiles from HDR histograms (3 significant digits), the rest exact; None: when
+    the run is longer than ``EXACT_EDGE_LIMIT`` edges. ``aggregator``: the capture's own
+    ``StreamingAggregator``, fed with every edge (the run directory is not read)."""
+    if aggregator is not None:
+        hdr = True
+        subsets, worst, stimuli, tagged, edges = _aggregate_statistics(aggregator, run.tick_ns)
+    else:
+        hdr = use_hdr(run, hdr)
+        subsets, worst, stimuli, tagged, edges = _hdr_statistics(run) if hdr else _exact_statistics(run)
     rig = run.meta.get("rig") or {}
     calibration = run.meta.get("calibration")
     # Every run records the ts_hz it converts with; only a clock calibration makes it calibrated.
@@ -131,7 +154,10 @@ def _all_kinds(runs):
     return kinds
 
 
-def build_report(runs, hdr=False):
+def build_report(runs, hdr=None, aggregates=None):
+    """The report document of ``runs``; ``aggregates``: {run path: StreamingAggregator} of runs
+    whose statistics are already aggregated (a capture's summary)."""
+    aggregates = aggregates or {}
     from hilat import __version__
 
     return {
@@ -144,7 +170,7 @@ def build_report(runs, hdr=False):
         "percentiles": [analysis.percentile_label(p) for p in analysis.PERCENTILES],
         "percentile_min_samples": {analysis.percentile_label(p): analysis.samples_needed(p)
                                    for p in analysis.PERCENTILES},
-        "runs": [run_summary(r, hdr) for r in runs],
+        "runs": [run_summary(r, hdr, aggregates.get(r.path)) for r in runs],
     }
 
 

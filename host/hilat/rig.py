@@ -1,13 +1,18 @@
-"""A session with the rig: HELLO/IDENTIFY, commands with their acknowledgements, the frame stream.
+"""The rig's command layer: HELLO/IDENTIFY, commands with their acknowledgements, the frame stream.
 
 Every byte read from the transport is handed to ``raw_sink`` (the run's raw file) *before* it is
-decoded, so nothing the rig sent is lost to a decoder bug.
+decoded, so nothing the rig sent is lost to a decoder bug. EVENTS records are decoded into arrays
+(``hilat.batch``); records that arrive while a command waits for its reply are kept, in order, for
+the next ``read()``. ``hilat.session`` builds the acquisition on top.
 """
 
 import logging
 import time
 
+import numpy as np
+
 from hilat import protocol as p
+from hilat.batch import BatchDecoder
 from hilat.transport import TransportError
 
 log = logging.getLogger("hilat")
@@ -23,21 +28,47 @@ class Rig:
         self.raw_sink = raw_sink
         self.hello_timeout = hello_timeout
         self.command_timeout = command_timeout
-        self.decoder = p.FrameDecoder()
+        self.decoder = BatchDecoder()
         self.tx_seq = 0
         self.identity = None
-        self.pending = []          # frames read while waiting for a reply, in arrival order
+        self.pending = []          # frames other than EVENTS read while waiting for a reply, in arrival order
+        self.pending_records = []  # EVENTS records read meanwhile: (ticks, channel masks, level masks) arrays
         self.bytes_received = 0
 
     # low level ----------------------------------------------------------------------------------
 
     def _read_frames(self):
+        """Frames other than EVENTS from one transport read; its records go to ``pending_records``."""
         data = self.transport.read()
-        if data:
-            self.bytes_received += len(data)
-            if self.raw_sink is not None:
-                self.raw_sink(data)
-        return self.decoder.feed(data) if data else []
+        if not data:
+            return []
+        self.bytes_received += len(data)
+        if self.raw_sink is not None:
+            self.raw_sink(data)
+        batch = self.decoder.feed_batch(data)
+        if len(batch.ticks):
+            self.pending_records.append((batch.ticks, batch.channels, batch.levels))
+        return batch.frames
+
+    def read(self):
+        """One read of the link: (records as (ticks, channel masks, level masks) arrays, other frames),
+        with what arrived while commands waited for replies first."""
+        try:
+            fresh = self._read_frames()
+        except TransportError:
+            if not (self.pending or self.pending_records):
+                raise
+            fresh = []  # hand over what is already here; the next read reports the dropped link
+        frames = self.pending + fresh
+        self.pending = []
+        parts, self.pending_records = self.pending_records, []
+        if len(parts) == 1:
+            records = parts[0]
+        elif parts:
+            records = tuple(np.concatenate(x) for x in zip(*parts))
+        else:
+            records = (np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16))
+        return records, frames
 
     def send(self, msg):
         seq = self.tx_seq
@@ -45,11 +76,6 @@ class Rig:
         self.tx_seq = (self.tx_seq + 1) & 0xFFFF
         return seq
 
-    def frames(self):
-        """Frames as they arrive: those set aside while waiting for replies first."""
-        while self.pending:
-            yield self.pending.pop(0)
-        yield from self._read_frames()
 
     def _wait_for(self, match, timeout, what):
         deadline = time.monotonic() + timeout
@@ -66,6 +92,7 @@ class Rig:
         """Start a session; returns the rig's Identify. Refuses another protocol version."""
         self.tx_seq = 0
         self.pending.clear()
+        self.pending_records.clear()
         self.send(p.Hello(p.PROTOCOL_VERSION))
         self.decoder.reset_sequence(0)
 
@@ -89,6 +116,7 @@ class Rig:
             raise RigError(f"no answer to HELLO from {self.transport.url} within {self.hello_timeout:g} s: "
                            "is the rig powered, flashed with the hilat gateware, and is this its port?") from None
         self.pending.clear()  # anything before IDENTIFY belongs to an earlier session
+        self.pending_records.clear()
         identity = frame.msg
         if identity.version != p.PROTOCOL_VERSION:
             raise RigError(f"the rig speaks protocol version {identity.version}, this hilat speaks "

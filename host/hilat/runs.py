@@ -1,12 +1,25 @@
-"""A run directory, loaded back for reports, comparisons and exports.
+"""A run directory: written as the capture streams (``RunWriter``), read back in chunks (``Run``).
 
-The edges come from ``events.csv``; when it is missing they are decoded again from ``raw.bin`` (the
-bytes exactly as received). Latencies are always recomputed from the edges, so a report reflects the
-pairing rules and the calibration of the run, not whatever an older tool wrote.
+Layout (docs/analysis.md, "Run directory"):
+
+- ``raw.bin``        every byte received from the rig, appended before anything decodes it;
+- ``edges.bin``      the decoded edges as they arrive: a 16-byte header (``HILATEDG``, format version,
+                     item size), then fixed-width little-endian items ``EDGE_DTYPE`` (tick, channel,
+                     level), in tick order;
+- ``samples/KIND.bin`` the samples of each measurement kind as the streaming pairing finalises them:
+                     header ``HILATSMP``, then ``SAMPLE_DTYPE`` items (start tick, value in ticks or -1
+                     for a miss, duplicates, tag flags), in start order;
+- ``meta.json``      rig identity, settings, counters, calibration; ``summary.txt``/``summary.json``:
+                     the report document, rendered from the capture's aggregates;
+- ``hlog/``          the rolling HdrHistogram interval log of the capture (``capture.hlog``).
+
+Runs written before ``edges.bin`` existed keep ``events.csv`` (CSV: tick,channel,level,tag); with
+neither, the edges are decoded again from ``raw.bin``. Reports recompute the latencies from the
+edges, so they reflect the pairing rules and the calibration, not what an older tool wrote.
 """
 
 import json
-from dataclasses import dataclass, field
+import os
 from pathlib import Path
 
 import numpy as np
@@ -14,27 +27,240 @@ import numpy as np
 from hilat import analysis
 from hilat import protocol as p
 
+EDGES_MAGIC = b"HILATEDG"
+SAMPLES_MAGIC = b"HILATSMP"
+STORE_VERSION = 1
+EDGE_DTYPE = np.dtype([("tick", "<i8"), ("channel", "u1"), ("level", "u1")])
+SAMPLE_DTYPE = np.dtype([("start_tick", "<i8"), ("ticks", "<i8"), ("duplicates", "<u2"),
+                         ("tag_at_start", "u1"), ("tag_in_window", "u1")])
+_HEADER = 16
+# Edges per chunk when a run is read in pieces: 4 Mi edges (40 MiB of items, ~200 MiB while paired).
+CHUNK_EDGES = 1 << 22
+
 
 class RunError(Exception):
     """A run directory that cannot be read; the message says which file and why."""
 
 
-@dataclass
+# ---- fixed-width stores ---------------------------------------------------------------------------------
+
+
+def _store_header(magic, dtype):
+    return magic + STORE_VERSION.to_bytes(4, "little") + dtype.itemsize.to_bytes(4, "little")
+
+
+def _open_store(path, magic, dtype):
+    """An open store file positioned after its header, and its item count (a torn last item of a
+    capture that died mid-write is left out)."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise RunError(f"{path.parent}: no {path.name}") from None
+    head = f.read(_HEADER)
+    if len(head) < _HEADER or head[:8] != magic:
+        f.close()
+        raise RunError(f"{path}: not a hilat {magic[5:].decode().lower()} store (bad header)")
+    version, itemsize = int.from_bytes(head[8:12], "little"), int.from_bytes(head[12:16], "little")
+    if version != STORE_VERSION or itemsize != dtype.itemsize:
+        f.close()
+        raise RunError(f"{path}: store version {version}, item size {itemsize}; this hilat reads version "
+                       f"{STORE_VERSION}, item size {dtype.itemsize}")
+    count = (os.fstat(f.fileno()).st_size - _HEADER) // dtype.itemsize
+    return f, count
+
+
+def store_count(path, magic, dtype):
+    f, count = _open_store(path, magic, dtype)
+    f.close()
+    return count
+
+
+def iter_store(path, magic, dtype, chunk):
+    """The items of a store file, ``chunk`` at a time (bounded memory)."""
+    f, count = _open_store(path, magic, dtype)
+    with f:
+        left = count
+        while left:
+            n = min(chunk, left)
+            items = np.fromfile(f, dtype=dtype, count=n)
+            if len(items) < n:
+                raise RunError(f"{path}: shorter than its size said")
+            left -= n
+            yield items
+
+
+def _read_store(path, magic, dtype):
+    parts = list(iter_store(path, magic, dtype, 1 << 62))
+    return parts[0] if parts else np.zeros(0, dtype)
+
+
+class _Appender:
+    """One store file written item array by item array (buffered; ``flush`` makes it readable)."""
+
+    def __init__(self, path, magic, dtype):
+        self.dtype = dtype
+        self.file = open(path, "wb", buffering=1 << 20)
+        self.file.write(_store_header(magic, dtype))
+        self.count = 0
+
+    def append(self, items):
+        if len(items):
+            self.file.write(items.tobytes())
+            self.count += len(items)
+
+    def flush(self):
+        self.file.flush()
+
+    def close(self):
+        self.file.close()
+
+
+class RunWriter:
+    """Writes a run directory as the capture goes: raw bytes first (unbuffered), then edges and
+    samples in fixed-width items. Nothing is held beyond the write buffers."""
+
+    def __init__(self, path, kinds=()):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._raw = open(self.path / "raw.bin", "ab", buffering=0)
+        self._edges = _Appender(self.path / "edges.bin", EDGES_MAGIC, EDGE_DTYPE)
+        self._samples = {}
+        self.raw_bytes = 0
+        self.set_kinds(kinds)
+
+    def set_kinds(self, kinds):
+        """The measurement kinds whose samples will come (known once the rig has identified)."""
+        if kinds:
+            (self.path / "samples").mkdir(exist_ok=True)
+        for kind in kinds:
+            if kind not in self._samples:
+                self._samples[kind] = _Appender(self.path / "samples" / f"{kind}.bin", SAMPLES_MAGIC, SAMPLE_DTYPE)
+
+    def raw(self, data):
+        self._raw.write(data)
+        self.raw_bytes += len(data)
+
+    def edges(self, ticks, chans, levels):
+        items = np.empty(len(ticks), EDGE_DTYPE)
+        items["tick"], items["channel"], items["level"] = ticks, chans, levels
+        self._edges.append(items)
+
+    @property
+    def edge_count(self):
+        return self._edges.count
+
+    def samples(self, kind, series):
+        """Final samples of one kind (a ``measures.Series``), in start order."""
+        items = np.empty(len(series), SAMPLE_DTYPE)
+        items["start_tick"], items["ticks"] = series.start_tick, series.values
+        items["duplicates"] = np.minimum(series.duplicates, 0xFFFF)
+        items["tag_at_start"], items["tag_in_window"] = series.tag_at_start, series.tag_in_window
+        self._samples[kind].append(items)
+
+    def write_json(self, name, doc):
+        """A JSON file, replaced whole (a reader never sees half of it)."""
+        self.write_text(name, json.dumps(doc, indent=1))
+
+    def write_text(self, name, text):
+        tmp = self.path / f".{name}.tmp"
+        tmp.write_text(text)
+        tmp.replace(self.path / name)
+
+    def flush(self):
+        self._edges.flush()
+        for appender in self._samples.values():
+            appender.flush()
+
+    def close(self):
+        self._raw.close()
+        self._edges.close()
+        for appender in self._samples.values():
+            appender.close()
+
+
+# ---- reading --------------------------------------------------------------------------------------------
+
+
 class Run:
-    path: Path
-    meta: dict
-    ticks: np.ndarray           # edge ticks (int64), sorted
-    chans: np.ndarray           # edge channel (uint8)
-    levels: np.ndarray          # level after the edge (uint8)
-    ts_hz: float                # tick frequency used for ns (calibrated when a calibration was in force)
-    offset_ticks: int           # calibrated rig offset, subtracted from stimulus -> response latencies
-    roles: analysis.Channels
-    deadline_ticks: int | None
-    edges_source: str           # "events.csv" or "raw.bin"
-    measures: list = field(default_factory=list)   # measures.Measure definitions of the run
-    builtin: bool = True        # a stimulus fired: the built-in stimulus kinds exist
-    _pairing: analysis.Pairing | None = field(default=None, repr=False)
-    _measurements: analysis.Measurements | None = field(default=None, repr=False)
+    """A run directory. Its edges are read on first use (``ticks``/``chans``/``levels``), or in
+    chunks with ``iter_edges`` (bounded memory, for runs of any length)."""
+
+    def __init__(self, path, meta, ts_hz, offset_ticks, roles, deadline_ticks, edges_source, measures=(),
+                 builtin=True, edges=None):
+        self.path = Path(path)
+        self.meta = meta
+        self.ts_hz = ts_hz                  # tick frequency for ns (calibrated when a calibration was in force)
+        self.offset_ticks = offset_ticks    # calibrated rig offset, subtracted from output -> input intervals
+        self.roles = roles
+        self.deadline_ticks = deadline_ticks
+        self.edges_source = edges_source    # "edges.bin", "events.csv" or "raw.bin"
+        self.measures = list(measures)      # measures.Measure definitions of the run
+        self.builtin = builtin              # a stimulus fired: the built-in stimulus kinds exist
+        self._edges = edges
+        self._pairing = None
+        self._measurements = None
+
+    # ---- edges ----
+
+    def _load_edges(self):
+        if self._edges is None:
+            if self.edges_source == "edges.bin":
+                items = _read_store(self.path / "edges.bin", EDGES_MAGIC, EDGE_DTYPE)
+                edges = items["tick"].copy(), items["channel"].copy(), items["level"].copy()
+            elif self.edges_source == "events.csv":
+                edges = read_events_csv(self.path / "events.csv")
+            else:
+                edges = read_raw(self.path / "raw.bin")[:3]
+            self._edges = _sorted(*edges)
+        return self._edges
+
+    @property
+    def ticks(self):
+        return self._load_edges()[0]
+
+    @property
+    def chans(self):
+        return self._load_edges()[1]
+
+    @property
+    def levels(self):
+        return self._load_edges()[2]
+
+    @property
+    def edge_count(self):
+        """Edges of the run, without reading them when the store says."""
+        if self._edges is None and self.edges_source == "edges.bin":
+            return store_count(self.path / "edges.bin", EDGES_MAGIC, EDGE_DTYPE)
+        return len(self.ticks)
+
+    def iter_edges(self, chunk=CHUNK_EDGES):
+        """(ticks, chans, levels) chunks in tick order, bounded memory (edges.bin, events.csv)."""
+        if self._edges is not None or self.edges_source == "raw.bin":
+            t, c, lv = self._load_edges()
+            for i in range(0, len(t), chunk):
+                yield t[i:i + chunk], c[i:i + chunk], lv[i:i + chunk]
+        elif self.edges_source == "edges.bin":
+            for items in iter_store(self.path / "edges.bin", EDGES_MAGIC, EDGE_DTYPE, chunk):
+                yield items["tick"], items["channel"], items["level"]
+        else:
+            yield from iter_events_csv(self.path / "events.csv")
+
+    def first_tick(self):
+        for ticks, _c, _lv in self.iter_edges(chunk=1):
+            return int(ticks[0]) if len(ticks) else 0
+        return 0
+
+    # ---- samples written by the capture ----
+
+    def has_stored_samples(self):
+        """Whether the capture's streaming pairing wrote every kind's samples (samples/KIND.bin)."""
+        return all((self.path / "samples" / f"{kind}.bin").exists() for kind in self.kind_titles)
+
+    def iter_samples(self, kind, chunk=CHUNK_EDGES):
+        """The stored samples of ``kind`` (``SAMPLE_DTYPE`` items), in chunks."""
+        return iter_store(self.path / "samples" / f"{kind}.bin", SAMPLES_MAGIC, SAMPLE_DTYPE, chunk)
+
+    # ---- derived ----
 
     @property
     def label(self):
@@ -81,6 +307,8 @@ class Run:
             out["edges dropped in gateware (FIFO full)"] = int(sum(dropped))
         if counters.get("gateware_overflow_markers"):
             out["gateware overflow markers"] = int(counters["gateware_overflow_markers"])
+        if counters.get("out_of_order_edges"):
+            out["edges out of tick order (dropped)"] = int(counters["out_of_order_edges"])
         return out
 
     def problems(self):
@@ -97,6 +325,13 @@ class Run:
             out.append(f"{replayed} replayed frames (a seq and bytes seen just before) were dropped as duplicates: "
                        "no data lost, but the link repeats frames")
         return out
+
+
+def _sorted(ticks, chans, levels):
+    if len(ticks) and np.any(ticks[1:] < ticks[:-1]):
+        order = np.argsort(ticks, kind="stable")
+        return ticks[order], chans[order], levels[order]
+    return ticks, chans, levels
 
 
 def _read_json(path):
@@ -119,14 +354,19 @@ def read_events_csv(path):
 
 def read_raw(path):
     """Decode raw.bin again: (ticks, chans, levels, decoder counters)."""
-    decoder = p.FrameDecoder()
-    records = []
+    from hilat.batch import BatchDecoder
+
+    decoder = BatchDecoder()
+    parts = []
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
-            for frame in decoder.feed(chunk):
-                if isinstance(frame.msg, p.Events):
-                    records.extend(frame.msg.records)
-    ticks, chans, levels = analysis.edges_from_records(records)
+            batch = decoder.feed_batch(chunk)
+            if len(batch.ticks):
+                parts.append(analysis.edges_from_records((batch.ticks, batch.channels, batch.levels)))
+    if parts:
+        ticks, chans, levels = (np.concatenate(x) for x in zip(*parts))
+    else:
+        ticks, chans, levels = np.zeros(0, np.uint64), np.zeros(0, np.uint8), np.zeros(0, np.uint8)
     return ticks.astype(np.int64), chans, levels, decoder.counters()
 
 
@@ -179,36 +419,24 @@ def channel_table(rig):
     raise RunError("meta.json: the rig has no channel table")
 
 
-def load_run(path, edges=True):
-    """A run directory; with ``edges=False`` only its description (for streaming over events.csv)."""
+def run_from_meta(path, meta, edges=None):
+    """A ``Run`` of the run directory ``path`` described by ``meta`` (its meta.json); ``edges``
+    when the caller has them, else they are read from the directory on first use."""
     path = Path(path)
-    if not path.exists():
-        raise RunError(f"{path}: no such run directory")
-    if not path.is_dir():
-        raise RunError(f"{path}: not a directory (give the run directory, e.g. runs/20260101-120000-demo)")
-    meta = _read_json(path / "meta.json")
-    if not isinstance(meta, dict) or meta.get("format") != "hilat-run":
-        raise RunError(f"{path / 'meta.json'}: not a hilat run description (format is not 'hilat-run')")
     rig = meta.get("rig")
     if not rig:
         raise RunError(f"{path}: the capture never identified the rig ({meta.get('error') or 'no rig data'}); "
                        "there is nothing to report")
-    if not edges:
-        if not (path / "events.csv").exists():
-            raise RunError(f"{path}: no events.csv (streaming reads need it; a plain report decodes raw.bin)")
-        ticks, chans, levels = np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.uint8)
-        source = "events.csv"
+    if edges is not None:
+        source = "edges.bin"
+    elif (path / "edges.bin").exists():
+        source = "edges.bin"
     elif (path / "events.csv").exists():
-        ticks, chans, levels = read_events_csv(path / "events.csv")
         source = "events.csv"
     elif (path / "raw.bin").exists():
-        ticks, chans, levels, _ = read_raw(path / "raw.bin")
         source = "raw.bin"
     else:
-        raise RunError(f"{path}: neither events.csv nor raw.bin is there")
-    if len(ticks) and np.any(ticks[1:] < ticks[:-1]):
-        order = np.argsort(ticks, kind="stable")
-        ticks, chans, levels = ticks[order], chans[order], levels[order]
+        raise RunError(f"{path}: none of edges.bin, events.csv, raw.bin is there")
     settings = meta.get("settings") or {}
     stim = settings.get("stimulus") or {}
     calibration = meta.get("calibration") or {}
@@ -223,8 +451,23 @@ def load_run(path, edges=True):
         measures = [Measure.from_json(m) for m in meta.get("measures") or []]
     except MeasureError as e:
         raise RunError(f"{path / 'meta.json'}: {e}") from None
-    return Run(path=path, meta=meta, ticks=ticks, chans=chans, levels=levels,
-               ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]),
+    return Run(path=path, meta=meta, ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]),
                offset_ticks=int(calibration.get("offset_ticks") or 0), roles=roles,
                deadline_ticks=settings.get("deadline_ticks"), edges_source=source, measures=measures,
-               builtin=not settings.get("no_stimulus"))
+               builtin=not settings.get("no_stimulus"), edges=edges)
+
+
+def load_run(path):
+    """A run directory, described by its meta.json; its edges are read when first used."""
+    path = Path(path)
+    if not path.exists():
+        raise RunError(f"{path}: no such run directory")
+    if not path.is_dir():
+        raise RunError(f"{path}: not a directory (give the run directory, e.g. runs/20260101-120000-demo)")
+    meta = _read_json(path / "meta.json")
+    if not isinstance(meta, dict) or meta.get("format") != "hilat-run":
+        raise RunError(f"{path / 'meta.json'}: not a hilat run description (format is not 'hilat-run')")
+    run = run_from_meta(path, meta)
+    if run.edges_source != "edges.bin":
+        run._load_edges()  # a CSV or raw.bin is checked now, so that a bad file is reported at once
+    return run

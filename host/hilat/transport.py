@@ -8,6 +8,8 @@ URL, and pyserial's own exclusive mode for serial devices) refuses a second one 
 import fcntl
 import hashlib
 import os
+import select
+import socket
 import tempfile
 
 import serial
@@ -29,12 +31,47 @@ def _lock_path(url):
 DEFAULT_BAUDRATE = 3_000_000
 
 
+class _Socket:
+    """``socket://HOST:PORT`` read in large pieces: pyserial's socket handler hands over a byte or
+    two per call, which cannot keep up with a rig streaming millions of records per second."""
+
+    def __init__(self, url, timeout):
+        host, _, port = url[len("socket://"):].rpartition(":")
+        self.timeout = timeout
+        self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=5)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.sock.settimeout(None)
+
+    def read(self, size):
+        ready, _, _ = select.select([self.sock], [], [], self.timeout)
+        if not ready:
+            return b""
+        data = self.sock.recv(size)
+        if not data:
+            raise ConnectionResetError("the other end closed the connection")
+        return data
+
+    def write(self, data):
+        self.sock.sendall(data)
+
+    def close(self):
+        self.sock.close()
+
+
 class Transport:
     def __init__(self, url, baudrate=DEFAULT_BAUDRATE, timeout=0.05):
         self.url = url
         self._lock = None
         self.port = None
+        self.socket = None
         self._acquire_lock()
+        if url.startswith("socket://"):
+            try:
+                self.socket = _Socket(url, timeout)
+            except (OSError, ValueError) as e:
+                self._release_lock()
+                raise TransportError(f"cannot open {url}: {e}") from None
+            return
         try:
             kwargs = dict(baudrate=baudrate, timeout=timeout, write_timeout=5, do_not_open=True)
             self.port = serial.serial_for_url(url, **kwargs)
@@ -63,8 +100,13 @@ class Transport:
             os.close(self._lock)
             self._lock = None
 
-    def read(self, size=65536):
+    def read(self, size=1 << 20):
         """Whatever arrived (possibly nothing, after the read timeout). Raises on a dropped link."""
+        if self.socket is not None:
+            try:
+                return self.socket.read(size)
+            except OSError as e:
+                raise TransportError(f"link to {self.url} lost: {e}") from None
         try:
             data = self.port.read(max(1, min(size, self.port.in_waiting or 1)))
         except (serial.SerialException, OSError) as e:
@@ -80,6 +122,11 @@ class Transport:
         return data
 
     def write(self, data):
+        if self.socket is not None:
+            try:
+                return self.socket.write(data)
+            except OSError as e:
+                raise TransportError(f"link to {self.url} lost: {e}") from None
         try:
             self.port.write(data)
             self.port.flush()
@@ -87,6 +134,8 @@ class Transport:
             raise TransportError(f"link to {self.url} lost: {e}") from None
 
     def close(self):
+        if self.socket is not None:
+            self.socket.close()
         if self.port is not None:
             try:
                 self.port.close()

@@ -1,7 +1,6 @@
 """sigrok-cli (Debian's, installed by `make setup`) as the third-party reader of our VCD exports: the
 edges it reads and what its `jitter` decoder measures, checked against the run itself."""
 
-import csv
 import re
 import shutil
 import subprocess
@@ -47,7 +46,7 @@ def sigrok_jitter(vcd, clk, sig):
 
 
 def check_vcd_with_sigrok(run, vcd):
-    """What sigrok reads from the run's VCD equals the run: per channel every edge of events.csv at
+    """What sigrok reads from the run's VCD equals the run: per channel every edge of the run at
     its tick and level, the level before it, and, for every stimulus that does not follow a miss,
     the jitter decoder's stimulus -> ISR delay equals the pairing's latency. Returns the number of
     delays compared."""
@@ -55,12 +54,11 @@ def check_vcd_with_sigrok(run, vcd):
     assert exact, "sample numbers are exact only for an exact timescale"
     origin = int(run.ticks[0]) - 1
     initial, edges = sigrok_edges(vcd)
-    with open(run.path / "events.csv") as f:
-        rows = [(int(r["tick"]), int(r["channel"]), int(r["level"])) for r in csv.DictReader(f)]
+    rows = list(zip(run.ticks.tolist(), run.chans.tolist(), run.levels.tolist()))
     for ch in sorted({c for _, c, _ in rows}):
         name = run.roles.label(ch)
         expect = [((t - origin) * per_tick, lv) for t, c, lv in rows if c == ch]
-        assert edges[name] == expect, f"{name}: sigrok reads {len(edges[name])} edges, events.csv has {len(expect)}"
+        assert edges[name] == expect, f"{name}: sigrok reads {len(edges[name])} edges, the run has {len(expect)}"
         assert initial[name] == 1 - expect[0][1], f"{name}: level before the first edge"
 
     p = run.pairing

@@ -171,7 +171,7 @@ def test_run_with_only_misses(tmp_path, cli):
     ("bad_json", "not valid JSON"),
     ("not_a_run", "not a hilat run description"),
     ("no_rig", "never identified the rig"),
-    ("no_events", "neither events.csv nor raw.bin"),
+    ("no_events", "none of edges.bin, events.csv, raw.bin"),
     ("bad_events", "not a whole number"),
     ("short_row", "rows must have 4 fields"),
 ])

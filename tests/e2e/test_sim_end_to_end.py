@@ -44,7 +44,7 @@ def test_measured_equals_injected(sim_dir, tmp_path):
     assert counters.overflow == 0 and not any(counters.dropped)
     decoder = (capture.run_dir / "meta.json").read_text()
     assert '"lost": 0' in decoder and '"corrupt": 0' in decoder
-    assert counters.records_sent == len(capture.records)
+    assert counters.records_sent == capture.records_received
     summary = (capture.run_dir / "summary.txt").read_text()
     assert f"{N_STIMULI} stimuli" in summary and "stimulus -> ISR entry" in summary
 

@@ -1,0 +1,214 @@
+"""The acquisition engine: one session with the rig, from HELLO to the last record drained.
+
+``Session`` opens the link (one HELLO, as a context manager), configures capture and stimuli,
+starts at an absolute tick, and hands every record it receives, as arrays, to a consumer: the
+capture, every calibration. Records arrive as (ticks uint64, channel masks, level masks) arrays,
+one batch per read of the link; the consumer decides when it has enough (``collect``'s ``done``).
+"""
+
+import logging
+import time
+
+from hilat import protocol as p
+from hilat.rig import Rig, RigError
+from hilat.transport import DEFAULT_BAUDRATE, Transport
+
+log = logging.getLogger("hilat")
+
+MODES = {"periodic": p.MODE_PERIODIC, "dither": p.MODE_DITHER, "random": p.MODE_RANDOM,
+         "burst": p.MODE_BURST, "oneshot": p.MODE_ONESHOT}
+
+
+def start_margin(ident):
+    """Ticks ahead of now to start at: 1 ms, and at least twice the rig's own start margin (the
+    commands take a round trip before the start is armed)."""
+    return max(ident.ts_hz // 1000, 2 * ident.start_margin)
+
+
+class Session:
+    """``with Session(url) as rig_session:`` opens the link and says HELLO (``identity``)."""
+
+    def __init__(self, url, baudrate=DEFAULT_BAUDRATE, raw_sink=None, hello_timeout=5.0, command_timeout=5.0,
+                 transport=None):
+        self.url = url
+        self.transport = transport    # an open Transport to use, else one is opened
+        self.baudrate = baudrate
+        # Every byte received goes to raw_sink before it is decoded; until there is one (the CLI
+        # identifies the rig before the run directory exists) the bytes wait in raw_backlog.
+        self.raw_sink = raw_sink
+        self.raw_backlog = bytearray()
+        self.hello_timeout = hello_timeout
+        self.command_timeout = command_timeout
+        self.rig = None
+        self.identity = None
+        self.status = None            # the last STATUS
+        self.overflows = 0            # gateware OVERFLOW markers received
+        self.records_received = 0
+        self.last_tick = None         # tick of the last record received
+
+    # ---- link ----
+
+    def open(self):
+        transport = self.transport or Transport(self.url, baudrate=self.baudrate)
+        self.rig = Rig(transport, raw_sink=self._raw, hello_timeout=self.hello_timeout,
+                       command_timeout=self.command_timeout)
+        try:
+            self.identity = self.rig.hello()
+        except BaseException:
+            self.rig.close()
+            raise
+        return self
+
+    def _raw(self, data):
+        if self.raw_sink is not None:
+            self.raw_sink(data)
+        elif len(self.raw_backlog) < self.RAW_BACKLOG_LIMIT:
+            self.raw_backlog += data
+        else:
+            self.raw_backlog_dropped += len(data)
+
+    # Before a raw sink exists only the session set-up arrives (IDENTIFY, ACKs, TIME): this is ample.
+    RAW_BACKLOG_LIMIT = 1 << 20
+    raw_backlog_dropped = 0
+
+    def set_raw_sink(self, sink):
+        """From now on bytes go to ``sink``, after those received so far."""
+        if self.raw_backlog:
+            sink(bytes(self.raw_backlog))
+            self.raw_backlog.clear()
+        self.raw_sink = sink
+
+    def close(self):
+        if self.rig is not None:
+            self.rig.close()
+
+    def __enter__(self):
+        return self.open()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def decoder_counters(self):
+        return self.rig.decoder.counters() if self.rig else {}
+
+    @property
+    def n_channels(self):
+        return self.identity.n_stimulus + self.identity.n_inputs
+
+    # ---- commands ----
+
+    def configure_capture(self, flags_by_channel, glitch_by_channel=None):
+        """Capture flags (``protocol.CAPTURE_*``) and glitch filter (ticks) per channel; unnamed
+        channels are disabled."""
+        glitch = glitch_by_channel or {}
+        if glitch and max(glitch.values()) > self.identity.glitch_max:
+            raise RigError(f"glitch filter of {max(glitch.values())} ticks: this rig's longest is "
+                           f"{self.identity.glitch_max} ticks")
+        self.rig.command(p.CaptureConfig([(flags_by_channel.get(ch, 0), glitch.get(ch, 0))
+                                          for ch in range(self.n_channels)]))
+
+    def configure_stimulus(self, channel, mode, width, period, jitter=0, probability=0, burst_count=1,
+                           burst_spacing=10, count=0, seed=1, invert=False):
+        """Stimulus output ``channel`` (ticks); ``mode`` a name of ``MODES``."""
+        self.rig.command(p.StimConfig(channel=channel, mode=MODES[mode], invert=int(invert), width=width,
+                                      period=period, jitter=jitter, probability=probability,
+                                      burst_count=burst_count, burst_spacing=burst_spacing, count=count,
+                                      seed=seed))
+
+    def now(self):
+        return self.rig.now()
+
+    def start(self, channels_mask, at=None):
+        """Start the stimuli of ``channels_mask`` at the absolute tick ``at`` (default: a start margin
+        from now, so that the start is exact and recorded). Returns the start tick."""
+        if at is None:
+            at = self.rig.now() + start_margin(self.identity)
+        if channels_mask:
+            self.rig.command(p.Start(channels=channels_mask, at_time=1, start=at))
+        return at
+
+    def stop(self, channels_mask=None):
+        mask = (1 << self.identity.n_stimulus) - 1 if channels_mask is None else channels_mask
+        if mask:
+            self.rig.command(p.Stop(channels=mask))
+
+    def ask_status(self):
+        self.status = self.rig.status()
+        return self.status
+
+    # ---- the stream ----
+
+    def poll(self, consumer):
+        """One read of the link; its records go to ``consumer(ticks, channel_masks, level_masks)``.
+        Returns the number of records."""
+        (ticks, masks, levels), frames = self.rig.read()
+        for frame in frames:
+            msg = frame.msg
+            if isinstance(msg, p.Overflow):
+                self.overflows += 1
+                log.warning("rig FIFO overflow at tick %d: edges lost on channels %s (counted)",
+                            msg.timestamp, bin(msg.channels))
+            elif isinstance(msg, p.Status):
+                self.status = msg
+        n = len(ticks)
+        if n:
+            self.records_received += n
+            self.last_tick = int(ticks[-1])
+            consumer(ticks, masks, levels)
+        return n
+
+    def collect(self, consumer, done, on_status=None, status_every=1.0, idle_timeout=10.0, tick=None):
+        """Read until ``done()``. Every ``status_every`` s the rig's STATUS goes to ``on_status``
+        (returning True ends the collection: e.g. the rig finished its stimuli). ``tick()`` is
+        called after every read (progress, signals). Raises RigError when nothing arrived for
+        ``idle_timeout`` s."""
+        last_status = last_data = time.monotonic()
+        while not done():
+            if self.poll(consumer):
+                last_data = time.monotonic()
+            if tick is not None:
+                tick()
+            now = time.monotonic()
+            if now - last_status >= status_every:
+                last_status = now
+                status = self.ask_status()
+                if on_status is not None and on_status(status):
+                    return
+            if now - last_data > idle_timeout:
+                raise RigError(f"the rig on {self.url} sent nothing for {idle_timeout:g} s")
+
+    def wait_clock(self, target_tick, consumer, timeout=30.0, tick=None):
+        """Read until the rig's counter has passed ``target_tick``."""
+        deadline = time.monotonic() + timeout
+        last_now = None
+        while True:
+            now = self.rig.now()
+            if now >= target_tick:
+                return now
+            if now != last_now:
+                last_now, deadline = now, time.monotonic() + timeout
+            elif time.monotonic() > deadline:
+                raise RigError("the rig's clock does not advance")
+            until = time.monotonic() + 0.02
+            while time.monotonic() < until:
+                self.poll(consumer)
+            if tick is not None:
+                tick()
+
+    def drain(self, consumer, quiet=0.3, until_tick=None):
+        """Read until nothing arrived for ``quiet`` s, or until a record at or past ``until_tick``
+        arrived (records come in tick order, so an input that never stops toggling cannot hold
+        the session open)."""
+        quiet_until = time.monotonic() + quiet
+        while time.monotonic() < quiet_until:
+            if until_tick is not None and self.last_tick is not None and self.last_tick >= until_tick:
+                return
+            if self.poll(consumer):
+                quiet_until = time.monotonic() + quiet
+
+    def finish(self, consumer):
+        """The rig's final counters, and whatever arrived with them."""
+        self.ask_status()
+        self.poll(consumer)
+        return self.status
