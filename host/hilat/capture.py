@@ -276,6 +276,7 @@ class Capture:
         self._pace = None          # (channel, level): the edge --count counts
         self._t0 = None
         self._interim_requested = False
+        self._last_flush = 0.0
 
     # set-up ---------------------------------------------------------------------------------------
 
@@ -356,6 +357,11 @@ class Capture:
     def _tick(self):
         """After every read: the live view, and an interim summary when SIGUSR1 asked for one."""
         self.live.update()
+        now = time.monotonic()
+        if now - self._last_flush >= 1.0:
+            # Decoded data reaches the disk within a second (raw.bin is unbuffered anyway).
+            self._last_flush = now
+            self.writer.flush()
         if self._interim_requested:
             self._interim_requested = False
             self.write_interim()

@@ -141,10 +141,10 @@ def _add_capture_options(parser, default_count=2000):
     g.add_argument("--out", type=Path, default=Path("runs"), help="directory for run directories (default runs)")
     g.add_argument("--no-progress", action="store_true",
                    help="no live view on stderr (a table on a terminal, else a line every 2 s; new maxima)")
-    g.add_argument("--hlog-interval", type=_seconds, default=10.0, metavar="SECONDS",
+    g.add_argument("--hlog-interval", type=_interval_seconds, default=10.0, metavar="TIME",
                    help="rolling HdrHistogram log hlog/capture.hlog: one interval per this much rig time, "
-                        "per kind (default 10; 0: none). SIGUSR1 writes an interim summary and cuts the "
-                        "open intervals")
+                        "per kind, e.g. 10s, 500ms (default 10s; 0: none). SIGUSR1 writes an interim summary "
+                        "and cuts the open intervals")
     _add_calibration_dir(g)
     g.add_argument("--no-calibration", action="store_true",
                    help="apply no stored calibration (offset 0, nominal tick frequency)")
@@ -462,6 +462,13 @@ def _vcd_unit(text):
         return parse_vcd_unit(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _interval_seconds(text):
+    """A time with a unit, or 0 (none)."""
+    if text.strip() == "0":
+        return 0.0
+    return _seconds(text)
 
 
 def _seconds(text):

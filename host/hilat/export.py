@@ -1,7 +1,6 @@
 """``hilat export``: a run's samples as CSV or Parquet, its latencies as an HdrHistogram interval log,
 and its raw edges as a VCD that GTKWave and PulseView open."""
 
-import csv
 from datetime import datetime
 
 import numpy as np
@@ -12,82 +11,128 @@ SAMPLE_COLUMNS = ["kind", "index", "start_tick", "time_s", "ticks", "ns", "tag_a
                   "duplicates"]
 
 
+def _sample_items(run, kind):
+    """The samples of ``kind`` as ``runs.SAMPLE_DTYPE`` chunks: as the capture stored them
+    (samples/KIND.bin, streamed), or computed from the edges for a run without them."""
+    from hilat import runs
+
+    if run.has_stored_samples():
+        yield from run.iter_samples(kind)
+        return
+    se = run.measurements.series[kind]
+    items = np.empty(len(se), runs.SAMPLE_DTYPE)
+    items["start_tick"], items["ticks"], items["duplicates"] = se.start_tick, se.values, se.duplicates
+    items["tag_at_start"], items["tag_in_window"] = se.tag_at_start, se.tag_in_window
+    yield items
+
+
+def iter_sample_columns(run):
+    """{column: array} chunks: one row per sample of every kind (built-in and defined), kind by kind,
+    each in start order: ``index`` counts the kind's samples, ``time_s`` is rig time since the run's
+    first edge, ``ticks``/``ns`` the value (-1 / NaN: missed). Bounded memory."""
+    origin = run.first_tick()
+    for kind in run.kind_titles:
+        index = 0
+        for items in _sample_items(run, kind):
+            n = len(items)
+            values = items["ticks"]
+            yield {"kind": np.full(n, kind, dtype=object), "index": np.arange(index, index + n, dtype=np.int64),
+                   "start_tick": items["start_tick"], "time_s": (items["start_tick"] - origin) / run.ts_hz,
+                   "ticks": values, "ns": np.where(values == analysis.MISSING, np.nan, values * run.tick_ns),
+                   "tag_at_start": items["tag_at_start"], "tag_in_window": items["tag_in_window"],
+                   "duplicates": items["duplicates"].astype(np.int64)}
+            index += n
+
+
 def sample_columns(run):
-    """{column: array}: one row per sample of every kind (built-in and defined), kind by kind, each
-    in start order: ``index`` counts the kind's samples, ``time_s`` is rig time since the run's
-    first edge, ``ticks``/``ns`` the value (-1 / NaN: missed)."""
-    found = run.measurements
-    origin = int(run.ticks[0]) if len(run.ticks) else 0
-    parts = {c: [] for c in SAMPLE_COLUMNS}
-    for kind in found.kinds:
-        se = found.series[kind]
-        n = len(se)
-        parts["kind"].append(np.full(n, kind, dtype=object))
-        parts["index"].append(np.arange(n, dtype=np.int64))
-        parts["start_tick"].append(se.start_tick.astype(np.int64))
-        parts["time_s"].append((se.start_tick - origin) / run.ts_hz)
-        parts["ticks"].append(se.values.astype(np.int64))
-        parts["ns"].append(np.where(se.values == analysis.MISSING, np.nan, se.values * run.tick_ns))
-        parts["tag_at_start"].append(se.tag_at_start.astype(np.uint8))
-        parts["tag_in_window"].append(se.tag_in_window.astype(np.uint8))
-        parts["duplicates"].append(se.duplicates.astype(np.int64))
+    """Every sample as one {column: array} (``iter_sample_columns`` concatenated; a short run's)."""
+    parts = list(iter_sample_columns(run))
     empty = {"kind": object, "time_s": np.float64, "ns": np.float64, "tag_at_start": np.uint8,
              "tag_in_window": np.uint8}
-    return {c: np.concatenate(v) if v else np.zeros(0, empty.get(c, np.int64)) for c, v in parts.items()}
+    return {c: np.concatenate([p[c] for p in parts]) if parts else np.zeros(0, empty.get(c, np.int64))
+            for c in SAMPLE_COLUMNS}
+
+
+def _csv_text(cols):
+    """CSV lines of a chunk, built column-wise (no per-row Python)."""
+    text = [cols["kind"].astype(str)]
+    for name in SAMPLE_COLUMNS[1:]:
+        if name == "time_s":
+            text.append(np.char.mod("%.9f", cols[name]))
+        elif name == "ns":
+            text.append(np.where(np.isnan(cols[name]), "", np.char.mod("%.3f", cols[name])))
+        else:
+            text.append(cols[name].astype(str))
+    line = text[0]
+    for column in text[1:]:
+        line = np.char.add(np.char.add(line, ","), column)
+    return "\n".join(line.tolist()) + "\n" if len(line) else ""
 
 
 def write_csv(run, path):
-    cols = sample_columns(run)
-    names = list(cols)
     with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(names)
-        text = {n: cols[n].astype(str) if cols[n].dtype.kind in "iuO" else None for n in names}
-        text["time_s"] = np.char.mod("%.9f", cols["time_s"])
-        text["ns"] = np.where(np.isnan(cols["ns"]), "", np.char.mod("%.3f", cols["ns"]))
-        w.writerows(zip(*(text[n] for n in names)))
+        f.write(",".join(SAMPLE_COLUMNS) + "\n")
+        for cols in iter_sample_columns(run):
+            f.write(_csv_text(cols))
 
 
 def write_parquet(run, path):
+    """The samples as Parquet, one row group per chunk (bounded memory)."""
     from hilat.extras import require
 
     pa = require("pyarrow", "report", "Parquet export (--parquet)")
     pq = require("pyarrow.parquet", "report", "Parquet export (--parquet)")
 
-    cols = sample_columns(run)
-    cols["kind"] = pa.array(cols["kind"].tolist(), type=pa.string())
-    table = pa.table(cols)
     meta = {b"hilat.label": run.label.encode(), b"hilat.ts_hz": repr(run.ts_hz).encode(),
             b"hilat.offset_ticks": str(run.offset_ticks).encode()}
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
-    pq.write_table(table, path)
+    types = {"kind": pa.string(), "index": pa.int64(), "start_tick": pa.int64(), "time_s": pa.float64(),
+             "ticks": pa.int64(), "ns": pa.float64(), "tag_at_start": pa.uint8(), "tag_in_window": pa.uint8(),
+             "duplicates": pa.int64()}
+    schema = pa.schema([(c, types[c]) for c in SAMPLE_COLUMNS], metadata=meta)
+    with pq.ParquetWriter(path, schema) as writer:
+        for cols in iter_sample_columns(run):
+            arrays = [pa.array(cols[c].tolist() if c == "kind" else cols[c], type=types[c]) for c in SAMPLE_COLUMNS]
+            writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
 
 
 def write_hlog(run, path, kind="stim_to_isr", interval_s=1.0, significant_figures=3):
     """HdrHistogram interval log of one latency kind, values in ns, one histogram per ``interval_s``
     of rig time (by the time of each sample's start edge). HdrHistogram's HistogramLogProcessor and
-    our reader both read it."""
+    our reader both read it. Streams the samples: one interval's histogram in memory at a time."""
     from hilat import hdr
 
     if kind not in run.kind_titles:
         raise ValueError(f"the run has no kind {kind!r} (kinds: {', '.join(run.kind_titles)})")
-    series = run.measurements.series[kind]
-    lat = series.values
-    ok = lat != analysis.MISSING
-    ns = np.round(lat[ok] * run.tick_ns).astype(np.int64)
-    t = (series.start_tick[ok] - (series.start_tick[0] if len(series) else 0)) / run.ts_hz
-    highest = max(int(ns.max()) if len(ns) else 1, 2) * 2
-    intervals = []
-    n_intervals = int(t[-1] // interval_s) + 1 if len(t) else 0
-    idx = (t // interval_s).astype(np.int64) if len(t) else np.zeros(0, np.int64)
-    for k in range(n_intervals):
-        h = hdr.HdrHistogram(lowest=1, highest=highest, significant_figures=significant_figures)
-        h.record(np.maximum(ns[idx == k], 1))
-        intervals.append((k * interval_s, interval_s, h))
     started = run.meta.get("started")
     start_time = datetime.fromisoformat(started).timestamp() if started else 0.0
-    hdr.write_hlog(path, intervals, start_time=start_time, base_time=start_time, max_value_unit_ratio=1e6)
-    return len(intervals)
+    writer = hdr.HlogWriter(path, start_time=start_time, base_time=start_time, max_value_unit_ratio=1e6)
+    origin, current, written = None, None, 0
+    highest = 3_600_000_000_000  # 1 h in ns: beyond, a value is counted out of range, not dropped silently
+    try:
+        for items in _sample_items(run, kind):
+            if origin is None and len(items):
+                origin = int(items["start_tick"][0])
+            ok = items["ticks"] != analysis.MISSING
+            ns = np.round(items["ticks"][ok] * run.tick_ns).astype(np.int64)
+            idx = ((items["start_tick"][ok] - origin) / run.ts_hz // interval_s).astype(np.int64)
+            bounds = np.flatnonzero(np.diff(idx)) + 1
+            for part_idx, part in zip(np.split(idx, bounds), np.split(ns, bounds)):
+                if not len(part):
+                    continue
+                k = int(part_idx[0])
+                while current is None or current[0] < k:
+                    if current is not None:
+                        writer.interval(current[0] * interval_s, interval_s, current[1])
+                        written += 1
+                    nxt = k if current is None else current[0] + 1
+                    current = (nxt, hdr.HdrHistogram(1, highest, significant_figures))
+                current[1].record(np.maximum(part, 1))
+        if current is not None:
+            writer.interval(current[0] * interval_s, interval_s, current[1])
+            written += 1
+    finally:
+        writer.close()
+    return written
 
 
 _VCD_UNITS = ["fs", "ps", "ns", "us", "ms", "s"]
@@ -128,12 +173,24 @@ def write_vcd(run, path, unit_fs=None):
     (``unit_fs`` forces one). Time 0 of the file is one tick before the first edge (its rig tick is in
     the header), where every channel has its level before its first edge, so each edge, the first
     included, is a change at its own time; a last timestamp one tick after the final change closes
-    the dump (readers such as sigrok's drop a change that no later timestamp follows)."""
+    the dump (readers such as sigrok's drop a change that no later timestamp follows). Streams the
+    edges in chunks (two passes: the channels and their first levels, then the changes)."""
     scale_text, _unit_fs, per_tick, exact = vcd_timescale(run.ts_hz, unit_fs)
-    ticks, chans, levels = run.ticks, run.chans, run.levels
-    present = sorted({int(c) for c in np.unique(chans)}) or [0]
+    first_level, origin, last_tick, count = {}, None, None, 0
+    for ticks, chans, levels in run.iter_edges():
+        if not len(ticks):
+            continue
+        if origin is None:
+            origin = int(ticks[0]) - 1
+        last_tick = int(ticks[-1])
+        count += len(ticks)
+        present, first = np.unique(chans, return_index=True)
+        for ch, i in zip(present.tolist(), first.tolist()):
+            first_level.setdefault(ch, int(levels[i]))
+    origin = origin or 0
+    present = sorted(first_level) or [0]
     ids = {ch: chr(33 + i) for i, ch in enumerate(present)}
-    origin = int(ticks[0]) - 1 if len(ticks) else 0
+    id_of = np.array([ids.get(ch, "?") for ch in range(max(present) + 1)])
     with open(path, "w") as f:
         f.write(f"$date {run.meta.get('started') or ''} $end\n")
         f.write(f"$version hilat export, run {run.label} $end\n")
@@ -147,16 +204,18 @@ def write_vcd(run, path, unit_fs=None):
         # Initial values: the level before each channel's first edge (edges toggle), else 0.
         f.write("#0\n$dumpvars\n")
         for ch in present:
-            first = np.flatnonzero(chans == ch)
-            f.write(f"{1 - int(levels[first[0]]) if len(first) else 0}{ids[ch]}\n")
+            f.write(f"{1 - first_level[ch] if ch in first_level else 0}{ids[ch]}\n")
         f.write("$end\n")
         last_time = 0
-        for tick, ch, lv in zip(ticks.tolist(), chans.tolist(), levels.tolist()):
-            time = round((tick - origin) * per_tick)
-            if time != last_time:
-                f.write(f"#{time}\n")
-                last_time = time
-            f.write(f"{lv}{ids[ch]}\n")
-        if len(ticks):
-            f.write(f"#{round((int(ticks[-1]) + 1 - origin) * per_tick)}\n")
-    return len(ticks)
+        for ticks, chans, levels in run.iter_edges():
+            if not len(ticks):
+                continue
+            times = np.round((ticks - origin) * per_tick).astype(np.int64)
+            new_time = np.diff(times, prepend=last_time) != 0
+            last_time = int(times[-1])
+            change = np.char.add(levels.astype(str), id_of[chans])
+            stamp = np.where(new_time, np.char.add(np.char.add("#", times.astype(str)), "\n"), "")
+            f.write("\n".join(np.char.add(stamp, change).tolist()) + "\n")
+        if last_tick is not None:
+            f.write(f"#{round((last_tick + 1 - origin) * per_tick)}\n")
+    return count

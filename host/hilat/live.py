@@ -75,10 +75,14 @@ class LiveView:
     def _table(self, s):
         from rich.table import Table
 
+        from rich import box
+
         table = Table(title=f"hilat capture: {s['paced']}{s['total']} {s['counted']}, {s['records']} records "
-                            f"({s['rate']:,.0f}/s), {s['elapsed']:.1f} s", title_justify="left")
-        for name in ("kind", "samples", "min us", "p50 us", "p99 us", "p99.9 us", "max us", "misses", "duplicates"):
-            table.add_column(name, justify="left" if name == "kind" else "right")
+                            f"({s['rate']:,.0f}/s), {s['elapsed']:.1f} s; latencies in us",
+                      title_justify="left", box=box.SIMPLE_HEAD)
+        table.add_column("kind", no_wrap=True, min_width=max(len(k) for k in self.kinds))
+        for name in ("samples", "min", "p50", "p99", "p99.9", "max", "misses", "dups"):
+            table.add_column(name, justify="right", no_wrap=True)
         for kind, starts, st, misses, dups in s["rows"]:
             pct = st["percentiles"]
             table.add_row(kind, str(starts), _us(st["min"], s["tick_ns"]),

@@ -147,8 +147,7 @@ class Session:
             msg = frame.msg
             if isinstance(msg, p.Overflow):
                 self.overflows += 1
-                log.warning("rig FIFO overflow at tick %d: edges lost on channels %s (counted)",
-                            msg.timestamp, bin(msg.channels))
+                self._warn_overflow(msg)
             elif isinstance(msg, p.Status):
                 self.status = msg
         n = len(ticks)
@@ -157,6 +156,17 @@ class Session:
             self.last_tick = int(ticks[-1])
             consumer(ticks, masks, levels)
         return n
+
+    def _warn_overflow(self, msg):
+        # The first overflow is named; after it one line every few seconds at most (an overloaded
+        # rig sends a marker per burst: a warning each would bury everything else).
+        now = time.monotonic()
+        if self.overflows == 1 or now - self._overflow_warned >= 5.0:
+            log.warning("rig FIFO overflow at tick %d: edges lost on channels %s (%d overflow markers so far, "
+                        "all counted)", msg.timestamp, bin(msg.channels), self.overflows)
+            self._overflow_warned = now
+
+    _overflow_warned = 0.0
 
     def collect(self, consumer, done, on_status=None, status_every=1.0, idle_timeout=10.0, tick=None):
         """Read until ``done()``. Every ``status_every`` s the rig's STATUS goes to ``on_status``

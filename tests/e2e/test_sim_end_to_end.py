@@ -4,7 +4,10 @@ The simulated DUT writes every latency it injects; the rig must measure exactly 
 """
 
 
+import json
+
 import numpy as np
+import pytest
 from hilat.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
 
@@ -84,3 +87,48 @@ def test_roles_on_other_pins_and_an_active_low_isr(sim_dir, tmp_path):
 
     wrong = analysis.pair(run.ticks, run.chans, run.levels, default, end_tick=run.end_tick)
     assert not np.array_equal(wrong.isr_latency[~missed], injected[~missed, 2])
+
+
+@pytest.mark.parametrize("chunk_records", [1, 7, 1000])
+def test_streaming_path_is_exact_at_any_chunk_boundary(sim_dir, tmp_path, chunk_records):
+    """The capture's own streaming pairing (what it writes to samples/KIND.bin, summary.json and
+    the .hlog) equals what the DUT injected, to the tick, whether records reach it one at a time (every
+    response in a later chunk than its stimulus), in chunks of 7, or of 1000."""
+    from hilat import runs
+
+    dut_log = tmp_path / "injected.csv"
+    settings = CaptureSettings(count=300, out_dir=tmp_path / "runs", progress=False, label="chunks",
+                               chunk_records=chunk_records, hlog_interval_s=0.001,
+                               stimulus=StimulusSettings(mode="dither", period=5000, jitter=1000, seed=9))
+    with sim.SimulatedRig(sim_dir, tmp_path / "sim", dut_args={"seed": 5, "miss_per1024": 20},
+                          dut_log=dut_log) as rig:
+        capture = Capture(rig.url, settings).run()
+    assert capture.error is None
+    injected = sim.read_dut_log(dut_log)
+    missed = injected[:, 1] == 1
+    assert len(injected) == 300 and missed.any()
+    run = capture.load()
+    stored = {kind: np.concatenate(list(run.iter_samples(kind))) for kind in ("stim_to_isr", "stim_to_task")}
+    for kind, column in (("stim_to_isr", 2), ("stim_to_task", 3)):
+        values = stored[kind]["ticks"]
+        assert len(values) == 300
+        np.testing.assert_array_equal(values[missed], -1)
+        np.testing.assert_array_equal(values[~missed], injected[~missed, column])
+    # Every stored kind equals the exact pairing recomputed from edges.bin.
+    found = run.measurements
+    for kind in run.kind_titles:
+        items = np.concatenate(list(run.iter_samples(kind)))
+        np.testing.assert_array_equal(items["ticks"], found.series[kind].values)
+        np.testing.assert_array_equal(items["start_tick"], found.series[kind].start_tick)
+    summary = json.loads((capture.run_dir / "summary.json").read_text())["runs"][0]
+    isr = summary["subsets"]["all"]["stim_to_isr"]
+    assert isr["starts"] == 300 and isr["misses"] == int(missed.sum())
+    assert isr["ticks"]["max"] == injected[~missed, 2].max() and isr["ticks"]["min"] == injected[~missed, 2].min()
+    # The rolling .hlog holds every ISR sample (in ns), tagged by kind.
+    from hilat import hdr
+
+    log = hdr.read_hlog(capture.run_dir / "hlog" / "capture.hlog")
+    merged = log.merged("stim_to_isr")
+    assert merged.total_count == int((~missed).sum()) and len(log.intervals) > 3
+    assert merged.max == merged.highest_equivalent_value(injected[~missed, 2].max() * 20)
+    assert runs.store_count(capture.run_dir / "edges.bin", runs.EDGES_MAGIC, runs.EDGE_DTYPE) == run.edge_count
