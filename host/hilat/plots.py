@@ -70,10 +70,9 @@ def _valid(run, kind):
 
 
 def percentile_curve(sorted_values, ps):
-    """Exact percentiles (inverted CDF) of sorted samples at the fractions ``ps``, vectorised."""
-    n = len(sorted_values)
-    ranks = np.clip(np.ceil(np.asarray(ps) * n - 1e-9).astype(np.int64), 1, n)
-    return sorted_values[ranks - 1]
+    """Exact percentiles (inverted CDF, ``analysis.exact_percentile``) of sorted samples at the fractions
+    ``ps``, as an array."""
+    return analysis.exact_percentile(sorted_values, np.asarray(ps))
 
 
 def _unit(runs, kinds):
