@@ -16,7 +16,6 @@ import json
 import logging
 import re
 import sys
-import time
 from pathlib import Path
 
 from hilat import protocol as p
@@ -590,31 +589,10 @@ def _add_calibrate_common(parser):
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-class _CalibrationProgress:
-    """A progress line on stderr, at most every 2 s (so the simulator's slow runs show life)."""
-
-    def __init__(self, what):
-        self.what = what
-        self.last = time.monotonic()
-
-    def __call__(self, done, total):
-        now = time.monotonic()
-        if now - self.last >= 2.0:
-            self.last = now
-            log.info("%s: %d%%", self.what, min(100, int(100 * done / max(total, 1))))
-
-
 def _store(args, calibration, ident, part, result):
     """Store the result (unless --no-store) and print it as JSON with --json; returns the file."""
-    identity = calibration.rig_identity(ident)
-    path = None
-    if args.no_store:
-        log.info("not stored (--no-store)")
-    else:
-        store = calibration.Store(calibration.resolve_dir(args.calibration_dir))
-        path, previous = store.update(identity, part, result)
-        if previous:
-            log.info("replaces the %s calibration of %s", part, previous.get("made"))
+    directory = None if args.no_store else calibration.resolve_dir(args.calibration_dir)
+    identity, path = calibration.store_result(ident, part, result, directory)
     if args.json:
         print(json.dumps({"rig_identity": identity, part: result, "stored": str(path) if path else None}, indent=1))
     return path
@@ -639,45 +617,16 @@ def cmd_calibrate_loopback(args):
                      args.channel)
             result = calibration.run_loopback(
                 rig, ident, args.count, stimulus["period_ticks"], stimulus["jitter_ticks"], stimulus["width_ticks"],
-                args.stimulus_channel, args.channel, args.seed, progress=_CalibrationProgress("loopback"))
+                args.stimulus_channel, args.channel, args.seed, progress=calibration.ProgressLog("loopback"))
             loop = calibration.loopback_calibration(result, ts, args.stimulus_channel, args.channel, stimulus,
                                                     args.url)
         except calibration.CalibrationError as e:
             log.error("%s", e)
             return 1
-    if loop["unclaimed_edges"]:
-        log.warning("%d more edges on channel %d than stimulus pulses (ringing on the jumper, or another source "
-                    "on that input?): not used", loop["unclaimed_edges"], args.channel)
     path = _store(args, calibration, ident, "loopback", loop)
-    if args.json:
-        return 0
-    tick_ns = 1e9 / ts
-    fall = loop["fall"]
-    print(f"loopback STIM{args.stimulus_channel} -> channel {args.channel} on {args.url}: {loop['stimuli']} pulses, "
-          f"{loop['n']} arrived, {loop['missing']} missing")
-    applies = ("subtracted from stimulus->response latencies from now on" if path else
-               "not stored (--no-store): later captures do not subtract it")
-    print(f"  rig offset    {loop['offset_ticks']} ticks ({loop['offset_ticks'] * tick_ns:g} ns), the median "
-          f"rising-edge delay: {applies}")
-    print(f"  rig jitter    {loop['min_ticks']}..{loop['max_ticks']} ticks (peak-to-peak "
-          f"{loop['max_ticks'] - loop['min_ticks']}), std {loop['std_ticks']:.3g} ticks, mean "
-          f"{loop['mean_ticks']:.3f}")
-    if fall.get("n"):
-        print(f"  falling edge  {fall['min_ticks']}..{fall['max_ticks']} ticks (median {fall['median_ticks']})")
-    print("  histogram     " + ", ".join(f"{k}: {v}" for k, v in loop["histogram"].items()))
-    print(f"stored in {path}" if path else "not stored (--no-store): captures apply the calibration stored before")
+    if not args.json:
+        print(calibration.loopback_text(loop, args.url, ts, path))
     return 0
-
-
-def _print_pps(result, loop_list=20):
-    for n, tick in result.missing[:loop_list]:
-        print(f"  missing pulse {n} (expected near tick {tick}): excluded")
-    if len(result.missing) > loop_list:
-        print(f"  ... and {len(result.missing) - loop_list} more missing pulses")
-    for tick, why in result.extra[:loop_list]:
-        print(f"  extra edge at tick {tick} ({why}): excluded")
-    if len(result.extra) > loop_list:
-        print(f"  ... and {len(result.extra) - loop_list} more extra edges")
 
 
 def cmd_calibrate_clock(args):
@@ -696,7 +645,7 @@ def cmd_calibrate_clock(args):
                 seconds = duration.ticks(ts) / ts
                 log.info("clock against the host: %g s of TIME_REQ round trips", seconds)
                 clock = calibration.host_clock_estimate(rig.now, ts, seconds, tries=args.tries,
-                                                        progress=_CalibrationProgress("clock"))
+                                                        progress=calibration.ProgressLog("clock"))
                 clock["url"] = args.url
                 pps = None
             else:
@@ -705,12 +654,10 @@ def cmd_calibrate_clock(args):
                 log.info("clock against a 1PPS on channel %d: %g s of rig time, nominal period %g s",
                          args.channel, duration.ticks(ts) / ts, period_s)
                 ticks = calibration.run_pps(rig, ident, args.channel, duration.ticks(ts),
-                                            progress=_CalibrationProgress("1PPS"))
+                                            progress=calibration.ProgressLog("1PPS"))
                 pps = calibration.analyse_pps(ticks, period_ticks)
                 if not args.json:
-                    print(f"1PPS on channel {args.channel} ({args.url}): {len(ticks)} rising edges, "
-                          f"{len(pps.accepted)} pulses used, {len(pps.missing)} missing, {len(pps.extra)} extra")
-                    _print_pps(pps)
+                    print(calibration.pps_text(pps, len(ticks), args.channel, args.url))
                 clock = calibration.pps_calibration(pps, ts, period_s, args.channel, args.url, len(ticks))
         except calibration.ImplausibleClock as e:
             log.error("%s", e)
@@ -721,14 +668,8 @@ def cmd_calibrate_clock(args):
             log.error("%s", e)
             return 1
     path = _store(args, calibration, ident, "clock", clock)
-    if args.json:
-        return 0
-    calibrated = ts * (1 + clock["ppm"] * 1e-6)
-    print(f"clock: {clock['ppm']:+.4f} ppm +- {clock['uncertainty_ppm']:.4f} ppm ({clock['coverage']}) against "
-          f"{'the host clock' if args.against == 'host' else 'the 1PPS'}: ts = {calibrated:.3f} Hz "
-          f"(nominal {ts} Hz), 1 tick = {1e9 / calibrated:.6f} ns")
-    print(f"  basis: {clock['basis']}")
-    print(f"stored in {path}" if path else "not stored (--no-store): captures apply the calibration stored before")
+    if not args.json:
+        print(calibration.clock_text(clock, ts, path))
     return 0
 
 

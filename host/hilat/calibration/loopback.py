@@ -1,0 +1,182 @@
+"""The rig's own offset and jitter, by loopback (``hilat calibrate loopback``).
+
+A jumper from a stimulus output (STIM0) to a capture input (SPARE, channel 4). The delay from each
+stimulus edge to its copy on the input is the rig's own stimulus->capture offset; its spread is the
+rig's own jitter. The offset (the median delay, an integer number of ticks) is subtracted from every
+stimulus->response latency.
+"""
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from hilat import analysis
+from hilat import protocol as p
+from hilat.calibration.listener import Listener, check_input
+from hilat.calibration.store import CalibrationError, made_now
+
+log = logging.getLogger("hilat")
+
+
+def _stats(values):
+    v = np.asarray(values, dtype=np.int64)
+    if len(v) == 0:
+        return {"n": 0}
+    s = np.sort(v)
+    hist = {str(int(k)): int(c) for k, c in zip(*np.unique(v, return_counts=True))}
+    return {"n": int(len(v)), "median_ticks": int(s[(len(s) - 1) // 2]), "min_ticks": int(s[0]),
+            "max_ticks": int(s[-1]), "mean_ticks": float(v.mean()),
+            "std_ticks": float(v.std(ddof=1)) if len(v) > 1 else 0.0, "histogram": hist}
+
+
+def _first_after(starts, edges):
+    """For each start tick, the delay to the first edge in [start, next start); -1 if none.
+    Returns (delays, number of edges no start claimed)."""
+    n = len(starts)
+    ends = np.append(starts[1:], np.iinfo(np.int64).max) if n else starts
+    lo = np.searchsorted(edges, starts, side="left")
+    hi = np.searchsorted(edges, ends, side="left")
+    found = hi > lo
+    delays = np.full(n, -1, dtype=np.int64)
+    delays[found] = edges[lo[found]] - starts[found]
+    claimed = int(found.sum())
+    return delays, len(edges) - claimed
+
+
+@dataclass
+class LoopbackResult:
+    stimuli: int
+    rise_delays: np.ndarray        # per stimulus, ticks; -1: no edge on the loopback input
+    fall_delays: np.ndarray
+    unclaimed_edges: int           # loopback rises before the first stimulus or beyond the first per window
+
+    @property
+    def missing(self):
+        return int((self.rise_delays < 0).sum())
+
+    def summary(self):
+        found = self.rise_delays[self.rise_delays >= 0]
+        rise = _stats(found)
+        fall = _stats(self.fall_delays[self.fall_delays >= 0])
+        return {"offset_ticks": rise.get("median_ticks"), "rise": rise, "fall": fall,
+                "stimuli": int(self.stimuli), "missing": self.missing, "unclaimed_edges": int(self.unclaimed_edges)}
+
+
+def loopback_delays(records, stimulus_channel, loopback_channel, active=1):
+    """Pair each stimulus edge with the first edge of the same direction on the loopback input."""
+    ticks, chans, levels = analysis.edges_from_records(records)
+    ticks = ticks.astype(np.int64)
+    order = np.argsort(ticks, kind="stable")
+    ticks, chans, levels = ticks[order], chans[order], levels[order]
+
+    def edges(ch, level):
+        return ticks[(chans == ch) & (levels == level)]
+    stim_rise, stim_fall = edges(stimulus_channel, active), edges(stimulus_channel, 1 - active)
+    rise, unclaimed = _first_after(stim_rise, edges(loopback_channel, active))
+    fall, _ = _first_after(stim_fall, edges(loopback_channel, 1 - active))
+    return LoopbackResult(len(stim_rise), rise, fall, unclaimed)
+
+
+def no_loopback_message(stimuli, stimulus_channel, loopback_channel):
+    return (f"no edges on capture channel {loopback_channel} during {stimuli} stimulus pulses: the loopback "
+            f"jumper is missing. Wire stimulus output STIM{stimulus_channel} to the SPARE capture input "
+            f"(channel {loopback_channel}), see docs/wiring.md, and run again (or give the input you wired "
+            "with --channel).")
+
+
+def loopback_calibration(result, ts_hz, stimulus_channel, loopback_channel, stimulus, url, max_missing=0.01):
+    """The stored loopback calibration, or CalibrationError for unusable data; edges no stimulus claimed
+    are logged as a warning (and not used)."""
+    s = result.summary()
+    found = s["rise"]["n"]
+    if result.stimuli == 0:
+        raise CalibrationError(f"no stimulus edges were recorded on channel {stimulus_channel}: the rig did not "
+                               "pulse (see the log above)")
+    if found == 0:
+        raise CalibrationError(no_loopback_message(result.stimuli, stimulus_channel, loopback_channel))
+    if result.missing > max_missing * result.stimuli:
+        raise CalibrationError(f"{result.missing} of {result.stimuli} stimulus pulses never reached channel "
+                               f"{loopback_channel}: the loopback jumper makes intermittent contact (or the "
+                               "delay exceeds the stimulus interval). Fix it and run again.")
+    if result.unclaimed_edges:
+        log.warning("%d more edges on channel %d than stimulus pulses (ringing on the jumper, or another source "
+                    "on that input?): not used", result.unclaimed_edges, loopback_channel)
+    rise = s["rise"]
+    tick_ns = 1e9 / ts_hz
+    return {
+        "offset_ticks": int(rise["median_ticks"]),
+        "offset_ns": rise["median_ticks"] * tick_ns,
+        "min_ticks": rise["min_ticks"], "max_ticks": rise["max_ticks"],
+        "mean_ticks": rise["mean_ticks"], "std_ticks": rise["std_ticks"], "n": rise["n"],
+        "histogram": rise["histogram"],
+        "fall": {k: v for k, v in s["fall"].items() if k != "histogram"},
+        "stimuli": s["stimuli"], "missing": s["missing"], "unclaimed_edges": s["unclaimed_edges"],
+        "stimulus_channel": stimulus_channel, "capture_channel": loopback_channel,
+        "stimulus": stimulus, "url": url, "made": made_now(),
+        "method": "median (lower median, an observed value) of the delays from each stimulus rising edge to "
+                  "the first rising edge on the loopback input; spread = min/max/std of those delays",
+    }
+
+
+def run_loopback(rig, ident, count, period, jitter, width, stimulus_channel, loopback_channel, seed=1,
+                 progress=None):
+    """Pulse ``count`` times (dithered) and collect every edge; returns a LoopbackResult."""
+    if not 0 <= stimulus_channel < ident.n_stimulus:
+        raise CalibrationError(f"stimulus channel {stimulus_channel} does not exist (0..{ident.n_stimulus - 1})")
+    check_input(ident, loopback_channel, "loopback")
+    if not 1 <= width < period - jitter:
+        raise CalibrationError(f"pulse width {width} ticks must be shorter than the shortest interval "
+                               f"({period - jitter} ticks)")
+    listener = Listener(rig, ident)
+    both = p.CAPTURE_ENABLE | p.CAPTURE_RISE | p.CAPTURE_FALL
+    listener.configure({stimulus_channel: both, loopback_channel: both})
+    rig.command(p.StimConfig(channel=stimulus_channel, mode=p.MODE_DITHER, invert=0, width=width, period=period,
+                             jitter=jitter, probability=0, burst_count=1, burst_spacing=10, count=count,
+                             seed=seed))
+    from hilat.capture import start_margin
+
+    start = rig.now() + start_margin(ident)
+    rig.command(p.Start(channels=1 << stimulus_channel, at_time=1, start=start))
+    try:
+        last_stim = _pulse_until_done(rig, listener, stimulus_channel, count, progress)
+        # The copy of the last pulse may still be on its way: wait out one more interval.
+        listener.until_tick((last_stim or start) + period + jitter + 64)
+    finally:
+        rig.command(p.Stop(channels=1 << stimulus_channel))
+        listener.finish()
+    if listener.lost():
+        raise CalibrationError(f"the rig lost {listener.lost()} edges (FIFO full) during the loopback run: "
+                               "lengthen --period and run again")
+    return loopback_delays(listener.records, stimulus_channel, loopback_channel)
+
+
+def _pulse_until_done(rig, listener, stimulus_channel, count, progress, idle_timeout=10.0):
+    """Collect until ``count`` stimulus rises arrived, or the rig says its stimulus is done (then edges
+    were lost, which the caller finds counted). Returns the tick of the last stimulus rise."""
+    seen, last_stim, scanned = 0, None, 0
+    last_check = last_data = time.monotonic()
+    done = False
+    while seen < count and not done:
+        if listener.pump():
+            last_data = time.monotonic()
+        now = time.monotonic()
+        if now - last_check >= 1.0:
+            last_check = now
+            listener.status = rig.status()
+            stim = listener.status.stim_status
+            if stim and stim[stimulus_channel] & p.STIM_DONE:
+                listener.pump()
+                done = True
+        for tick, mask, levels in listener.records[scanned:]:
+            if mask >> stimulus_channel & levels >> stimulus_channel & 1:
+                seen += 1
+                last_stim = tick
+        scanned = len(listener.records)
+        if progress:
+            progress(seen, count)
+        if now - last_data > idle_timeout:
+            raise CalibrationError(f"the rig sent nothing for {idle_timeout:g} s")
+    return last_stim
+
