@@ -18,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-from hilat import protocol as p
+from hilat.plots import PLOT_TITLES as _PLOT_TITLES  # the HTML report's plot titles (cmd_demo, cmd_report)
 
 log = logging.getLogger("hilat")
 
@@ -221,53 +221,12 @@ def _identify(url, args):
 
 
 def cmd_info(args):
-    ident, status = _identify(args.url, args)
-    tick_ns = 1e9 / ident.ts_hz
-    caps = [name for name, bit in [("dither", p.CAP_DITHER), ("random", p.CAP_RANDOM), ("burst", p.CAP_BURST),
-                                   ("absolute-start", p.CAP_ABSOLUTE_START), ("glitch-filter", p.CAP_GLITCH_FILTER),
-                                   ("tag", p.CAP_TAG_CHANNEL), ("sub-tick", p.CAP_SUBTICK)] if ident.capabilities & bit]
-    from hilat import calibration
+    from hilat import calibration, identity
 
+    ident, status = _identify(args.url, args)
     resolution = calibration.for_rig(ident, calibration.resolve_dir(args.calibration_dir))
-    # The gateware string is "<board> <git hash>" (gateware/soc.py); anything else is shown as it is.
-    board, _, git_hash = ident.gateware.partition(" ")
-    info = {
-        "url": args.url, "protocol": ident.version, "gateware": ident.gateware, "board": board if git_hash else None,
-        "git_hash": git_hash or None, "firmware": ident.firmware,
-        "ts_hz": ident.ts_hz, "sys_hz": ident.sys_hz, "tick_ns": tick_ns,
-        "stimulus_channels": ident.n_stimulus, "capture_inputs": ident.n_inputs,
-        "channels": [{"channel": n, "name": name, "direction": "out" if n < ident.n_stimulus else "in",
-                      "default_role": role or None} for n, (name, role) in enumerate(ident.channels)],
-        "min_interval_ticks": ident.min_interval, "glitch_max_ticks": ident.glitch_max,
-        "start_margin_ticks": ident.start_margin, "fifo_depth": ident.fifo_depth,
-        "pin_to_stamp_delay_ticks": ident.pin_to_stamp_delay, "capabilities": caps,
-        "dropped_per_channel": list(status.dropped),
-        "calibration": resolution,
-    }
-    if args.json:
-        print(json.dumps(info, indent=1))
-        return 0
-    print(f"rig on {args.url}")
-    if git_hash:
-        print(f"  board      {board}")
-        dirty = "  (built from uncommitted changes)" if git_hash.endswith("-dirty") else ""
-        print(f"  gateware   git {git_hash}{dirty}")
-    else:
-        print(f"  gateware   {ident.gateware}")
-    print(f"  firmware   {ident.firmware} (protocol {ident.version})")
-    print(f"  clocks     ts {ident.ts_hz / 1e6:g} MHz nominal (1 tick = {tick_ns:g} ns"
-          f"{', clock calibrated: see resolution' if resolution['clock'] else ', clock not calibrated'}), "
-          f"sys {ident.sys_hz / 1e6:g} MHz")
-    print(f"  channels   {ident.n_stimulus} stimulus outputs, {ident.n_inputs} inputs: "
-          + ", ".join(f"{n} {name}{f' ({role})' if role else ''}" for n, (name, role) in enumerate(ident.channels)))
-    print(f"  limits     stimulus intervals >= {ident.min_interval} ticks, glitch filter <= {ident.glitch_max} "
-          f"ticks, start >= {ident.start_margin} ticks ahead")
-    print(f"  fifo       {ident.fifo_depth} records; pin-to-stamp delay {ident.pin_to_stamp_delay} ticks "
-          "(subtracted in gateware)")
-    print(f"  features   {', '.join(caps)}")
-    print("resolution")
-    for line in resolution["statement"]:
-        print(f"  {line}")
+    info = identity.describe(ident, status, args.url, resolution)
+    print(json.dumps(info, indent=1) if args.json else identity.text(info))
     return 0
 
 
@@ -375,11 +334,6 @@ def _write_output(text, path):
     else:
         Path(path).write_text(text)
         log.info("wrote %s", path)
-
-
-_PLOT_TITLES = {"faller": "latency vs percentile (Faller: log latency, exponential percentile)",
-                "percentiles": "percentile distribution (HdrHistogram: x = 1/(1-p))",
-                "histogram": "histogram (log-log)", "timeseries": "latency over the run"}
 
 
 def cmd_report(args):
@@ -518,30 +472,14 @@ def _add_sim_calibration_options(parser):
 
 
 def _sim_calibration_sources(args):
-    """DUT-model plusargs of the calibration sources (targets/dut/hilat_dut_model.v)."""
+    """DUT-model plusargs of the calibration sources (``targets.sim.calibration_plusargs``)."""
     sim = _sim()
-
-    if args.loopback is not None and args.pps_period is not None:
-        raise UsageError("--loopback and --pps-period both drive the SPARE input: choose one")
-    if args.loopback is None and args.loopback_jitter:
-        raise UsageError("--loopback-jitter needs --loopback")
-    if args.pps_period is None and (args.pps_ppm or args.pps_jitter or args.pps_missing_every or args.pps_extra_every):
-        raise UsageError("the --pps-* options need --pps-period")
-    out = {}
-    if args.loopback is not None:
-        if args.loopback + args.loopback_jitter > 255:
-            raise UsageError("--loopback + --loopback-jitter must be <= 255 ticks")
-        out.update(loopback=1, loopback_delay=args.loopback, loopback_jitter=args.loopback_jitter)
-    if args.pps_period is not None:
-        period = args.pps_period.ticks(sim.TS_CLK_FREQ)
-        if not 30 <= period < 2**32:
-            raise UsageError("--pps-period must be 30 ticks .. 85 s")
-        out.update(pps_period=period, pps_ppb=int(round(args.pps_ppm * 1000)), pps_jitter=args.pps_jitter,
-                   pps_missing_every=args.pps_missing_every, pps_missing_run=args.pps_missing_run,
-                   pps_extra_every=args.pps_extra_every)
-        if not -2**31 <= out["pps_ppb"] < 2**31:
-            raise UsageError("--pps-ppm out of range")
-    return out
+    pps_period = args.pps_period.ticks(sim.TS_CLK_FREQ) if args.pps_period is not None else None
+    try:
+        return sim.calibration_plusargs(args.loopback, args.loopback_jitter, pps_period, args.pps_ppm, args.pps_jitter,
+                                        args.pps_missing_every, args.pps_missing_run, args.pps_extra_every)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _add_calibrate_parser(sub):

@@ -17,6 +17,10 @@ import numpy as np
 from hilat import analysis
 
 PLOTS = ["faller", "percentiles", "histogram", "timeseries"]
+# Each plot's title in the HTML report.
+PLOT_TITLES = {"faller": "latency vs percentile (Faller: log latency, exponential percentile)",
+               "percentiles": "percentile distribution (HdrHistogram: x = 1/(1-p))",
+               "histogram": "histogram (log-log)", "timeseries": "latency over the run"}
 DEFAULT_KINDS = ["stim_to_isr", "stim_to_task"]   # of the built-in kinds; every defined kind is plotted too
 FALLER_LAMBDA = 10.0     # p=0.5 -> 0.7% of the axis, p=0.9 -> 37%, p=0.99 -> 90%
 
