@@ -201,6 +201,36 @@ def read_dut_log(path):
     return rows.reshape(-1, len(DUT_LOG_COLUMNS))
 
 
+def calibration_plusargs(loopback=None, loopback_jitter=0, pps_period=None, pps_ppm=0.0, pps_jitter=0,
+                         pps_missing_every=0, pps_missing_run=1, pps_extra_every=0):
+    """DUT-model settings (``dut_args``) of the calibration sources on the SPARE input, as
+    ``targets/dut/hilat_dut_model.v`` reads them: a loopback of STIM0 delayed by ``loopback`` ticks (plus
+    a uniform 0..``loopback_jitter``), or a 1PPS every ``pps_period`` ticks whose rate is off by
+    ``pps_ppm``, moved by up to +-``pps_jitter`` ticks, with runs of ``pps_missing_run`` pulses dropped
+    every ``pps_missing_every`` and an extra pulse after every ``pps_extra_every``-th. Raises ValueError
+    for settings the model cannot carry, naming them as ``hilat sim`` options."""
+    if loopback is not None and pps_period is not None:
+        raise ValueError("--loopback and --pps-period both drive the SPARE input: choose one")
+    if loopback is None and loopback_jitter:
+        raise ValueError("--loopback-jitter needs --loopback")
+    if pps_period is None and (pps_ppm or pps_jitter or pps_missing_every or pps_extra_every):
+        raise ValueError("the --pps-* options need --pps-period")
+    out = {}
+    if loopback is not None:
+        if loopback + loopback_jitter > 255:
+            raise ValueError("--loopback + --loopback-jitter must be <= 255 ticks")
+        out.update(loopback=1, loopback_delay=loopback, loopback_jitter=loopback_jitter)
+    if pps_period is not None:
+        if not 30 <= pps_period < 2**32:
+            raise ValueError("--pps-period must be 30 ticks .. 85 s")
+        out.update(pps_period=pps_period, pps_ppb=int(round(pps_ppm * 1000)), pps_jitter=pps_jitter,
+                   pps_missing_every=pps_missing_every, pps_missing_run=pps_missing_run,
+                   pps_extra_every=pps_extra_every)
+        if not -2**31 <= out["pps_ppb"] < 2**31:
+            raise ValueError("--pps-ppm out of range")
+    return out
+
+
 class SimulatedRig:
     """A running simulator process. ``url`` is what ``hilat`` connects to."""
 

@@ -360,15 +360,18 @@ def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=Non
     return Measurements(kind_titles(roles, measures, builtin), series, stimuli)
 
 
-def _rank(n, p):
-    """1-based rank of percentile p among n samples: ceil(p n), at least 1."""
-    return min(max(int(np.ceil(p * n - 1e-9)), 1), n)
+def percentile_rank(n, p):
+    """1-based rank of percentile p (a fraction, or an array of them) among n samples: ceil(p n), at
+    least 1 and at most n (the 1e-9 keeps p n that floats put a hair above a whole number on it)."""
+    rank = np.clip(np.ceil(np.asarray(p, dtype=np.float64) * n - 1e-9).astype(np.int64), 1, n)
+    return int(rank) if rank.ndim == 0 else rank
 
 
 def exact_percentile(sorted_values, p):
     """The smallest sample v with at least a fraction p of the samples <= v (HdrHistogram's and
-    numpy's 'inverted_cdf' definition): always a measured value, never an interpolation."""
-    return sorted_values[_rank(len(sorted_values), p) - 1]
+    numpy's 'inverted_cdf' definition): always a measured value, never an interpolation. ``p`` may
+    be an array of fractions (one sample each)."""
+    return sorted_values[percentile_rank(len(sorted_values), p) - 1]
 
 
 def stats(values, percentiles=PERCENTILES):
@@ -402,7 +405,7 @@ def stats(values, percentiles=PERCENTILES):
         var = float(s.var(ddof=1)) if n > 1 else 0.0
     median = float(at_rank(n // 2 + 1)) if n % 2 else (at_rank(n // 2) + at_rank(n // 2 + 1)) / 2
     row.update(min=lo, median=median, max=hi, mean=mean, std=var ** 0.5)
-    row["percentiles"] = {percentile_label(p): (at_rank(_rank(n, p)) if n >= samples_needed(p) else None)
+    row["percentiles"] = {percentile_label(p): (at_rank(percentile_rank(n, p)) if n >= samples_needed(p) else None)
                           for p in percentiles}
     return row
 

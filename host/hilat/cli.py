@@ -16,10 +16,9 @@ import json
 import logging
 import re
 import sys
-import time
 from pathlib import Path
 
-from hilat import protocol as p
+from hilat.plots import PLOT_TITLES as _PLOT_TITLES  # the HTML report's plot titles (cmd_demo, cmd_report)
 
 log = logging.getLogger("hilat")
 
@@ -217,63 +216,19 @@ def _capture_settings(args, ts_hz, default_count=2000):
 
 
 def _identify(url, args):
-    from hilat.rig import Rig
+    from hilat.session import Session
 
-    with _open(url, args) as transport:
-        rig = Rig(transport)
-        ident = rig.hello()
-        status = rig.status()
-    return ident, status
+    with Session(url, transport=_open(url, args)) as session:
+        return session.identity, session.ask_status()
 
 
 def cmd_info(args):
-    ident, status = _identify(args.url, args)
-    tick_ns = 1e9 / ident.ts_hz
-    caps = [name for name, bit in [("dither", p.CAP_DITHER), ("random", p.CAP_RANDOM), ("burst", p.CAP_BURST),
-                                   ("absolute-start", p.CAP_ABSOLUTE_START), ("glitch-filter", p.CAP_GLITCH_FILTER),
-                                   ("tag", p.CAP_TAG_CHANNEL), ("sub-tick", p.CAP_SUBTICK)] if ident.capabilities & bit]
-    from hilat import calibration
+    from hilat import calibration, identity
 
+    ident, status = _identify(args.url, args)
     resolution = calibration.for_rig(ident, calibration.resolve_dir(args.calibration_dir))
-    # The gateware string is "<board> <git hash>" (gateware/soc.py); anything else is shown as it is.
-    board, _, git_hash = ident.gateware.partition(" ")
-    info = {
-        "url": args.url, "protocol": ident.version, "gateware": ident.gateware, "board": board if git_hash else None,
-        "git_hash": git_hash or None, "firmware": ident.firmware,
-        "ts_hz": ident.ts_hz, "sys_hz": ident.sys_hz, "tick_ns": tick_ns,
-        "stimulus_channels": ident.n_stimulus, "capture_inputs": ident.n_inputs,
-        "channels": [{"channel": n, "name": name, "direction": "out" if n < ident.n_stimulus else "in",
-                      "default_role": role or None} for n, (name, role) in enumerate(ident.channels)],
-        "min_interval_ticks": ident.min_interval, "glitch_max_ticks": ident.glitch_max,
-        "start_margin_ticks": ident.start_margin, "fifo_depth": ident.fifo_depth,
-        "pin_to_stamp_delay_ticks": ident.pin_to_stamp_delay, "capabilities": caps,
-        "dropped_per_channel": list(status.dropped),
-        "calibration": resolution,
-    }
-    if args.json:
-        print(json.dumps(info, indent=1))
-        return 0
-    print(f"rig on {args.url}")
-    if git_hash:
-        print(f"  board      {board}")
-        dirty = "  (built from uncommitted changes)" if git_hash.endswith("-dirty") else ""
-        print(f"  gateware   git {git_hash}{dirty}")
-    else:
-        print(f"  gateware   {ident.gateware}")
-    print(f"  firmware   {ident.firmware} (protocol {ident.version})")
-    print(f"  clocks     ts {ident.ts_hz / 1e6:g} MHz nominal (1 tick = {tick_ns:g} ns"
-          f"{', clock calibrated: see resolution' if resolution['clock'] else ', clock not calibrated'}), "
-          f"sys {ident.sys_hz / 1e6:g} MHz")
-    print(f"  channels   {ident.n_stimulus} stimulus outputs, {ident.n_inputs} inputs: "
-          + ", ".join(f"{n} {name}{f' ({role})' if role else ''}" for n, (name, role) in enumerate(ident.channels)))
-    print(f"  limits     stimulus intervals >= {ident.min_interval} ticks, glitch filter <= {ident.glitch_max} "
-          f"ticks, start >= {ident.start_margin} ticks ahead")
-    print(f"  fifo       {ident.fifo_depth} records; pin-to-stamp delay {ident.pin_to_stamp_delay} ticks "
-          "(subtracted in gateware)")
-    print(f"  features   {', '.join(caps)}")
-    print("resolution")
-    for line in resolution["statement"]:
-        print(f"  {line}")
+    info = identity.describe(ident, status, args.url, resolution)
+    print(json.dumps(info, indent=1) if args.json else identity.text(info))
     return 0
 
 
@@ -380,11 +335,6 @@ def _write_output(text, path):
     else:
         Path(path).write_text(text)
         log.info("wrote %s", path)
-
-
-_PLOT_TITLES = {"faller": "latency vs percentile (Faller: log latency, exponential percentile)",
-                "percentiles": "percentile distribution (HdrHistogram: x = 1/(1-p))",
-                "histogram": "histogram (log-log)", "timeseries": "latency over the run"}
 
 
 def cmd_report(args):
@@ -525,30 +475,14 @@ def _add_sim_calibration_options(parser):
 
 
 def _sim_calibration_sources(args):
-    """DUT-model plusargs of the calibration sources (targets/dut/hilat_dut_model.v)."""
+    """DUT-model plusargs of the calibration sources (``targets.sim.calibration_plusargs``)."""
     sim = _sim()
-
-    if args.loopback is not None and args.pps_period is not None:
-        raise UsageError("--loopback and --pps-period both drive the SPARE input: choose one")
-    if args.loopback is None and args.loopback_jitter:
-        raise UsageError("--loopback-jitter needs --loopback")
-    if args.pps_period is None and (args.pps_ppm or args.pps_jitter or args.pps_missing_every or args.pps_extra_every):
-        raise UsageError("the --pps-* options need --pps-period")
-    out = {}
-    if args.loopback is not None:
-        if args.loopback + args.loopback_jitter > 255:
-            raise UsageError("--loopback + --loopback-jitter must be <= 255 ticks")
-        out.update(loopback=1, loopback_delay=args.loopback, loopback_jitter=args.loopback_jitter)
-    if args.pps_period is not None:
-        period = args.pps_period.ticks(sim.TS_CLK_FREQ)
-        if not 30 <= period < 2**32:
-            raise UsageError("--pps-period must be 30 ticks .. 85 s")
-        out.update(pps_period=period, pps_ppb=int(round(args.pps_ppm * 1000)), pps_jitter=args.pps_jitter,
-                   pps_missing_every=args.pps_missing_every, pps_missing_run=args.pps_missing_run,
-                   pps_extra_every=args.pps_extra_every)
-        if not -2**31 <= out["pps_ppb"] < 2**31:
-            raise UsageError("--pps-ppm out of range")
-    return out
+    pps_period = args.pps_period.ticks(sim.TS_CLK_FREQ) if args.pps_period is not None else None
+    try:
+        return sim.calibration_plusargs(args.loopback, args.loopback_jitter, pps_period, args.pps_ppm, args.pps_jitter,
+                                        args.pps_missing_every, args.pps_missing_run, args.pps_extra_every)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _add_calibrate_parser(sub):
@@ -596,31 +530,10 @@ def _add_calibrate_common(parser):
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-class _CalibrationProgress:
-    """A progress line on stderr, at most every 2 s (so the simulator's slow runs show life)."""
-
-    def __init__(self, what):
-        self.what = what
-        self.last = time.monotonic()
-
-    def __call__(self, done, total):
-        now = time.monotonic()
-        if now - self.last >= 2.0:
-            self.last = now
-            log.info("%s: %d%%", self.what, min(100, int(100 * done / max(total, 1))))
-
-
 def _store(args, calibration, ident, part, result):
     """Store the result (unless --no-store) and print it as JSON with --json; returns the file."""
-    identity = calibration.rig_identity(ident)
-    path = None
-    if args.no_store:
-        log.info("not stored (--no-store)")
-    else:
-        store = calibration.Store(calibration.resolve_dir(args.calibration_dir))
-        path, previous = store.update(identity, part, result)
-        if previous:
-            log.info("replaces the %s calibration of %s", part, previous.get("made"))
+    directory = None if args.no_store else calibration.resolve_dir(args.calibration_dir)
+    identity, path = calibration.store_result(ident, part, result, directory)
     if args.json:
         print(json.dumps({"rig_identity": identity, part: result, "stored": str(path) if path else None}, indent=1))
     return path
@@ -628,11 +541,10 @@ def _store(args, calibration, ident, part, result):
 
 def cmd_calibrate_loopback(args):
     from hilat import calibration
-    from hilat.rig import Rig
+    from hilat.session import Session
 
-    with _open(args.url, args) as transport:
-        rig = Rig(transport)
-        ident = rig.hello()
+    with Session(args.url, transport=_open(args.url, args)) as session:
+        ident = session.identity
         ts = ident.ts_hz
         stimulus = {"mode": "dither", "count": args.count, "period_ticks": args.period.ticks(ts),
                     "jitter_ticks": args.jitter.ticks(ts), "width_ticks": args.width.ticks(ts), "seed": args.seed}
@@ -644,55 +556,25 @@ def cmd_calibrate_loopback(args):
             log.info("loopback: %d pulses from STIM%d, watching channel %d", args.count, args.stimulus_channel,
                      args.channel)
             result = calibration.run_loopback(
-                rig, ident, args.count, stimulus["period_ticks"], stimulus["jitter_ticks"], stimulus["width_ticks"],
-                args.stimulus_channel, args.channel, args.seed, progress=_CalibrationProgress("loopback"))
+                session, args.count, stimulus["period_ticks"], stimulus["jitter_ticks"], stimulus["width_ticks"],
+                args.stimulus_channel, args.channel, args.seed, progress=calibration.ProgressLog("loopback"))
             loop = calibration.loopback_calibration(result, ts, args.stimulus_channel, args.channel, stimulus,
                                                     args.url)
         except calibration.CalibrationError as e:
             log.error("%s", e)
             return 1
-    if loop["unclaimed_edges"]:
-        log.warning("%d more edges on channel %d than stimulus pulses (ringing on the jumper, or another source "
-                    "on that input?): not used", loop["unclaimed_edges"], args.channel)
     path = _store(args, calibration, ident, "loopback", loop)
-    if args.json:
-        return 0
-    tick_ns = 1e9 / ts
-    fall = loop["fall"]
-    print(f"loopback STIM{args.stimulus_channel} -> channel {args.channel} on {args.url}: {loop['stimuli']} pulses, "
-          f"{loop['n']} arrived, {loop['missing']} missing")
-    applies = ("subtracted from stimulus->response latencies from now on" if path else
-               "not stored (--no-store): later captures do not subtract it")
-    print(f"  rig offset    {loop['offset_ticks']} ticks ({loop['offset_ticks'] * tick_ns:g} ns), the median "
-          f"rising-edge delay: {applies}")
-    print(f"  rig jitter    {loop['min_ticks']}..{loop['max_ticks']} ticks (peak-to-peak "
-          f"{loop['max_ticks'] - loop['min_ticks']}), std {loop['std_ticks']:.3g} ticks, mean "
-          f"{loop['mean_ticks']:.3f}")
-    if fall.get("n"):
-        print(f"  falling edge  {fall['min_ticks']}..{fall['max_ticks']} ticks (median {fall['median_ticks']})")
-    print("  histogram     " + ", ".join(f"{k}: {v}" for k, v in loop["histogram"].items()))
-    print(f"stored in {path}" if path else "not stored (--no-store): captures apply the calibration stored before")
+    if not args.json:
+        print(calibration.loopback_text(loop, args.url, ts, path))
     return 0
-
-
-def _print_pps(result, loop_list=20):
-    for n, tick in result.missing[:loop_list]:
-        print(f"  missing pulse {n} (expected near tick {tick}): excluded")
-    if len(result.missing) > loop_list:
-        print(f"  ... and {len(result.missing) - loop_list} more missing pulses")
-    for tick, why in result.extra[:loop_list]:
-        print(f"  extra edge at tick {tick} ({why}): excluded")
-    if len(result.extra) > loop_list:
-        print(f"  ... and {len(result.extra) - loop_list} more extra edges")
 
 
 def cmd_calibrate_clock(args):
     from hilat import calibration
-    from hilat.rig import Rig
+    from hilat.session import Session
 
-    with _open(args.url, args) as transport:
-        rig = Rig(transport)
-        ident = rig.hello()
+    with Session(args.url, transport=_open(args.url, args)) as session:
+        ident = session.identity
         ts = ident.ts_hz
         duration = args.duration or TimeValue("10s" if args.against == "host" else "60s")
         try:
@@ -701,8 +583,8 @@ def cmd_calibrate_clock(args):
             if args.against == "host":
                 seconds = duration.ticks(ts) / ts
                 log.info("clock against the host: %g s of TIME_REQ round trips", seconds)
-                clock = calibration.host_clock_estimate(rig.now, ts, seconds, tries=args.tries,
-                                                        progress=_CalibrationProgress("clock"))
+                clock = calibration.host_clock_estimate(session.rig.now, ts, seconds, tries=args.tries,
+                                                        progress=calibration.ProgressLog("clock"))
                 clock["url"] = args.url
                 pps = None
             else:
@@ -710,13 +592,11 @@ def cmd_calibrate_clock(args):
                 period_s = period_ticks / ts
                 log.info("clock against a 1PPS on channel %d: %g s of rig time, nominal period %g s",
                          args.channel, duration.ticks(ts) / ts, period_s)
-                ticks = calibration.run_pps(rig, ident, args.channel, duration.ticks(ts),
-                                            progress=_CalibrationProgress("1PPS"))
+                ticks = calibration.run_pps(session, args.channel, duration.ticks(ts),
+                                            progress=calibration.ProgressLog("1PPS"))
                 pps = calibration.analyse_pps(ticks, period_ticks)
                 if not args.json:
-                    print(f"1PPS on channel {args.channel} ({args.url}): {len(ticks)} rising edges, "
-                          f"{len(pps.accepted)} pulses used, {len(pps.missing)} missing, {len(pps.extra)} extra")
-                    _print_pps(pps)
+                    print(calibration.pps_text(pps, len(ticks), args.channel, args.url))
                 clock = calibration.pps_calibration(pps, ts, period_s, args.channel, args.url, len(ticks))
         except calibration.ImplausibleClock as e:
             log.error("%s", e)
@@ -727,14 +607,8 @@ def cmd_calibrate_clock(args):
             log.error("%s", e)
             return 1
     path = _store(args, calibration, ident, "clock", clock)
-    if args.json:
-        return 0
-    calibrated = ts * (1 + clock["ppm"] * 1e-6)
-    print(f"clock: {clock['ppm']:+.4f} ppm +- {clock['uncertainty_ppm']:.4f} ppm ({clock['coverage']}) against "
-          f"{'the host clock' if args.against == 'host' else 'the 1PPS'}: ts = {calibrated:.3f} Hz "
-          f"(nominal {ts} Hz), 1 tick = {1e9 / calibrated:.6f} ns")
-    print(f"  basis: {clock['basis']}")
-    print(f"stored in {path}" if path else "not stored (--no-store): captures apply the calibration stored before")
+    if not args.json:
+        print(calibration.clock_text(clock, ts, path))
     return 0
 
 

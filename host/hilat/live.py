@@ -73,9 +73,8 @@ class LiveView:
                 "tick_ns": 1e9 / c.ts_hz}
 
     def _table(self, s):
-        from rich.table import Table
-
         from rich import box
+        from rich.table import Table
 
         table = Table(title=f"hilat capture: {s['paced']}{s['total']} {s['counted']}, {s['records']} records "
                             f"({s['rate']:,.0f}/s), {s['elapsed']:.1f} s; latencies in us",

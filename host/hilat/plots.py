@@ -17,6 +17,10 @@ import numpy as np
 from hilat import analysis
 
 PLOTS = ["faller", "percentiles", "histogram", "timeseries"]
+# Each plot's title in the HTML report.
+PLOT_TITLES = {"faller": "latency vs percentile (Faller: log latency, exponential percentile)",
+               "percentiles": "percentile distribution (HdrHistogram: x = 1/(1-p))",
+               "histogram": "histogram (log-log)", "timeseries": "latency over the run"}
 DEFAULT_KINDS = ["stim_to_isr", "stim_to_task"]   # of the built-in kinds; every defined kind is plotted too
 FALLER_LAMBDA = 10.0     # p=0.5 -> 0.7% of the axis, p=0.9 -> 37%, p=0.99 -> 90%
 
@@ -70,10 +74,9 @@ def _valid(run, kind):
 
 
 def percentile_curve(sorted_values, ps):
-    """Exact percentiles (inverted CDF) of sorted samples at the fractions ``ps``, vectorised."""
-    n = len(sorted_values)
-    ranks = np.clip(np.ceil(np.asarray(ps) * n - 1e-9).astype(np.int64), 1, n)
-    return sorted_values[ranks - 1]
+    """Exact percentiles (inverted CDF, ``analysis.exact_percentile``) of sorted samples at the fractions
+    ``ps``, as an array."""
+    return analysis.exact_percentile(sorted_values, np.asarray(ps))
 
 
 def _unit(runs, kinds):

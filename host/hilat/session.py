@@ -116,8 +116,11 @@ class Session:
                                       burst_count=burst_count, burst_spacing=burst_spacing, count=count,
                                       seed=seed))
 
+    last_now = None   # the rig's counter at the last TIME asked for
+
     def now(self):
-        return self.rig.now()
+        self.last_now = self.rig.now()
+        return self.last_now
 
     def start(self, channels_mask, at=None):
         """Start the stimuli of ``channels_mask`` at the absolute tick ``at`` (default: a start margin
@@ -188,19 +191,20 @@ class Session:
             if now - last_data > idle_timeout:
                 raise RigError(f"the rig on {self.url} sent nothing for {idle_timeout:g} s")
 
-    def wait_clock(self, target_tick, consumer, timeout=30.0, tick=None):
-        """Read until the rig's counter has passed ``target_tick``."""
+    def wait_clock(self, target_tick, consumer, timeout=30.0, tick=None, poll_s=0.02):
+        """Read until the rig's counter has passed ``target_tick`` (asked every ``poll_s`` s);
+        RigError when it stands still for ``timeout`` s."""
         deadline = time.monotonic() + timeout
         last_now = None
         while True:
-            now = self.rig.now()
+            now = self.now()
             if now >= target_tick:
                 return now
             if now != last_now:
                 last_now, deadline = now, time.monotonic() + timeout
             elif time.monotonic() > deadline:
                 raise RigError("the rig's clock does not advance")
-            until = time.monotonic() + 0.02
+            until = time.monotonic() + poll_s
             while time.monotonic() < until:
                 self.poll(consumer)
             if tick is not None:

@@ -356,25 +356,30 @@ def test_store_writes_are_atomic(tmp_path):
 
 def test_capture_subtracts_the_offset_from_stimulus_latencies_only(tmp_path):
     """Offset 100 ticks: stimulus->ISR and stimulus->task lose 100, ISR->task keeps its value, and a
-    response sooner than the rig's own delay is counted and warned about."""
-    from hilat.capture import Capture, CaptureSettings
+    response sooner than the rig's own delay is counted (by the capture's streaming pairing) and
+    warned about."""
+    from fake_rig import capture_script
+    from hilat.capture import Capture, CaptureSettings, StimulusSettings
 
     ident = identify()
     cal.Store(tmp_path).update(cal.rig_identity(ident), "loopback",
                                _loop(datetime.now(timezone.utc).isoformat(), offset=100))
-    capture = Capture("socket://unused", CaptureSettings(calibration_dir=tmp_path))
-    capture.identity = ident
-    capture.calibration = cal.for_rig(ident, tmp_path)
-    capture.records = [(1000, 0b1, 0b1), (1010, 0b1, 0), (1060, 0b100, 0b100), (1200, 0b1000, 0b1000),
-                       (3000, 0b1, 0b1), (3010, 0b1, 0), (3300, 0b100, 0b100), (3500, 0b1000, 0b1000)]
+    # ISR 60 and 300 ticks after its stimulus; the task (channel 3) 200 and 400 ticks after.
+    task = [(200, 0b1000, 0b1000), (230, 0b1000, 0), (1500 + 400, 0b1000, 0b1000), (1500 + 430, 0b1000, 0)]
+    settings = CaptureSettings(count=2, calibration_dir=tmp_path, out_dir=tmp_path / "runs", progress=False,
+                               stimulus=StimulusSettings(mode="periodic", period=1500, jitter=0))
+    with FakeRig(capture_script((60, 300), extra_edges=task)) as rig:
+        capture = Capture(rig.url, settings).run()
+    assert capture.error is None
     pairing = capture.pairing()
     assert pairing.isr_latency.tolist() == [-40, 200]
-    assert pairing.task_latency.tolist() == [100, 400]
-    assert pairing.isr_to_task.tolist() == [140, 200]
-    meta = capture._calibration_meta()
+    assert pairing.task_latency.tolist() == [100, 300]
+    assert pairing.isr_to_task.tolist() == [140, 100]
+    meta = json.loads((capture.run_dir / "meta.json").read_text())["calibration"]
     assert meta["offset_ticks"] == 100 and meta["responses_before_offset"] == 1
     assert "1 responses came sooner than the rig's own loopback delay (100 ticks)" in meta["warnings"][-1]
     assert meta["statement"][-1].startswith("WARNING: 1 responses came sooner")
+    assert "WARNING: 1 responses came sooner" in (capture.run_dir / "summary.txt").read_text()
 
 
 @pytest.mark.parametrize("argv,message", [

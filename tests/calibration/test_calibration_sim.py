@@ -53,11 +53,13 @@ def test_loopback_offset_recovered_and_applied_by_capture(sim_dir, tmp_path, cap
     assert "rig offset: 7 ticks" in (run / "summary.txt").read_text()
 
     injected = sim.read_dut_log(dut_log)[calibration_pulses:]
-    rows = list(csv.DictReader(open(run / "latencies.csv")))
-    assert len(rows) == len(injected) == 300
-    isr = np.array([int(r["isr_latency_ticks"]) for r in rows])
-    task = np.array([int(r["task_latency_ticks"]) for r in rows])
-    isr_to_task = np.array([int(r["isr_to_task_ticks"]) for r in rows])
+    # The samples the capture's streaming pairing stored (samples/KIND.bin), offset applied.
+    from hilat.runs import load_run
+
+    loaded = load_run(run)
+    isr, task, isr_to_task = (np.concatenate(list(loaded.iter_samples(kind)))["ticks"]
+                              for kind in ("stim_to_isr", "stim_to_task", "isr_to_task"))
+    assert len(isr) == len(injected) == 300
     hit = injected[:, 1] == 0
     np.testing.assert_array_equal(isr[hit], injected[hit, 2] - 7)
     np.testing.assert_array_equal(task[hit], injected[hit, 3] - 7)

@@ -1,4 +1,4 @@
-"""Bounded-memory latency histogram with HdrHistogram's bucketing, and HdrHistogram interval logs (.hlog).
+"""Bounded-memory latency histogram with HdrHistogram's bucketing.
 
 For runs too long to keep every sample: memory is one counts array fixed by the configured range and
 precision (256 KiB for 1 tick .. 2^40 ticks at 3 significant digits), whatever the number of samples.
@@ -9,56 +9,24 @@ above, each bucket spans less than ``1 / sub_bucket_half_count`` of its values (
 Statistics follow the reference too: ``max`` is the highest value equivalent to the largest sample,
 ``mean``/``stddev`` use each bucket's median equivalent value, percentiles are highest equivalent values.
 
-Encoding is HdrHistogram's V2 compressed form (what ``.hlog`` lines carry, base64-wrapped)::
-
-    compressed envelope  cookie 0x1c849314 (V2 compressed base 0x1c849304 | 0x10), int32 length, zlib data
-    zlib data            cookie 0x1c849313 (V2 encoding base 0x1c849303 | 0x10), int32 payload length,
-                         int32 normalizing index offset (0), int32 significant digits, int64 lowest,
-                         int64 highest, float64 integer-to-double ratio (1.0); then the counts up to the
-                         index of the max value as ZigZag LEB128-64b9B varints, a negative value -n
-                         standing for n consecutive empty buckets.
-
-All integers big-endian. numpy is the only run-time dependency.
+Percentile ranks are the reference's (see ``percentiles``), not ``hilat.analysis.percentile_rank``: the
+Java rounding, 1 ulp down in percent, is what makes these values equal the reference's to the bucket.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import io
 import logging
 import math
-import os
-import re
-import struct
-import time
-import zlib
-from dataclasses import dataclass, field
-from typing import IO, Iterable, Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 import numpy as np
 
+from hilat.hdr import codec
+from hilat.hdr.codec import HdrFormatError
+
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "HdrHistogram", "HdrFormatError", "Buckets", "PercentileDistribution",
-    "HlogInterval", "Hlog", "write_hlog", "read_hlog",
-]
-
-V2_ENCODING_COOKIE = 0x1C849303 | 0x10
-V2_COMPRESSED_COOKIE = 0x1C849304 | 0x10
-_HEADER = struct.Struct(">iiiiqqd")        # cookie, payload length, offset, digits, lowest, highest, ratio
-_ENVELOPE = struct.Struct(">ii")           # cookie, compressed length
-_MAX_DECODED_BYTES = 64 << 20              # refuse decompression bombs; 5 digits to 2^62 needs < 56 MiB
 _RECORD_SLICE = 1 << 13                    # samples per pass: temporaries stay small (no mmap churn) and in cache
-
-
-def _cookie_base(cookie: int) -> int:
-    return cookie & ~0xF0
-
-
-class HdrFormatError(ValueError):
-    """An encoded histogram or interval log that cannot be decoded (says what and where)."""
 
 
 class Buckets(NamedTuple):
@@ -482,359 +450,30 @@ class HdrHistogram:
                 f"significant_figures={self.significant_figures}, total_count={self._total}, "
                 f"out_of_range={self.out_of_range})")
 
-    # ---- encoding -----------------------------------------------------------------------------------
+    # ---- encoding (codec.py) ------------------------------------------------------------------------
 
     def encode(self, compression_level: int = 9) -> bytes:
         """HdrHistogram V2 compressed encoding (envelope + zlib), as ``encodeIntoCompressedByteBuffer``."""
         relevant = self.counts_array_index(self.max) + 1
-        payload = _encode_counts(self._counts[:relevant])
-        header = _HEADER.pack(V2_ENCODING_COOKIE, len(payload), 0, self.significant_figures,
-                              self.lowest, self.highest, self.int_to_double_ratio)
-        compressed = zlib.compress(header + payload, compression_level)
-        return _ENVELOPE.pack(V2_COMPRESSED_COOKIE, len(compressed)) + compressed
+        return codec.encode(self._counts[:relevant], self.significant_figures, self.lowest, self.highest,
+                            self.int_to_double_ratio, compression_level)
 
     def encode_base64(self) -> str:
         """``encode()`` in base64: the histogram field of an .hlog line."""
-        return base64.b64encode(self.encode()).decode("ascii")
+        return codec.to_base64(self.encode())
 
     @classmethod
     def decode(cls, data: bytes | str) -> HdrHistogram:
         """Histogram from a V2 compressed encoding (bytes) or its base64 text. Raises HdrFormatError."""
-        if isinstance(data, str):
-            try:
-                data = base64.b64decode(data.strip(), validate=True)
-            except (binascii.Error, ValueError) as e:
-                raise HdrFormatError(f"histogram is not valid base64 ({e})") from None
-        data = bytes(data)
-        if len(data) < _ENVELOPE.size:
-            raise HdrFormatError(f"encoded histogram too short ({len(data)} bytes)")
-        cookie, length = _ENVELOPE.unpack_from(data)
-        if _cookie_base(cookie) != _cookie_base(V2_COMPRESSED_COOKIE):
-            raise HdrFormatError(f"not a V2 compressed histogram (cookie 0x{cookie & 0xFFFFFFFF:08x}, "
-                                 f"expected 0x{V2_COMPRESSED_COOKIE:08x})")
-        if length != len(data) - _ENVELOPE.size:
-            raise HdrFormatError(f"compressed length field says {length} bytes but {len(data) - _ENVELOPE.size} follow")
+        header = codec.decode(data)
         try:
-            inflater = zlib.decompressobj()
-            raw = inflater.decompress(data[_ENVELOPE.size:], _MAX_DECODED_BYTES)
-            if inflater.unconsumed_tail:
-                raise HdrFormatError(f"decompressed histogram larger than {_MAX_DECODED_BYTES} bytes")
-            if not inflater.eof:
-                raise HdrFormatError("compressed histogram is truncated (zlib stream incomplete)")
-        except zlib.error as e:
-            raise HdrFormatError(f"compressed histogram is corrupt (zlib: {e})") from None
-        if len(raw) < _HEADER.size:
-            raise HdrFormatError(f"decompressed histogram too short for its header ({len(raw)} bytes)")
-        cookie, payload_len, offset, digits, lowest, highest, ratio = _HEADER.unpack_from(raw)
-        if _cookie_base(cookie) != _cookie_base(V2_ENCODING_COOKIE):
-            raise HdrFormatError(f"not a V2 histogram encoding (cookie 0x{cookie & 0xFFFFFFFF:08x}, "
-                                 f"expected 0x{V2_ENCODING_COOKIE:08x})")
-        if offset != 0:
-            raise HdrFormatError(f"normalizing index offset {offset} not supported (only integer histograms)")
-        if payload_len < 0 or payload_len > len(raw) - _HEADER.size:
-            raise HdrFormatError(f"payload length {payload_len} exceeds the {len(raw) - _HEADER.size} bytes present")
-        try:
-            h = cls(lowest, highest, digits)
+            h = cls(header.lowest, header.highest, header.significant_figures)
         except ValueError as e:
             raise HdrFormatError(f"invalid histogram parameters: {e}") from None
-        h.int_to_double_ratio = ratio
-        counts = _decode_counts(raw[_HEADER.size:_HEADER.size + payload_len], h.counts_len)
+        h.int_to_double_ratio = header.int_to_double_ratio
+        counts = codec.decode_counts(header.payload, h.counts_len)
         h._counts[:len(counts)] = counts
         h._total = int(counts.sum())
         if h._total:
             h._min_recorded, h._max_recorded = h.min, h.max
         return h
-
-
-# ---- ZigZag LEB128-64b9B counts payload -----------------------------------------------------------------
-
-def _encode_counts(counts: np.ndarray) -> bytes:
-    """Counts as the reference's V2 payload: each count a varint; a run of n >= 2 zeros as -n."""
-    if counts.size == 0:
-        return b""
-    zero = counts == 0
-    # Tokens: every non-zero count; every maximal run of zeros as one token (0 if 1 long, else -length).
-    run_start = zero & np.concatenate(([True], ~zero[:-1]))
-    starts = np.flatnonzero(run_start)
-    nonzero_at = np.flatnonzero(~zero)
-    ends = np.append(nonzero_at, counts.size)[np.searchsorted(nonzero_at, starts)]
-    run_len = ends - starts
-    t = counts.astype(np.int64)    # a copy
-    t[starts] = np.where(run_len > 1, -run_len, 0)
-    t = t[~zero | run_start]
-    u = ((t << 1) ^ (t >> 63)).view(np.uint64)                       # ZigZag
-    nbytes = np.ones(u.size, dtype=np.int64)
-    for k in range(1, 9):
-        nbytes += (u >> np.uint64(7 * k)) != 0
-    first = np.cumsum(nbytes) - nbytes
-    out = np.empty(int(nbytes.sum()), dtype=np.uint8)
-    for k in range(9):
-        sel = nbytes > k
-        if not np.any(sel):
-            break
-        if k < 8:
-            b = (u[sel] >> np.uint64(7 * k)) & np.uint64(0x7F)
-            b |= np.where(nbytes[sel] > k + 1, np.uint64(0x80), np.uint64(0))
-        else:                                                          # 9th byte carries 8 bits
-            b = (u[sel] >> np.uint64(56)) & np.uint64(0xFF)
-        out[first[sel] + k] = b.astype(np.uint8)
-    return out.tobytes()
-
-
-def _decode_counts(payload: bytes, counts_len: int) -> np.ndarray:
-    """Inverse of ``_encode_counts``; raises HdrFormatError on a malformed or oversized stream."""
-    b = np.frombuffer(payload, dtype=np.uint8)
-    if b.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    cont = (b & 0x80) != 0
-    # Varints longer than 8 bytes (9th byte = 8 data bits) break the vectorised split; rare: decode slowly.
-    if b.size >= 8 and np.any(np.convolve(cont.astype(np.int8), np.ones(8, dtype=np.int8), "valid") == 8):
-        tokens = _decode_varints_slow(payload)
-    else:
-        if cont[-1]:
-            raise HdrFormatError("counts payload ends inside a varint")
-        end = np.flatnonzero(~cont)
-        start = np.concatenate(([0], end[:-1] + 1))
-        group = np.repeat(np.arange(end.size), end - start + 1)
-        shift = (np.arange(b.size) - start[group]).astype(np.uint64) * np.uint64(7)
-        parts = (b & 0x7F).astype(np.uint64) << shift
-        u = np.bitwise_or.reduceat(parts, start)
-        tokens = (u >> np.uint64(1)).view(np.int64) ^ -(u & np.uint64(1)).view(np.int64)
-    run = np.where(tokens < 0, -tokens, 1)
-    if int(run.sum()) > counts_len:
-        raise HdrFormatError(f"counts payload describes {int(run.sum())} buckets, more than the {counts_len} "
-                             "the header's range allows")
-    return np.repeat(np.where(tokens < 0, 0, tokens), run)
-
-
-def _decode_varints_slow(payload: bytes) -> np.ndarray:
-    out = []
-    i, n = 0, len(payload)
-    while i < n:
-        value = 0
-        for k in range(9):
-            if i >= n:
-                raise HdrFormatError("counts payload ends inside a varint")
-            byte = payload[i]
-            i += 1
-            if k == 8:
-                value |= byte << 56
-                break
-            value |= (byte & 0x7F) << (7 * k)
-            if not byte & 0x80:
-                break
-        out.append((value >> 1) ^ -(value & 1))
-    return np.array(out, dtype=np.int64)
-
-
-# ---- interval log (.hlog) --------------------------------------------------------------------------------
-
-HLOG_FORMAT_VERSION = "1.3"
-HLOG_LEGEND = '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"'
-_TAG_FORBIDDEN = re.compile(r"[, \r\n]")
-
-
-@dataclass
-class HlogInterval:
-    """One interval line: start (seconds, relative to the log's base time if it has one), length
-    (seconds), max as written (value / max value unit ratio), the histogram, and its tag if any."""
-    start_s: float
-    length_s: float
-    max_value: float
-    histogram: HdrHistogram
-    tag: str | None = None
-
-
-@dataclass
-class Hlog:
-    """A parsed interval log."""
-    intervals: list[HlogInterval] = field(default_factory=list)
-    start_time: float | None = None          # seconds since the epoch (#[StartTime: ...])
-    base_time: float | None = None           # seconds since the epoch (#[BaseTime: ...])
-    max_value_divisor: float | None = None   # #[MaxValueDivisor: ...] if written (HdrHistogram_rust)
-    format_version: str | None = None
-    comments: list[str] = field(default_factory=list)
-
-    def merged(self, tag: str | None = None) -> HdrHistogram | None:
-        """Sum of the interval histograms with ``tag`` (None: untagged), or None if there are none."""
-        total = None
-        for iv in self.intervals:
-            if iv.tag != tag:
-                continue
-            if total is None:
-                total = iv.histogram.copy()
-            else:
-                total.add(iv.histogram)
-        return total
-
-
-def _fmt_time(seconds: float) -> str:
-    # Java's Date.toString() form, in UTC.
-    return time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(seconds))
-
-
-def write_hlog(dest: str | os.PathLike | IO, intervals: Iterable[tuple], start_time: float | None = None,
-               base_time: float | None = None, max_value_unit_ratio: float = 1.0, *,
-               comments: Iterable[str] = ()) -> None:
-    """Write an HdrHistogram interval log (format 1.3, as Java's ``HistogramLogWriter``).
-
-    ``intervals``: (start_s, length_s, histogram) or (start_s, length_s, histogram, tag) tuples; start
-    in seconds, relative to ``base_time`` when one is given (as the reference writes them), written
-    to the millisecond. ``start_time`` / ``base_time``: seconds since the epoch, written as the
-    ``#[StartTime: ...]`` / ``#[BaseTime: ...]`` header lines. ``Interval_Max`` is the histogram's max
-    divided by ``max_value_unit_ratio`` (e.g. ticks per microsecond to log it in us); a ratio other
-    than 1 is also noted as ``#[MaxValueDivisor: ...]``, as HdrHistogram_rust does.
-    An interval whose histogram refused out-of-range values is preceded by a comment
-    ``#[OutOfRange: below=N above=N max=V]`` (other readers skip it; ``read_hlog`` restores the counts),
-    so no loss disappears in the export.
-    ``dest``: a path, or a text or binary file object.
-    """
-    if not max_value_unit_ratio > 0:
-        raise ValueError(f"max_value_unit_ratio must be > 0, got {max_value_unit_ratio}")
-    lines = [f"#{c}" for c in comments]
-    lines.append(f"#[Histogram log format version {HLOG_FORMAT_VERSION}]")
-    if start_time is not None:
-        lines.append(f"#[StartTime: {start_time:.3f} (seconds since epoch), {_fmt_time(start_time)}]")
-    if base_time is not None:
-        lines.append(f"#[BaseTime: {base_time:.3f} (seconds since epoch)]")
-    if max_value_unit_ratio != 1.0:
-        lines.append(f"#[MaxValueDivisor: {max_value_unit_ratio:.3f}]")
-    lines.append(HLOG_LEGEND)
-    for n, item in enumerate(intervals):
-        if len(item) == 3:
-            (start_s, length_s, hist), tag = item, None
-        elif len(item) == 4:
-            start_s, length_s, hist, tag = item
-        else:
-            raise ValueError(f"interval {n}: expected (start_s, length_s, histogram[, tag]), got {len(item)} items")
-        if not isinstance(hist, HdrHistogram):
-            raise TypeError(f"interval {n}: expected an HdrHistogram, got {type(hist).__name__}")
-        prefix = ""
-        if tag is not None:
-            if not tag or _TAG_FORBIDDEN.search(tag):
-                raise ValueError(f"interval {n}: tag {tag!r} must be non-empty, without commas, spaces or newlines")
-            prefix = f"Tag={tag},"
-        if hist.out_of_range:
-            worst = "-" if hist.out_of_range_max is None else hist.out_of_range_max
-            lines.append(f"#[OutOfRange: below={hist.out_of_range_below} above={hist.out_of_range_above} max={worst}]")
-        lines.append(f"{prefix}{start_s:.3f},{length_s:.3f},{hist.max / max_value_unit_ratio:.3f},"
-                     f"{hist.encode_base64()}")
-    text = "\n".join(lines) + "\n"
-    if isinstance(dest, (str, os.PathLike)):
-        with open(dest, "w", encoding="ascii", newline="\n") as f:
-            f.write(text)
-    elif isinstance(dest, (io.RawIOBase, io.BufferedIOBase)) or "b" in getattr(dest, "mode", ""):
-        dest.write(text.encode("ascii"))
-    else:
-        dest.write(text)
-
-
-class HlogWriter:
-    """An interval log written interval by interval (a capture's rolling log): the header at once,
-    then each ``interval`` line as it closes, flushed, so that a reader sees whole intervals while
-    the capture runs. Same format and arguments as ``write_hlog``."""
-
-    def __init__(self, path: str | os.PathLike, start_time: float | None = None, base_time: float | None = None,
-                 max_value_unit_ratio: float = 1.0, *, comments: Iterable[str] = ()):
-        self._file = open(path, "w", encoding="ascii", newline="\n")
-        self._ratio = max_value_unit_ratio
-        head = io.StringIO()
-        write_hlog(head, [], start_time=start_time, base_time=base_time, max_value_unit_ratio=max_value_unit_ratio,
-                   comments=comments)
-        self._file.write(head.getvalue())
-        self._file.flush()
-
-    def interval(self, start_s: float, length_s: float, histogram: HdrHistogram, tag: str | None = None) -> None:
-        lines = io.StringIO()
-        write_hlog(lines, [(start_s, length_s, histogram, tag)], max_value_unit_ratio=self._ratio)
-        # Only the interval's own lines (an OutOfRange comment and the interval), not the header again.
-        body = [line for line in lines.getvalue().splitlines()
-                if not line.startswith(("#[Histogram log", "#[MaxValueDivisor", '"StartTimestamp"'))]
-        self._file.write("\n".join(body) + "\n")
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-
-_START_TIME = re.compile(r"#\[StartTime:\s*([-+0-9.eE]+)")
-_BASE_TIME = re.compile(r"#\[BaseTime:\s*([-+0-9.eE]+)")
-_DIVISOR = re.compile(r"#\[MaxValueDivisor:\s*([-+0-9.eE]+)")
-_VERSION = re.compile(r"#\[Histogram log format version\s*([^\]\s]+)")
-_OUT_OF_RANGE = re.compile(r"#\[OutOfRange: below=(\d+) above=(\d+) max=(\d+|-)\]$")
-
-
-def read_hlog(source: str | os.PathLike | IO) -> Hlog:
-    """Read an HdrHistogram interval log written by any HdrHistogram implementation (or ``write_hlog``).
-
-    Comment lines are kept; StartTime, BaseTime, format version and MaxValueDivisor notes are parsed;
-    the legend and blank lines are skipped; an ``#[OutOfRange: ...]`` note (see ``write_hlog``) is added
-    to the next interval's out-of-range counts. Any other malformed line raises HdrFormatError naming
-    the file and line number.
-    """
-    if isinstance(source, (str, os.PathLike)):
-        name = os.fspath(source)
-        try:
-            with open(source, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise HdrFormatError(f"{name}: cannot read interval log ({e.strerror or e})") from None
-    else:
-        name = getattr(source, "name", "<hlog>")
-        data = source.read()
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise HdrFormatError(f"{name}: not a text interval log ({e})") from None
-    out = Hlog()
-    pending_out_of_range = None
-    for number, line in enumerate(data.splitlines(), start=1):
-        line = line.strip()
-        where = f"{name}:{number}"
-        if not line:
-            continue
-        if line.startswith("#"):
-            for pattern, attr in ((_START_TIME, "start_time"), (_BASE_TIME, "base_time"),
-                                  (_DIVISOR, "max_value_divisor")):
-                m = pattern.match(line)
-                if m:
-                    try:
-                        setattr(out, attr, float(m.group(1)))
-                    except ValueError:
-                        raise HdrFormatError(f"{where}: bad number in {line!r}") from None
-                    break
-            else:
-                m = _VERSION.match(line)
-                oor = _OUT_OF_RANGE.match(line)
-                if m:
-                    out.format_version = m.group(1)
-                elif oor:
-                    pending_out_of_range = (int(oor.group(1)), int(oor.group(2)),
-                                            None if oor.group(3) == "-" else int(oor.group(3)))
-                else:
-                    out.comments.append(line[1:])
-            continue
-        if line.startswith('"StartTimestamp"'):
-            continue
-        tag = None
-        if line.startswith("Tag="):
-            tag, _, line = line[4:].partition(",")
-        fields = line.split(",")
-        if len(fields) != 4:
-            raise HdrFormatError(f"{where}: expected 'start,length,max,histogram' (4 fields), got {len(fields)}")
-        try:
-            start_s, length_s, max_value = (float(x) for x in fields[:3])
-        except ValueError:
-            raise HdrFormatError(f"{where}: start, length and max must be numbers, got {fields[:3]}") from None
-        try:
-            hist = HdrHistogram.decode(fields[3])
-        except HdrFormatError as e:
-            raise HdrFormatError(f"{where}: {e}") from None
-        if pending_out_of_range:
-            hist._count_out_of_range(*pending_out_of_range)
-            pending_out_of_range = None
-        out.intervals.append(HlogInterval(start_s, length_s, max_value, hist, tag))
-    return out

@@ -1,0 +1,58 @@
+"""What a calibration collects from its ``hilat.session.Session`` (the records of the channels it
+enabled), and the channel a calibration source is wired to."""
+
+import numpy as np
+
+from hilat.calibration.store import CalibrationError
+
+# The default role of the input a loopback jumper or a 1PPS is wired to (the rig's channel table).
+CALIBRATION_ROLE = "spare"
+
+
+class RecordCollector:
+    """The consumer of a calibration's ``Session``: keeps its records (a calibration is bounded by
+    its pulse count or duration) and counts the rises of one channel as they arrive."""
+
+    def __init__(self, count_channel=None):
+        self.parts = []
+        self.count_channel = count_channel
+        self.rises = 0
+        self.last_rise = None
+
+    def __call__(self, ticks, masks, levels):
+        self.parts.append((ticks, masks, levels))
+        if self.count_channel is not None:
+            rising = np.flatnonzero((masks >> self.count_channel) & (levels >> self.count_channel) & 1)
+            if len(rising):
+                self.rises += len(rising)
+                self.last_rise = int(ticks[rising[-1]])
+
+    @property
+    def records(self):
+        """(ticks, channel masks, level masks) arrays of everything received."""
+        if not self.parts:
+            return (np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16))
+        return tuple(np.concatenate(x) for x in zip(*self.parts))
+
+
+def lost_edges(session):
+    """Edges the rig dropped (FIFO full) during a calibration session, per its counters."""
+    status = session.status
+    return (sum(status.dropped) if status else 0) + session.overflows
+
+
+def role_channel(ident, role):
+    """The first channel of this rig whose default role is ``role`` (its IDENTIFY table)."""
+    for number, (_name, channel_role) in enumerate(ident.channels):
+        if channel_role == role:
+            return number
+    table = ", ".join(f"{n} {name} ({r or '-'})" for n, (name, r) in enumerate(ident.channels))
+    raise CalibrationError(f"this rig has no channel with the role '{role}' ({table}): name the channel")
+
+
+def check_input(ident, channel, what):
+    first, last = ident.n_stimulus, ident.n_stimulus + ident.n_inputs - 1
+    if not first <= channel <= last:
+        raise CalibrationError(f"{what}: channel {channel} is not a capture input of this rig (inputs are "
+                               f"channels {first}..{last})")
+

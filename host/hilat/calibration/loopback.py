@@ -1,0 +1,160 @@
+"""The rig's own offset and jitter, by loopback (``hilat calibrate loopback``).
+
+A jumper from a stimulus output (STIM0) to a capture input (SPARE, channel 4). The delay from each
+stimulus edge to its copy on the input is the rig's own stimulus->capture offset; its spread is the
+rig's own jitter. The offset (the median delay, an integer number of ticks) is subtracted from every
+stimulus->response latency.
+"""
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from hilat import analysis
+from hilat import protocol as p
+from hilat.calibration.listener import RecordCollector, check_input, lost_edges
+from hilat.calibration.store import CalibrationError, made_now
+from hilat.rig import RigError
+
+log = logging.getLogger("hilat")
+
+
+def _stats(values):
+    v = np.asarray(values, dtype=np.int64)
+    if len(v) == 0:
+        return {"n": 0}
+    s = np.sort(v)
+    hist = {str(int(k)): int(c) for k, c in zip(*np.unique(v, return_counts=True))}
+    return {"n": int(len(v)), "median_ticks": int(s[(len(s) - 1) // 2]), "min_ticks": int(s[0]),
+            "max_ticks": int(s[-1]), "mean_ticks": float(v.mean()),
+            "std_ticks": float(v.std(ddof=1)) if len(v) > 1 else 0.0, "histogram": hist}
+
+
+def _first_after(starts, edges):
+    """For each start tick, the delay to the first edge in [start, next start); -1 if none.
+    Returns (delays, number of edges no start claimed)."""
+    n = len(starts)
+    ends = np.append(starts[1:], np.iinfo(np.int64).max) if n else starts
+    lo = np.searchsorted(edges, starts, side="left")
+    hi = np.searchsorted(edges, ends, side="left")
+    found = hi > lo
+    delays = np.full(n, -1, dtype=np.int64)
+    delays[found] = edges[lo[found]] - starts[found]
+    claimed = int(found.sum())
+    return delays, len(edges) - claimed
+
+
+@dataclass
+class LoopbackResult:
+    stimuli: int
+    rise_delays: np.ndarray        # per stimulus, ticks; -1: no edge on the loopback input
+    fall_delays: np.ndarray
+    unclaimed_edges: int           # loopback rises before the first stimulus or beyond the first per window
+
+    @property
+    def missing(self):
+        return int((self.rise_delays < 0).sum())
+
+    def summary(self):
+        found = self.rise_delays[self.rise_delays >= 0]
+        rise = _stats(found)
+        fall = _stats(self.fall_delays[self.fall_delays >= 0])
+        return {"offset_ticks": rise.get("median_ticks"), "rise": rise, "fall": fall,
+                "stimuli": int(self.stimuli), "missing": self.missing, "unclaimed_edges": int(self.unclaimed_edges)}
+
+
+def loopback_delays(records, stimulus_channel, loopback_channel, active=1):
+    """Pair each stimulus edge with the first edge of the same direction on the loopback input."""
+    ticks, chans, levels = analysis.edges_from_records(records)
+    ticks = ticks.astype(np.int64)
+    order = np.argsort(ticks, kind="stable")
+    ticks, chans, levels = ticks[order], chans[order], levels[order]
+
+    def edges(ch, level):
+        return ticks[(chans == ch) & (levels == level)]
+    stim_rise, stim_fall = edges(stimulus_channel, active), edges(stimulus_channel, 1 - active)
+    rise, unclaimed = _first_after(stim_rise, edges(loopback_channel, active))
+    fall, _ = _first_after(stim_fall, edges(loopback_channel, 1 - active))
+    return LoopbackResult(len(stim_rise), rise, fall, unclaimed)
+
+
+def no_loopback_message(stimuli, stimulus_channel, loopback_channel):
+    return (f"no edges on capture channel {loopback_channel} during {stimuli} stimulus pulses: the loopback "
+            f"jumper is missing. Wire stimulus output STIM{stimulus_channel} to the SPARE capture input "
+            f"(channel {loopback_channel}), see docs/wiring.md, and run again (or give the input you wired "
+            "with --channel).")
+
+
+def loopback_calibration(result, ts_hz, stimulus_channel, loopback_channel, stimulus, url, max_missing=0.01):
+    """The stored loopback calibration, or CalibrationError for unusable data; edges no stimulus claimed
+    are logged as a warning (and not used)."""
+    s = result.summary()
+    found = s["rise"]["n"]
+    if result.stimuli == 0:
+        raise CalibrationError(f"no stimulus edges were recorded on channel {stimulus_channel}: the rig did not "
+                               "pulse (see the log above)")
+    if found == 0:
+        raise CalibrationError(no_loopback_message(result.stimuli, stimulus_channel, loopback_channel))
+    if result.missing > max_missing * result.stimuli:
+        raise CalibrationError(f"{result.missing} of {result.stimuli} stimulus pulses never reached channel "
+                               f"{loopback_channel}: the loopback jumper makes intermittent contact (or the "
+                               "delay exceeds the stimulus interval). Fix it and run again.")
+    if result.unclaimed_edges:
+        log.warning("%d more edges on channel %d than stimulus pulses (ringing on the jumper, or another source "
+                    "on that input?): not used", result.unclaimed_edges, loopback_channel)
+    rise = s["rise"]
+    tick_ns = 1e9 / ts_hz
+    return {
+        "offset_ticks": int(rise["median_ticks"]),
+        "offset_ns": rise["median_ticks"] * tick_ns,
+        "min_ticks": rise["min_ticks"], "max_ticks": rise["max_ticks"],
+        "mean_ticks": rise["mean_ticks"], "std_ticks": rise["std_ticks"], "n": rise["n"],
+        "histogram": rise["histogram"],
+        "fall": {k: v for k, v in s["fall"].items() if k != "histogram"},
+        "stimuli": s["stimuli"], "missing": s["missing"], "unclaimed_edges": s["unclaimed_edges"],
+        "stimulus_channel": stimulus_channel, "capture_channel": loopback_channel,
+        "stimulus": stimulus, "url": url, "made": made_now(),
+        "method": "median (lower median, an observed value) of the delays from each stimulus rising edge to "
+                  "the first rising edge on the loopback input; spread = min/max/std of those delays",
+    }
+
+
+def run_loopback(session, count, period, jitter, width, stimulus_channel, loopback_channel, seed=1,
+                 progress=None):
+    """Pulse ``count`` times (dithered) and collect every edge; returns a LoopbackResult."""
+    ident = session.identity
+    if not 0 <= stimulus_channel < ident.n_stimulus:
+        raise CalibrationError(f"stimulus channel {stimulus_channel} does not exist (0..{ident.n_stimulus - 1})")
+    check_input(ident, loopback_channel, "loopback")
+    if not 1 <= width < period - jitter:
+        raise CalibrationError(f"pulse width {width} ticks must be shorter than the shortest interval "
+                               f"({period - jitter} ticks)")
+    collector = RecordCollector(count_channel=stimulus_channel)
+    both = p.CAPTURE_ENABLE | p.CAPTURE_RISE | p.CAPTURE_FALL
+    session.configure_capture({stimulus_channel: both, loopback_channel: both})
+    session.configure_stimulus(stimulus_channel, "dither", width=width, period=period, jitter=jitter, count=count,
+                               seed=seed)
+    start = session.start(1 << stimulus_channel)
+
+    def finished(status):
+        # The rig pulsed its count although fewer rises arrived: edges were lost (counted below).
+        return bool(status.stim_status) and bool(status.stim_status[stimulus_channel] & p.STIM_DONE)
+
+    try:
+        try:
+            session.collect(collector, lambda: collector.rises >= count, on_status=finished,
+                            tick=(lambda: progress(collector.rises, count)) if progress else None)
+        except RigError as e:
+            raise CalibrationError(str(e)) from None
+        # The copy of the last pulse may still be on its way: wait out one more interval.
+        session.wait_clock((collector.last_rise or start) + period + jitter + 64, collector)
+    finally:
+        session.stop(1 << stimulus_channel)
+        session.configure_capture({})
+        session.drain(collector)
+        session.finish(collector)
+    if lost_edges(session):
+        raise CalibrationError(f"the rig lost {lost_edges(session)} edges (FIFO full) during the loopback run: "
+                               "lengthen --period and run again")
+    return loopback_delays(collector.records, stimulus_channel, loopback_channel)

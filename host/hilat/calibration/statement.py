@@ -1,0 +1,157 @@
+"""What a calibration says in words: the resolution statement every run and ``hilat info`` carry (with
+its warnings), and what ``hilat calibrate`` prints and logs while it measures.
+"""
+
+import logging
+import time
+from datetime import datetime, timezone
+
+log = logging.getLogger("hilat")
+
+# A calibration older than this is applied with a warning.
+STALE_DAYS = 30.0
+
+
+# ---- the resolution statement -----------------------------------------------------------------------
+
+def _age_days(made, now):
+    try:
+        then = datetime.fromisoformat(made)
+    except (TypeError, ValueError):
+        return None
+    return (now - then).total_seconds() / 86400
+
+
+def _age_text(days):
+    if days is None:
+        return "age unknown"
+    if days < 1 / 24:
+        return f"{days * 1440:.0f} min old"
+    if days < 2:
+        return f"{days * 24:.1f} h old"
+    return f"{days:.0f} days old"
+
+
+def _fmt_ns(ns):
+    return f"{ns:.6g} ns"
+
+
+def applied(identity, calibration=None, exact=True, reason=None, now=None, stale_days=STALE_DAYS):
+    """What a capture records as ``meta["calibration"]`` and applies: offset_ticks, ts_hz, warnings and
+    the resolution statement. ``calibration`` is a stored calibration (or None: uncalibrated)."""
+    now = now or datetime.now(timezone.utc)
+    nominal = float(identity["ts_hz"])
+    tick_ns = 1e9 / nominal
+    warnings = []
+    loop = (calibration or {}).get("loopback")
+    clock = (calibration or {}).get("clock")
+    if calibration is not None and not exact:
+        other = calibration.get("rig_identity") or {}
+        warnings.append(f"calibration made on another rig identity (gateware '{other.get('gateware')}', "
+                        f"{other.get('ts_hz')} Hz); this rig is '{identity['gateware']}': recalibrate "
+                        "(hilat calibrate loopback / clock)")
+    ages = {}
+    for name, part in (("loopback", loop), ("clock", clock)):
+        if part:
+            ages[name] = _age_days(part.get("made"), now)
+            if ages[name] is not None and ages[name] > stale_days:
+                warnings.append(f"{name} calibration is stale: made {part.get('made')}, {ages[name]:.0f} days ago "
+                                f"(> {stale_days:g} days): run hilat calibrate {name}")
+    offset = int(loop["offset_ticks"]) if loop else 0
+    ppm = float(clock["ppm"]) if clock else 0.0
+    ts_hz = nominal * (1 + ppm * 1e-6)
+    lines = [f"timebase: {nominal / 1e6:g} MHz nominal, 1 tick = {_fmt_ns(tick_ns)}; every edge is quantized "
+             f"to 1 tick (a latency is +-1 tick)"]
+    if clock:
+        source = f"1PPS on channel {clock.get('channel')}" if clock["method"] == "pps" else "against the host clock"
+        lines.append(f"clock: {ppm:+.4g} ppm +- {clock['uncertainty_ppm']:.2g} ppm ({clock['coverage']}, {source}, "
+                     f"{clock.get('made')}, {_age_text(ages.get('clock'))}): ts = {ts_hz:.1f} Hz, "
+                     f"1 tick = {_fmt_ns(1e9 / ts_hz)}")
+    else:
+        lines.append("clock: not calibrated: ticks are converted at the nominal frequency (its error is unknown; "
+                     "run hilat calibrate clock)")
+    if loop:
+        lines.append(f"rig offset: {offset} ticks ({_fmt_ns(offset * 1e9 / ts_hz)}) subtracted from every "
+                     f"stimulus->response latency (loopback STIM{loop.get('stimulus_channel')} -> channel "
+                     f"{loop.get('capture_channel')}, {loop.get('made')}, {_age_text(ages.get('loopback'))})")
+        lines.append(f"rig jitter (loopback): {loop['min_ticks']}..{loop['max_ticks']} ticks "
+                     f"(peak-to-peak {loop['max_ticks'] - loop['min_ticks']} ticks, std {loop['std_ticks']:.3g} "
+                     f"ticks, N = {loop['n']})")
+    else:
+        lines.append("rig offset: not calibrated: latencies include the rig's own stimulus->capture delay "
+                     "(run hilat calibrate loopback)")
+    if calibration is None and reason:
+        lines.append(f"calibration: none applied ({reason})")
+    elif calibration is not None:
+        lines.append(f"calibration file: {calibration.get('file')}")
+    lines += [f"WARNING: {w}" for w in warnings]
+    identity_of = (calibration or {}).get("rig_identity")
+    return {"applied": calibration is not None, "offset_ticks": offset, "ts_hz": ts_hz, "ts_hz_nominal": nominal,
+            "ppm": ppm if clock else None, "rig_identity": identity_of, "file": (calibration or {}).get("file"),
+            "loopback": loop, "clock": clock, "warnings": warnings, "statement": lines}
+
+
+# ---- what hilat calibrate prints ----------------------------------------------------------------------
+
+class ProgressLog:
+    """A progress line on stderr, at most every 2 s (so the simulator's slow runs show life)."""
+
+    def __init__(self, what):
+        self.what = what
+        self.last = time.monotonic()
+
+    def __call__(self, done, total):
+        now = time.monotonic()
+        if now - self.last >= 2.0:
+            self.last = now
+            log.info("%s: %d%%", self.what, min(100, int(100 * done / max(total, 1))))
+
+
+def _stored(path):
+    return f"stored in {path}" if path else "not stored (--no-store): captures apply the calibration stored before"
+
+
+def loopback_text(loop, url, ts_hz, path):
+    """The report of a loopback calibration (``loopback_calibration``), stored in ``path`` (None: not)."""
+    tick_ns = 1e9 / ts_hz
+    fall = loop["fall"]
+    lines = [f"loopback STIM{loop['stimulus_channel']} -> channel {loop['capture_channel']} on {url}: "
+             f"{loop['stimuli']} pulses, {loop['n']} arrived, {loop['missing']} missing"]
+    applies = ("subtracted from stimulus->response latencies from now on" if path else
+               "not stored (--no-store): later captures do not subtract it")
+    lines.append(f"  rig offset    {loop['offset_ticks']} ticks ({loop['offset_ticks'] * tick_ns:g} ns), the median "
+                 f"rising-edge delay: {applies}")
+    lines.append(f"  rig jitter    {loop['min_ticks']}..{loop['max_ticks']} ticks (peak-to-peak "
+                 f"{loop['max_ticks'] - loop['min_ticks']}), std {loop['std_ticks']:.3g} ticks, mean "
+                 f"{loop['mean_ticks']:.3f}")
+    if fall.get("n"):
+        lines.append(f"  falling edge  {fall['min_ticks']}..{fall['max_ticks']} ticks (median {fall['median_ticks']})")
+    lines.append("  histogram     " + ", ".join(f"{k}: {v}" for k, v in loop["histogram"].items()))
+    lines.append(_stored(path))
+    return "\n".join(lines)
+
+
+def pps_text(result, edges, channel, url, listed=20):
+    """What a 1PPS analysis (``analyse_pps``) found: the pulses used, and each missing pulse and extra
+    edge, up to ``listed`` of each."""
+    lines = [f"1PPS on channel {channel} ({url}): {edges} rising edges, {len(result.accepted)} pulses used, "
+             f"{len(result.missing)} missing, {len(result.extra)} extra"]
+    lines += [f"  missing pulse {n} (expected near tick {tick}): excluded" for n, tick in result.missing[:listed]]
+    if len(result.missing) > listed:
+        lines.append(f"  ... and {len(result.missing) - listed} more missing pulses")
+    lines += [f"  extra edge at tick {tick} ({why}): excluded" for tick, why in result.extra[:listed]]
+    if len(result.extra) > listed:
+        lines.append(f"  ... and {len(result.extra) - listed} more extra edges")
+    return "\n".join(lines)
+
+
+def clock_text(clock, ts_hz, path):
+    """The report of a clock calibration (``host_clock_estimate`` or ``pps_calibration``), stored in
+    ``path`` (None: not)."""
+    calibrated = ts_hz * (1 + clock["ppm"] * 1e-6)
+    against = "the host clock" if clock["method"] == "host" else "the 1PPS"
+    return "\n".join([
+        f"clock: {clock['ppm']:+.4f} ppm +- {clock['uncertainty_ppm']:.4f} ppm ({clock['coverage']}) against "
+        f"{against}: ts = {calibrated:.3f} Hz (nominal {ts_hz} Hz), 1 tick = {1e9 / calibrated:.6f} ns",
+        f"  basis: {clock['basis']}",
+        _stored(path)])

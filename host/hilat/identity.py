@@ -1,0 +1,57 @@
+"""What a rig says it is (IDENTIFY): its build, clocks, channels, limits and features, as the facts
+``hilat info --json`` prints and as the table ``hilat info`` prints."""
+
+from hilat import protocol as p
+
+# IDENTIFY's capability bits, by the name they are shown with.
+CAPABILITIES = [("dither", p.CAP_DITHER), ("random", p.CAP_RANDOM), ("burst", p.CAP_BURST),
+                ("absolute-start", p.CAP_ABSOLUTE_START), ("glitch-filter", p.CAP_GLITCH_FILTER),
+                ("tag", p.CAP_TAG_CHANNEL), ("sub-tick", p.CAP_SUBTICK)]
+
+
+def describe(ident, status, url, resolution):
+    """The rig's facts: its IDENTIFY, the drop counters of its STATUS, and ``resolution``, the
+    calibration a capture on it applies (``calibration.for_rig``)."""
+    # The gateware string is "<board> <git hash>" (gateware/soc.py); anything else is shown as it is.
+    board, _, git_hash = ident.gateware.partition(" ")
+    return {
+        "url": url, "protocol": ident.version, "gateware": ident.gateware, "board": board if git_hash else None,
+        "git_hash": git_hash or None, "firmware": ident.firmware,
+        "ts_hz": ident.ts_hz, "sys_hz": ident.sys_hz, "tick_ns": 1e9 / ident.ts_hz,
+        "stimulus_channels": ident.n_stimulus, "capture_inputs": ident.n_inputs,
+        "channels": [{"channel": n, "name": name, "direction": "out" if n < ident.n_stimulus else "in",
+                      "default_role": role or None} for n, (name, role) in enumerate(ident.channels)],
+        "min_interval_ticks": ident.min_interval, "glitch_max_ticks": ident.glitch_max,
+        "start_margin_ticks": ident.start_margin, "fifo_depth": ident.fifo_depth,
+        "pin_to_stamp_delay_ticks": ident.pin_to_stamp_delay,
+        "capabilities": [name for name, bit in CAPABILITIES if ident.capabilities & bit],
+        "dropped_per_channel": list(status.dropped),
+        "calibration": resolution,
+    }
+
+
+def text(info):
+    """The table of ``hilat info`` from :func:`describe`'s facts, with the resolution statement."""
+    lines = [f"rig on {info['url']}"]
+    if info["git_hash"]:
+        dirty = "  (built from uncommitted changes)" if info["git_hash"].endswith("-dirty") else ""
+        lines += [f"  board      {info['board']}", f"  gateware   git {info['git_hash']}{dirty}"]
+    else:
+        lines.append(f"  gateware   {info['gateware']}")
+    clock = ", clock calibrated: see resolution" if info["calibration"]["clock"] else ", clock not calibrated"
+    channels = ", ".join(f"{c['channel']} {c['name']}" + (f" ({c['default_role']})" if c["default_role"] else "")
+                         for c in info["channels"])
+    lines += [
+        f"  firmware   {info['firmware']} (protocol {info['protocol']})",
+        f"  clocks     ts {info['ts_hz'] / 1e6:g} MHz nominal (1 tick = {info['tick_ns']:g} ns{clock}), "
+        f"sys {info['sys_hz'] / 1e6:g} MHz",
+        f"  channels   {info['stimulus_channels']} stimulus outputs, {info['capture_inputs']} inputs: {channels}",
+        f"  limits     stimulus intervals >= {info['min_interval_ticks']} ticks, glitch filter <= "
+        f"{info['glitch_max_ticks']} ticks, start >= {info['start_margin_ticks']} ticks ahead",
+        f"  fifo       {info['fifo_depth']} records; pin-to-stamp delay {info['pin_to_stamp_delay_ticks']} ticks "
+        "(subtracted in gateware)",
+        f"  features   {', '.join(info['capabilities'])}",
+        "resolution",
+    ]
+    lines += [f"  {line}" for line in info["calibration"]["statement"]]
+    return "\n".join(lines)
