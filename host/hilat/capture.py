@@ -344,13 +344,15 @@ class Capture:
         return False
 
     def _rig_finished(self, status):
-        """STATUS says the stimulus finished its count though fewer arrived: edges were lost."""
+        """STATUS says the stimulus finished its count and every record it sent has arrived, yet
+        fewer stimuli than the count: edges were lost on the way (counted), so stop waiting."""
         self.status = status
         stim = self._roles.stimulus
         if (stim in self._fired and len(status.stim_status) > stim and status.stim_status[stim] & p.STIM_DONE
-                and self.settings.count is not None):
-            log.warning("the rig finished its %s stimuli but %d arrived: edges were lost (counted)",
-                        self.settings.count, self.stream.paced)
+                and self.settings.count is not None and self.stream.records >= status.records_sent):
+            if self.stream.paced < self.settings.count:
+                log.warning("the rig finished its %s stimuli but %d arrived: edges were lost (counted)",
+                            self.settings.count, self.stream.paced)
             return True
         return False
 

@@ -63,7 +63,9 @@ def test_rate_limited_stream_is_still_running_after_a_second():
         rig_session.command(p.Stop(channels=1))
         stopped = rig_session.status()
         before, after = rig_session.now(), (time.sleep(0.05), rig_session.now())[1]
-        received = [r for f in rig_session.pending if isinstance(f.msg, p.Events) for r in f.msg.records]
+        # Records that arrived while the commands waited for their replies, kept in order as arrays.
+        received = [tuple(r) for part in rig_session.pending_records
+                    for r in zip(*(column.tolist() for column in part))]
     assert running.stim_status[0] == p.STIM_RUNNING
     assert 0 < running.records_sent < records_for(limit)
     assert stopped.stim_status[0] == 0
