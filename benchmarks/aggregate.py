@@ -47,7 +47,8 @@ def synthetic_edges(n_events, seed=1):
 
 def vectorised(ticks, chans, levels):
     p = analysis.pair(ticks, chans, levels, ROLES)
-    return p, analysis.summarize(p, 50e6), analysis.summarize(p, 50e6, exclude_tagged=True)
+    found = analysis.measure(ticks, chans, levels, ROLES)
+    return p, analysis.summarize(found, 50e6), analysis.summarize(found, 50e6, exclude_tagged=True)
 
 
 def python_loop(ticks, chans, levels):
