@@ -101,7 +101,7 @@ def mismatches(summary, stimuli):
     return [f"{k} {found[k]} (expected {want[k]})" for k in found if found[k] != want[k]]
 
 
-def capture(url, records, out):
+def capture(url, records, out, readers=False):
     stimuli = stream_rig.stimuli_for(records)
     out.mkdir(parents=True)
     log = out / "capture.log"
@@ -126,8 +126,29 @@ def capture(url, records, out):
     if proc.returncode != 0:
         tail = log.read_text().strip().splitlines()[-5:]
         result["verdict"] += f"; capture exit code {proc.returncode}: " + " | ".join(tail)
+    if readers and run_dirs:
+        result["readers"] = read_back(run_dirs[0], out)
     shutil.rmtree(out)
     return result
+
+
+# What a user runs on the run afterwards; each must stay within the capture's memory bound.
+READERS = {"report": ["report", "{run}"], "compare": ["compare", "{run}", "{run}"],
+           "export --hlog": ["export", "{run}", "--hlog", "{out}/isr.hlog"],
+           "export --csv": ["export", "{run}", "--csv", "{out}/samples.csv"]}
+
+
+def read_back(run_dir, out):
+    """Wall time and peak RSS of each reader on the run (stdout to /dev/null)."""
+    results = {}
+    for name, argv in READERS.items():
+        cmd = [sys.executable, "-m", "hilat", *(a.format(run=run_dir, out=out) for a in argv)]
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+        results[name] = {"wall": time.monotonic() - t0, "rss_mib": usage.ru_maxrss / 1024,
+                         "code": os.waitstatus_to_exitcode(status)}
+    return results
 
 
 def main(argv=None):
@@ -137,6 +158,8 @@ def main(argv=None):
     ap.add_argument("--raw-records", type=size, default=3 * 10**7,
                     help="records of the rig-alone measurement (default 3e7; 0: skip it)")
     ap.add_argument("--out", type=Path, default=None, help="where the run directories go (default: a temporary one)")
+    ap.add_argument("--no-readers", action="store_true",
+                    help="skip report, compare and exports on the largest run")
     args = ap.parse_args(argv)
     sizes = sorted(set(args.sizes) | {REFERENCE})
     base = Path(tempfile.mkdtemp(prefix="hilat-stream-", dir=args.out))
@@ -148,11 +171,14 @@ def main(argv=None):
                 print(f"stream rig alone: {records} records ({frames} frames, {received / 1e6:.1f} MB) in "
                       f"{seconds:.2f} s = {records / seconds:,.0f} records/s into a raw socket reader", flush=True)
             for n in sizes:
-                r = capture(rig.url, n, base / f"n{n}")
+                r = capture(rig.url, n, base / f"n{n}", readers=not args.no_readers and n == sizes[-1])
                 results[n] = r
                 print(f"{n:>11,} records: {r['records']:,} captured ({r['stimuli']:,} stimuli) in {r['wall']:.1f} s "
                       f"= {r['records'] / r['wall']:,.0f} records/s, peak RSS {r['rss_mib']:.0f} MiB, "
                       f"lost {r['lost']}; {r['verdict']}", flush=True)
+                for name, rr in (r.get("readers") or {}).items():
+                    print(f"    hilat {name} of that run: {rr['wall']:.1f} s, peak RSS {rr['rss_mib']:.0f} MiB, "
+                          f"exit code {rr['code']}", flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     r = results[sizes[-1]]

@@ -17,7 +17,8 @@ def _sample_items(run, kind):
     from hilat import runs
 
     if run.has_stored_samples():
-        yield from run.iter_samples(kind)
+        # 2^20 samples a chunk: their CSV text (numpy strings, ~4 bytes a character) stays ~100 MiB.
+        yield from run.iter_samples(kind, chunk=1 << 20)
         return
     se = run.measurements.series[kind]
     items = np.empty(len(se), runs.SAMPLE_DTYPE)
