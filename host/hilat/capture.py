@@ -67,8 +67,8 @@ class CaptureSettings:
     also_fire: list = field(default_factory=list)
     # Rolling .hlog: one interval per this many seconds of rig time, per kind (0: none).
     hlog_interval_s: float = 10.0
-    # Records per step of the streaming pairing (None: as they come). Tests set it small to put
-    # chunk boundaries between stimuli and their responses.
+    # Records per step of the streaming pairing (None: 65536). Tests set it small to put chunk
+    # boundaries between stimuli and their responses.
     chunk_records: int | None = None
 
 
@@ -200,8 +200,12 @@ class _Stream:
         self._offset_kinds = {k for k in self.aggregator.kinds if k in ("stim_to_isr", "stim_to_task")} \
             if offset_ticks else set()
 
+    # Records per step when none is set: the working arrays of a step (edges, pairing) stay a few
+    # tens of MiB however much one read of the link brings.
+    DEFAULT_CHUNK = 1 << 16
+
     def __call__(self, ticks, masks, levels):
-        step = self.chunk_records or len(ticks)
+        step = self.chunk_records or self.DEFAULT_CHUNK
         for i in range(0, len(ticks), step):
             self._records(ticks[i:i + step], masks[i:i + step], levels[i:i + step])
 

@@ -11,14 +11,13 @@ SAMPLE_COLUMNS = ["kind", "index", "start_tick", "time_s", "ticks", "ns", "tag_a
                   "duplicates"]
 
 
-def _sample_items(run, kind):
+def _sample_items(run, kind, chunk=1 << 20):
     """The samples of ``kind`` as ``runs.SAMPLE_DTYPE`` chunks: as the capture stored them
     (samples/KIND.bin, streamed), or computed from the edges for a run without them."""
     from hilat import runs
 
     if run.has_stored_samples():
-        # 2^20 samples a chunk: their CSV text (numpy strings, ~4 bytes a character) stays ~100 MiB.
-        yield from run.iter_samples(kind, chunk=1 << 20)
+        yield from run.iter_samples(kind, chunk=chunk)
         return
     se = run.measurements.series[kind]
     items = np.empty(len(se), runs.SAMPLE_DTYPE)
@@ -27,14 +26,14 @@ def _sample_items(run, kind):
     yield items
 
 
-def iter_sample_columns(run):
+def iter_sample_columns(run, chunk=1 << 20):
     """{column: array} chunks: one row per sample of every kind (built-in and defined), kind by kind,
     each in start order: ``index`` counts the kind's samples, ``time_s`` is rig time since the run's
     first edge, ``ticks``/``ns`` the value (-1 / NaN: missed). Bounded memory."""
     origin = run.first_tick()
     for kind in run.kind_titles:
         index = 0
-        for items in _sample_items(run, kind):
+        for items in _sample_items(run, kind, chunk):
             n = len(items)
             values = items["ticks"]
             yield {"kind": np.full(n, kind, dtype=object), "index": np.arange(index, index + n, dtype=np.int64),
@@ -73,7 +72,8 @@ def _csv_text(cols):
 def write_csv(run, path):
     with open(path, "w", newline="") as f:
         f.write(",".join(SAMPLE_COLUMNS) + "\n")
-        for cols in iter_sample_columns(run):
+        # 2^17 rows a chunk: their text as numpy strings (4 bytes a character) stays ~100 MiB.
+        for cols in iter_sample_columns(run, chunk=1 << 17):
             f.write(_csv_text(cols))
 
 

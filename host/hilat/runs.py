@@ -34,8 +34,8 @@ EDGE_DTYPE = np.dtype([("tick", "<i8"), ("channel", "u1"), ("level", "u1")])
 SAMPLE_DTYPE = np.dtype([("start_tick", "<i8"), ("ticks", "<i8"), ("duplicates", "<u2"),
                          ("tag_at_start", "u1"), ("tag_in_window", "u1")])
 _HEADER = 16
-# Edges per chunk when a run is read in pieces: 4 Mi edges (40 MiB of items, ~200 MiB while paired).
-CHUNK_EDGES = 1 << 22
+# Edges per chunk when a run is read in pieces: 1 Mi edges (10 MiB of items, ~60 MiB while paired).
+CHUNK_EDGES = 1 << 20
 
 
 class RunError(Exception):

@@ -100,7 +100,7 @@ class Transport:
             os.close(self._lock)
             self._lock = None
 
-    def read(self, size=1 << 20):
+    def read(self, size=1 << 18):
         """Whatever arrived (possibly nothing, after the read timeout). Raises on a dropped link."""
         if self.socket is not None:
             try:
