@@ -39,7 +39,9 @@ class _Socket:
         host, _, port = url[len("socket://"):].rpartition(":")
         self.timeout = timeout
         self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=5)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        # 1 MiB: room for bursts, while what arrives during a command's round trip (kept until the
+        # reply comes) stays small; a larger buffer raised the capture's peak RSS by ~30 MiB.
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
         self.sock.settimeout(None)
 
     def read(self, size):
