@@ -1,14 +1,19 @@
 """Frames to record arrays: ``BatchDecoder.feed_batch`` gives the EVENTS records of a piece of the
 stream as numpy arrays and the other frames as ``protocol.Frame`` objects.
 
-Why: a capture must take millions of records per second, and ``Events.from_body`` makes a Python
-tuple per record. Here a clean piece (every frame intact, in sequence, of this protocol version)
-is decoded for all its frames at once: the COBS code-byte chains of all frames are followed
-together (one numpy step per code byte), then the records of all EVENTS bodies (one numpy step per
-record index, the uleb128 delta byte by byte), and the timestamps are a cumulative sum from each
-frame's base. A piece that is not clean (a CRC failure, a gap, a replay, another version, an
-overlong or malformed frame...) goes through ``FrameDecoder.feed`` instead, so the counters and
-rules are exactly the per-frame decoder's in every case.
+Why: throughput. A capture must take millions of records per second, and ``FrameDecoder.feed``
+makes a Python tuple per record (``Events.from_body``). Here the complete frames of a piece are
+decoded all at once: the COBS code-byte chains of all frames are followed together (one numpy step
+per code byte index), the CRC is checked per frame with zlib, the records of all EVENTS bodies are
+walked together (one numpy step per record index, through a table of the record length at every
+byte), then the deltas and masks of all records are gathered at once and the timestamps are a
+cumulative sum from each frame's base (uint64: mod 2**64, as on the wire).
+
+Runs of intact EVENTS frames in sequence are accepted in one go. Every other frame (another type, a
+CRC failure, a gap, a replay, another version, a malformed body...) goes through
+``FrameDecoder._frame``, and a frame begun in an earlier call through ``FrameDecoder.feed``, so the
+counters, the sequence and replay rules and the pending/overlong handling are the per-frame
+decoder's; ``feed`` and ``feed_batch`` can be mixed on one decoder.
 """
 
 import zlib
@@ -18,194 +23,284 @@ import numpy as np
 
 from hilat import protocol as p
 
-_MAX_RECORDS = (p.MAX_PAYLOAD - p.EVENTS_EMPTY) // 3 + 1  # records an EVENTS frame can hold (1-byte masks)
+_PAD = 256  # zero bytes after a piece: a code-byte chain or record walk that runs past its end stops there
+_ULEB_MAX = 10  # bytes of the longest uleb128 delta (64 bits)
+_MIN_VECTOR = 4  # fewer complete frames in a piece: the per-frame path is faster
 
 
 class RecordBatch(NamedTuple):
     ticks: np.ndarray     # uint64 record timestamps, in arrival order
     channels: np.ndarray  # uint16 channel masks
     levels: np.ndarray    # uint16 level masks
-    frames: list          # the frames that are not EVENTS, in arrival order
+    frames: list          # the frames that are not EVENTS (protocol.Frame), in arrival order
     events_frames: int    # EVENTS frames decoded into the arrays
 
 
-def _empty_batch(frames=(), events_frames=0):
-    return RecordBatch(np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16), list(frames),
-                       events_frames)
+class _Events(NamedTuple):
+    """The intact EVENTS frames among the frames of a piece, and their records."""
+
+    index: np.ndarray     # which frames (ascending)
+    seq: np.ndarray       # their seqs
+    first: np.ndarray     # where each one's records start in the arrays below (len(index) + 1 entries)
+    ticks: np.ndarray
+    channels: np.ndarray
+    levels: np.ndarray
 
 
-class _NotClean(Exception):
-    """The piece needs the per-frame decoder."""
+def _no_records():
+    return np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16)
+
+
+class _Batch:
+    """A RecordBatch being built: pieces of record arrays and frames, in arrival order."""
+
+    def __init__(self):
+        self.parts = []
+        self.frames = []
+        self.events_frames = 0
+
+    def add_arrays(self, ticks, channels, levels, n_frames):
+        if len(ticks):
+            self.parts.append((ticks, channels, levels))
+        self.events_frames += n_frames
+
+    def add_frames(self, frames):
+        for frame in frames:
+            msg = frame.msg
+            if isinstance(msg, p.Events):
+                table = np.array(msg.records, dtype=np.uint64).reshape(-1, 3)
+                ticks, channels, levels = table.T
+                self.add_arrays(ticks.copy(), channels.astype(np.uint16), levels.astype(np.uint16), 1)
+            else:
+                self.frames.append(frame)
+
+    def result(self) -> RecordBatch:
+        if len(self.parts) == 1:
+            arrays = self.parts[0]
+        elif self.parts:
+            arrays = [np.concatenate(x) for x in zip(*self.parts)]
+        else:
+            arrays = _no_records()
+        return RecordBatch(*arrays, self.frames, self.events_frames)
 
 
 class BatchDecoder(p.FrameDecoder):
+    """A FrameDecoder whose ``feed_batch`` returns EVENTS records as arrays (see the module)."""
+
     def feed_batch(self, data: bytes) -> RecordBatch:
+        """As ``feed``, but the records of the EVENTS frames come out concatenated in arrays."""
         data = bytes(data)
-        if not self._overlong:
-            try:
-                return self._fast(data)
-            except _NotClean:
-                pass
-        return self._slow(data)
+        out = _Batch()
+        first = data.find(b"\x00")
+        if first < 0:
+            self.feed(data)  # no frame ends here: only the pending bytes grow
+            return out.result()
+        last = data.rfind(b"\x00")
+        lo = 0
+        if self._pending or self._overlong:  # the frame begun in an earlier call: FrameDecoder's rules
+            out.add_frames(self.feed(data[: first + 1]))
+            lo = first + 1
+        if last >= lo:
+            self._complete_frames(data, lo, last + 1, out)
+        self.feed(data[last + 1 :])  # the start of the next frame (no 0x00: decodes nothing)
+        return out.result()
 
-    # ---- the per-frame path (exact rules for anything unusual) ----
-
-    def _slow(self, data):
-        parts, frames, n_events = [], [], 0
-        for frame in self.feed(data):
-            if isinstance(frame.msg, p.Events):
-                if frame.msg.records:
-                    parts.append(np.array(frame.msg.records, dtype=np.uint64).reshape(-1, 3))
-                n_events += 1
+    def _complete_frames(self, data, lo, hi, out):
+        """The frames of data[lo:hi], which starts a frame and ends with a delimiter."""
+        buf = np.frombuffer(data, np.uint8, count=hi - lo, offset=lo)
+        ends = np.flatnonzero(buf == 0)
+        starts = np.empty_like(ends)
+        starts[0] = 0
+        starts[1:] = ends[:-1] + 1
+        nonempty = ends > starts  # consecutive 0x00 are empty frames: ignored
+        starts, ends = starts[nonempty], ends[nonempty]
+        n = len(starts)
+        if n < _MIN_VECTOR:
+            for s, e in zip(starts.tolist(), ends.tolist()):
+                self._one_frame(data[lo + s : lo + e], out)
+            return
+        events = self._intact_events(buf, starts, ends)
+        intact = np.zeros(n, bool)
+        intact[events.index] = True
+        seq = np.full(n, -1, np.int64)
+        seq[events.index] = events.seq
+        # A run of accepted frames (intact ones) stops before frame k unless k is intact and follows k-1.
+        follows = intact[1:] & (seq[1:] == (seq[:-1] + 1) & 0xFFFF)
+        stops = np.append(np.flatnonzero(~follows) + 1, n)
+        record_at = np.zeros(n, np.int64)  # which entry of events.first belongs to frame k
+        record_at[events.index] = np.arange(len(events.index))
+        starts_l, ends_l, seq_l, intact_l = starts.tolist(), ends.tolist(), seq.tolist(), intact.tolist()
+        k = 0
+        while k < n:
+            if intact_l[k] and self.expected_seq in (None, seq_l[k]):
+                j = int(stops[np.searchsorted(stops, k, side="right")])
+                a, b = events.first[record_at[k]], events.first[record_at[j - 1] + 1]
+                out.add_arrays(events.ticks[a:b], events.channels[a:b], events.levels[a:b], j - k)
+                self._accept_run(data, lo, starts_l, ends_l, seq_l, k, j)
+                k = j
             else:
-                frames.append(frame)
-        if not parts:
-            return _empty_batch(frames, n_events)
-        table = np.concatenate(parts)
-        return RecordBatch(table[:, 0].copy(), table[:, 1].astype(np.uint16), table[:, 2].astype(np.uint16), frames,
-                           n_events)
+                self._one_frame(data[lo + starts_l[k] : lo + ends_l[k]], out)
+                k += 1
 
-    # ---- the vectorised path ----
-
-    def _fast(self, data):
-        buf_bytes = self._pending + data
-        cut = buf_bytes.rfind(b"\x00")
-        if cut < 0:
-            if len(buf_bytes) > p.MAX_ENCODED:
-                raise _NotClean
-            self._pending = buf_bytes
-            return _empty_batch()
-        buf = np.frombuffer(buf_bytes, dtype=np.uint8, count=cut + 1)
-        zeros = np.flatnonzero(buf == 0)
-        starts = np.concatenate(([0], zeros[:-1] + 1))
-        ends = zeros                                    # exclusive: the delimiter
-        keep = ends > starts                            # consecutive zeros: empty frames, ignored
-        starts, ends = starts[keep], ends[keep]
-        if not len(starts):
-            self._pending = buf_bytes[cut + 1:]
-            return _empty_batch()
-        lengths = ends - starts
-        if lengths.max() > p.MAX_ENCODED or lengths.min() < p.MIN_FRAME + 1:
-            raise _NotClean
-        # COBS: follow every frame's code-byte chain together; each code byte after the first stands
-        # for a zero. A 0xFF code (254 non-zero bytes in a row) is rare: the per-frame path has it.
-        decoded = buf.copy()
-        pos = starts.copy()
-        active = np.ones(len(starts), bool)
-        first = True
-        while active.any():
-            at = pos[active]
-            code = buf[at]
-            if (code == 0xFF).any():
-                raise _NotClean
-            if not first:
-                decoded[at] = 0
-            first = False
-            pos[active] = at + code
-            active = pos < ends
-        if (pos != ends).any():
-            raise _NotClean                             # a truncated COBS block: corrupt
-        # Decoded frame k is decoded[starts[k] + 1 : ends[k]]: header, body, CRC.
-        hdr = starts + 1
-        version = decoded[hdr]
-        msg_type = decoded[hdr + 1]
-        seq = decoded[hdr + 2].astype(np.int64) | (decoded[hdr + 3].astype(np.int64) << 8)
-        if (version != p.PROTOCOL_VERSION).any():
-            raise _NotClean
-        expected = self.expected_seq
-        if expected is not None and seq[0] != expected:
-            raise _NotClean
-        if len(seq) > 1 and ((np.diff(seq) & 0xFFFF) != 1).any():
-            raise _NotClean
-        dec_bytes = decoded.tobytes()
-        for s, e in zip(hdr.tolist(), ends.tolist()):
-            if zlib.crc32(dec_bytes[s:e - 4]) != int.from_bytes(dec_bytes[e - 4:e], "little"):
-                raise _NotClean
-        is_events = msg_type == p.MSG_EVENTS
+    def _one_frame(self, enc, out):
         frames = []
-        for k in np.flatnonzero(~is_events).tolist():
-            cls = self.messages.get(int(msg_type[k]))
-            if cls is None:
-                raise _NotClean
-            body = dec_bytes[int(hdr[k]) + p.HEADER_SIZE:int(ends[k]) - p.CRC_SIZE]
-            try:
-                frames.append(p.Frame(int(seq[k]), cls.from_body(body)))
-            except p.ProtocolError:
-                raise _NotClean from None
-        events = np.flatnonzero(is_events)
-        if len(events) and p.MSG_EVENTS not in self.messages:
-            raise _NotClean
-        ticks, chans, levels = self._records(decoded, hdr[events] + p.HEADER_SIZE, ends[events] - p.CRC_SIZE)
-        # Commit the decoder's state as FrameDecoder would have left it.
-        self.frames_ok += len(starts)
-        self.expected_seq = int((seq[-1] + 1) & 0xFFFF)
-        for k in range(max(0, len(starts) - self.DUPLICATE_WINDOW), len(starts)):
-            s = int(seq[k])
-            self._recent[s % self.DUPLICATE_WINDOW] = (s, buf_bytes[int(starts[k]):int(ends[k])])
-        self._pending = buf_bytes[cut + 1:]
-        if len(self._pending) > p.MAX_ENCODED:
-            self._overlong += len(self._pending)
-            self._pending = b""
-        return RecordBatch(ticks, chans, levels, frames, len(events))
+        self._frame(enc, frames)
+        out.add_frames(frames)
 
-    @staticmethod
-    def _records(decoded, body_start, body_end):
-        """Records of EVENTS bodies [body_start, body_end) of ``decoded``, frame by frame in order."""
-        n = len(body_start)
-        if not n:
-            return np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16)
-        if (body_end - body_start < 9).any():
-            raise _NotClean
-        base = np.zeros(n, np.uint64)
-        for i in range(8):
-            base |= decoded[body_start + i].astype(np.uint64) << np.uint64(8 * i)
-        mask_bytes = decoded[body_start + 8].astype(np.int64)
-        if ((mask_bytes != 1) & (mask_bytes != 2)).any():
-            raise _NotClean
-        wide = mask_bytes == 2
-        deltas = np.zeros((n, _MAX_RECORDS), np.uint64)
-        chans = np.zeros((n, _MAX_RECORDS), np.uint16)
-        levels = np.zeros((n, _MAX_RECORDS), np.uint16)
-        valid = np.zeros((n, _MAX_RECORDS), bool)
-        pos = body_start + 9
-        limit = len(decoded) - 1
-        step = 0
-        active = pos < body_end
-        while active.any():
-            if step >= _MAX_RECORDS:
-                raise _NotClean
-            rows = np.flatnonzero(active)
-            at = pos[rows]
-            end = body_end[rows]
-            delta = np.zeros(len(rows), np.uint64)
-            going = np.ones(len(rows), bool)
-            for shift in range(10):
-                where = np.minimum(at, limit)
-                byte = decoded[where].astype(np.uint64)
-                if (going & (at >= end)).any():
-                    raise _NotClean                     # the delta runs past the body: truncated record
-                delta |= np.where(going, (byte & np.uint64(0x7F)) << np.uint64(7 * shift), np.uint64(0))
-                at = at + going
-                going = going & (byte >= 0x80)
-                if not going.any():
-                    break
-            else:
-                raise _NotClean                         # a uleb128 longer than 10 bytes
-            w = wide[rows]
-            if (at + np.where(w, 4, 2) > end).any():
-                raise _NotClean
-            c0, c1 = decoded[np.minimum(at, limit)], decoded[np.minimum(at + 1, limit)]
-            c2, c3 = decoded[np.minimum(at + 2, limit)], decoded[np.minimum(at + 3, limit)]
-            ch = np.where(w, c0.astype(np.uint16) | (c1.astype(np.uint16) << 8), c0)
-            lv = np.where(w, c2.astype(np.uint16) | (c3.astype(np.uint16) << 8), c1)
-            deltas[rows, step] = delta
-            chans[rows, step] = ch
-            levels[rows, step] = lv
-            valid[rows, step] = True
-            pos[rows] = at + np.where(w, 4, 2)
-            active = pos < body_end
-            step += 1
-        deltas[:, 0] += base                            # uint64 arithmetic: timestamps mod 2**64
-        ticks = np.cumsum(deltas[:, :step], axis=1, dtype=np.uint64)
-        sel = valid[:, :step]
-        return ticks[sel], chans[:, :step][sel], levels[:, :step][sel]
+    def _accept_run(self, data, lo, starts, ends, seq, k, j):
+        """Frames k..j-1: intact EVENTS frames, the first one expected, each following the last.
+        The state FrameDecoder._frame would leave."""
+        self.frames_ok += j - k
+        self.expected_seq = (seq[j - 1] + 1) & 0xFFFF
+        window = self.DUPLICATE_WINDOW
+        for i in range(max(k, j - window), j):
+            self._recent[seq[i] % window] = (seq[i], data[lo + starts[i] : lo + ends[i]])
+
+    def _intact_events(self, buf, starts, ends) -> _Events:
+        """Which frames buf[starts[k]:ends[k]] are EVENTS frames that FrameDecoder would accept if
+        their seq were expected (COBS, length, CRC, version, type and body all right), and their
+        records."""
+        if p.MSG_EVENTS not in self.messages:
+            none = np.zeros(0, np.int64)
+            return _Events(none, none, np.zeros(1, np.int64), *_no_records())
+        lengths = ends - starts
+        index = np.flatnonzero((lengths > p.MIN_FRAME) & (lengths <= p.MAX_ENCODED))
+        dec, chained = _cobs_decode(buf, starts[index], ends[index])
+        index = index[chained]
+        header = starts[index] + 1  # decoded frame k: dec[starts[k] + 1 : ends[k]]
+        crc_at = ends[index] - p.CRC_SIZE
+        seq = dec[header + 2].astype(np.int64) | (dec[header + 3].astype(np.int64) << 8)
+        keep = (dec[header] == p.PROTOCOL_VERSION) & (dec[header + 1] == p.MSG_EVENTS)
+        keep[keep] = _crc_ok(dec, header[keep], crc_at[keep])
+        index, seq = index[keep], seq[keep]
+        well_formed, first, ticks, channels, levels = _events_records(dec, header[keep] + p.HEADER_SIZE,
+                                                                      crc_at[keep])
+        return _Events(index[well_formed], seq[well_formed], first, ticks, channels, levels)
+
+
+def _cobs_decode(buf, starts, ends):
+    """COBS-decode the frames buf[starts[k]:ends[k]] (without 0x00; each ends[k] is a delimiter)
+    together. Returns (dec, chained): dec is buf with every code byte after a frame's first set to
+    the 0 it stands for, plus _PAD zero bytes, so frame k decodes to dec[starts[k] + 1 : ends[k]];
+    chained[k]: its code-byte chain ends exactly at ends[k] (else it is corrupt).
+
+    A 0xFF code (254 bytes without a zero, no zero after them) fits a frame only as its first code
+    with the block reaching its end: no zero to write, so it needs nothing special here."""
+    codes = np.zeros(len(buf) + _PAD, np.uint8)
+    codes[: len(buf)] = buf
+    dec = codes.copy()
+    pos = starts
+    visited = []
+    # A chain stops on a 0 byte: its own delimiter, or (a corrupt frame) a later one or the padding.
+    for _ in range(p.MAX_ENCODED):
+        step = codes[pos]
+        if not step.any():
+            break
+        pos = pos + step
+        dec[pos] = 0
+        visited.append(pos)
+    chained = pos == ends
+    if not chained.all() and visited:  # a chain ran into other frames: zero only the good chains'
+        dec[: len(buf)] = buf
+        dec[np.stack(visited, axis=1)[chained]] = 0
+    return dec, chained
+
+
+def _crc_ok(dec, header, crc_at):
+    """Whether the CRC32 at dec[crc_at[k]:][:4] (little-endian) is that of dec[header[k]:crc_at[k]]."""
+    data = dec.tobytes()
+    crc32 = zlib.crc32
+    computed = np.fromiter((crc32(data[a:b]) for a, b in zip(header.tolist(), crc_at.tolist())), np.uint32,
+                           count=len(header))
+    stored = dec[crc_at[:, None] + np.arange(4)].view("<u4").ravel()
+    return computed == stored
+
+
+def _record_lengths(dec, mask_bytes):
+    """For every byte of dec: the length of a record starting there (uleb128 delta and two masks
+    of mask_bytes each), the delta counted as 11 bytes when it is longer than 10."""
+    more = dec >= 0x80  # a uleb128 byte with another one after it
+    length = more.astype(np.uint8) + np.uint8(1 + 2 * mask_bytes)
+    run = more
+    for i in range(1, _ULEB_MAX):
+        run = run[:-1] & more[i:]  # bytes p..p+i all go on
+        if not run.any():
+            break
+        length[:-i] += run
+    return length
+
+
+def _events_records(dec, body, body_end):
+    """The records of the EVENTS bodies dec[body[k]:body_end[k]] (intact frames). Returns
+    (well_formed, first, ticks, channels, levels): well_formed[k] as Events.from_body would accept
+    body k; the records of the well-formed bodies in order, those of the i-th well-formed body at
+    first[i]:first[i + 1]."""
+    base = dec[body[:, None] + np.arange(8)].view("<u8").ravel()
+    mask_bytes = dec[body + 8].astype(np.int64)
+    well_formed = (body_end - body >= 9) & ((mask_bytes == 1) | (mask_bytes == 2))
+    wide = well_formed & (mask_bytes == 2)
+    # step[i]: from a record at byte i to the next one; 0 where a body ends, so a walk stops there.
+    if not wide.any() or not (well_formed & ~wide).any():  # one mask width (the usual case)
+        step = _record_lengths(dec, 2 if wide.any() else 1)
+    else:
+        in_wide = _covered(len(dec), body[wide], body_end[wide])
+        step = np.where(in_wide, _record_lengths(dec, 2), _record_lengths(dec, 1))
+    step[body_end] = 0
+    step[-_PAD:] = 0
+    # Walk the records of all bodies together: one step per record index. A record that runs past
+    # its body leaves the walk beyond body_end (into the next frame or the padding): truncated.
+    pos = np.where(well_formed, body + 9, body_end)
+    visited = []
+    while True:
+        here = pos < body_end
+        if not here.any():
+            break
+        visited.append(pos)
+        pos = pos + step[pos]
+    well_formed &= pos == body_end
+
+    def records():  # where the records of the well-formed bodies are, how many a body, delta lengths
+        at, counts = _flatten(visited, body_end, well_formed)
+        return at, counts, step[at] - np.repeat(2 * mask_bytes[well_formed], counts)
+
+    at, counts, length = records()
+    if (length > _ULEB_MAX).any():  # a delta longer than 10 bytes: that body is malformed
+        well_formed[np.repeat(np.flatnonzero(well_formed), counts)[length > _ULEB_MAX]] = False
+        at, counts, length = records()
+    first = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=first[1:])
+    # Deltas: 7 bits a byte, little end first; bits past 64 fall off as in from_body's mod 2**64.
+    delta = (dec[at] & 0x7F).astype(np.uint64)
+    for i in range(1, int(length.max(initial=1))):
+        longer = np.flatnonzero(length > i)
+        delta[longer] |= (dec[at[longer] + i] & 0x7F).astype(np.uint64) << np.uint64(7 * i)
+    # Timestamps: cumulative sum over all records, restarted at each body's base (uint64 wraps).
+    total = np.cumsum(delta, dtype=np.uint64)
+    before = np.concatenate((np.zeros(1, np.uint64), total))[first[:-1]]
+    ticks = total + np.repeat(base[well_formed] - before, counts)
+    masks_at = at + length
+    channels = dec[masks_at].astype(np.uint16)
+    levels = dec[masks_at + 1].astype(np.uint16)
+    if wide.any():
+        wide = np.repeat(wide[well_formed], counts)
+        high = dec[masks_at + 1].astype(np.uint16) << 8
+        channels = np.where(wide, channels | high, channels)
+        levels = np.where(wide, dec[masks_at + 2] | (dec[masks_at + 3].astype(np.uint16) << 8), levels)
+    return well_formed, first, ticks, channels, levels
+
+
+def _covered(n, starts, ends):
+    """Bool array of n: True in every [starts[k], ends[k])."""
+    edges = np.zeros(n + 1, np.int64)
+    np.add.at(edges, starts, 1)
+    np.add.at(edges, ends, -1)
+    return np.cumsum(edges[:-1]) > 0
+
+
+def _flatten(visited, body_end, well_formed):
+    """Record positions of the well-formed bodies, body by body, and the records of each."""
+    if not visited:
+        return np.zeros(0, np.int64), np.zeros(int(well_formed.sum()), np.int64)
+    walk = np.stack(visited, axis=1)[well_formed]
+    present = walk < body_end[well_formed, None]
+    return walk[present], present.sum(axis=1)
