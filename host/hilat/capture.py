@@ -21,7 +21,7 @@ import numpy as np
 from hilat import analysis, calibration
 from hilat import protocol as p
 from hilat.rig import RigError
-from hilat.session import MODES, Session, start_margin  # noqa: F401  (re-exported: the CLI and tests use them)
+from hilat.session import Session
 from hilat.transport import DEFAULT_BAUDRATE, TransportError
 
 log = logging.getLogger("hilat")
@@ -145,7 +145,7 @@ class _RollingHlog:
         for part_idx, part in zip(np.split(idx, bounds), np.split(values_ns, bounds)):
             start = self.origin + int(part_idx[0]) * self.interval_ticks
             current = self.open[kind]
-            if current is not None and current[0] != start and start > current[0]:
+            if current is not None and start > current[0]:
                 self._close(kind)
                 current = None
             if current is None:
@@ -197,8 +197,8 @@ class _Stream:
         self.out_of_order = 0        # edges behind the previous one (a rig never sends them: counted, dropped)
         self.shown_max = {}
         self.responses_before_offset = 0
-        self._offset_kinds = {k for k in self.aggregator.kinds if k in ("stim_to_isr", "stim_to_task")} \
-            if offset_ticks else set()
+        # The kinds the offset is subtracted from, whose negative values are "before the offset".
+        self._offset_kinds = {"stim_to_isr", "stim_to_task"} if offset_ticks else set()
 
     # Records per step when none is set: the working arrays of a step (edges, pairing) stay a few
     # tens of MiB however much one read of the link brings.
@@ -585,13 +585,6 @@ class Capture:
     def report(self):
         """The run's summary text (summary.txt)."""
         return (self.run_dir / "summary.txt").read_text().rstrip("\n") if self.run_dir else ""
-
-    def loss_lines(self):
-        out = []
-        if self.status and (self.status.overflow or any(self.status.dropped)):
-            out.append(f"LOST in gateware (FIFO full): {sum(self.status.dropped)} edges, per channel "
-                       f"{list(self.status.dropped)}")
-        return out
 
 
 def _jsonable(obj):

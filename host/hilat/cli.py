@@ -80,7 +80,7 @@ def _fire_setting(text):
             raise argparse.ArgumentTypeError(f"--also-fire: {item!r} is not KEY=VALUE")
         key, value = key.strip(), value.strip()
         if key == "mode":
-            from hilat.capture import MODES
+            from hilat.session import MODES
 
             if value not in MODES:
                 raise argparse.ArgumentTypeError(f"--also-fire: mode {value!r} (modes: {', '.join(MODES)})")

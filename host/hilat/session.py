@@ -36,15 +36,16 @@ class Session:
         # Every byte received goes to raw_sink before it is decoded; until there is one (the CLI
         # identifies the rig before the run directory exists) the bytes wait in raw_backlog.
         self.raw_sink = raw_sink
-        self.raw_backlog = bytearray()
+        self.raw_backlog = bytearray()   # only the session set-up arrives before there is a sink
         self.hello_timeout = hello_timeout
         self.command_timeout = command_timeout
         self.rig = None
         self.identity = None
         self.status = None            # the last STATUS
         self.overflows = 0            # gateware OVERFLOW markers received
-        self.records_received = 0
         self.last_tick = None         # tick of the last record received
+        self.last_now = None          # the rig's counter at the last TIME asked for
+        self._overflow_warned = 0.0   # when the last overflow warning was logged
 
     # ---- link ----
 
@@ -62,14 +63,8 @@ class Session:
     def _raw(self, data):
         if self.raw_sink is not None:
             self.raw_sink(data)
-        elif len(self.raw_backlog) < self.RAW_BACKLOG_LIMIT:
-            self.raw_backlog += data
         else:
-            self.raw_backlog_dropped += len(data)
-
-    # Before a raw sink exists only the session set-up arrives (IDENTIFY, ACKs, TIME): this is ample.
-    RAW_BACKLOG_LIMIT = 1 << 20
-    raw_backlog_dropped = 0
+            self.raw_backlog += data
 
     def set_raw_sink(self, sink):
         """From now on bytes go to ``sink``, after those received so far."""
@@ -116,8 +111,6 @@ class Session:
                                       burst_count=burst_count, burst_spacing=burst_spacing, count=count,
                                       seed=seed))
 
-    last_now = None   # the rig's counter at the last TIME asked for
-
     def now(self):
         self.last_now = self.rig.now()
         return self.last_now
@@ -155,7 +148,6 @@ class Session:
                 self.status = msg
         n = len(ticks)
         if n:
-            self.records_received += n
             self.last_tick = int(ticks[-1])
             consumer(ticks, masks, levels)
         return n
@@ -168,8 +160,6 @@ class Session:
             log.warning("rig FIFO overflow at tick %d: edges lost on channels %s (%d overflow markers so far, "
                         "all counted)", msg.timestamp, bin(msg.channels), self.overflows)
             self._overflow_warned = now
-
-    _overflow_warned = 0.0
 
     def collect(self, consumer, done, on_status=None, status_every=1.0, idle_timeout=10.0, tick=None):
         """Read until ``done()``. Every ``status_every`` s the rig's STATUS goes to ``on_status``

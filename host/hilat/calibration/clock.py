@@ -18,7 +18,7 @@ import numpy as np
 
 from hilat import analysis
 from hilat import protocol as p
-from hilat.calibration.listener import RecordCollector, check_input, lost_edges
+from hilat.calibration.listener import RecordCollector, check_input, end_collection
 from hilat.calibration.store import CalibrationError, made_now
 from hilat.rig import RigError
 
@@ -289,22 +289,15 @@ def run_pps(session, channel, duration_ticks, progress=None):
     try:
         try:
             session.wait_clock(start + duration_ticks, collector, timeout=10.0, poll_s=0.25,
-                               tick=(lambda: progress(collector_clock(session, start), duration_ticks))
-                               if progress else None)
+                               tick=(lambda: progress(session.last_now - start, duration_ticks)) if progress else None)
         except RigError as e:
             raise CalibrationError(str(e)) from None
     finally:
-        session.configure_capture({})
-        session.drain(collector)
-        session.finish(collector)
-    if lost_edges(session):
-        raise CalibrationError(f"the rig lost {lost_edges(session)} edges (FIFO full) on the 1PPS input: is it "
+        lost = end_collection(session, collector)
+    if lost:
+        raise CalibrationError(f"the rig lost {lost} edges (FIFO full) on the 1PPS input: is it "
                                "a 1PPS signal, or does it bounce? (try a glitch filter)")
     ticks, chans, levels = analysis.edges_from_records(collector.records)
     sel = (chans == channel) & (levels == 1)
     return ticks[sel].astype(np.int64)
 
-
-def collector_clock(session, start):
-    """Rig ticks since ``start``, by the last TIME the session asked for."""
-    return (session.last_now or start) - start

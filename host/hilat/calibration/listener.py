@@ -35,9 +35,12 @@ class RecordCollector:
         return tuple(np.concatenate(x) for x in zip(*self.parts))
 
 
-def lost_edges(session):
-    """Edges the rig dropped (FIFO full) during a calibration session, per its counters."""
-    status = session.status
+def end_collection(session, collector):
+    """Disable capture, read what is still on its way, then the counters; returns the edges the
+    rig dropped (FIFO full) during the session."""
+    session.configure_capture({})
+    session.drain(collector)
+    status = session.finish(collector)
     return (sum(status.dropped) if status else 0) + session.overflows
 
 

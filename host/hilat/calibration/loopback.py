@@ -13,7 +13,7 @@ import numpy as np
 
 from hilat import analysis
 from hilat import protocol as p
-from hilat.calibration.listener import RecordCollector, check_input, lost_edges
+from hilat.calibration.listener import RecordCollector, check_input, end_collection
 from hilat.calibration.store import CalibrationError, made_now
 from hilat.rig import RigError
 
@@ -151,10 +151,8 @@ def run_loopback(session, count, period, jitter, width, stimulus_channel, loopba
         session.wait_clock((collector.last_rise or start) + period + jitter + 64, collector)
     finally:
         session.stop(1 << stimulus_channel)
-        session.configure_capture({})
-        session.drain(collector)
-        session.finish(collector)
-    if lost_edges(session):
-        raise CalibrationError(f"the rig lost {lost_edges(session)} edges (FIFO full) during the loopback run: "
+        lost = end_collection(session, collector)
+    if lost:
+        raise CalibrationError(f"the rig lost {lost} edges (FIFO full) during the loopback run: "
                                "lengthen --period and run again")
     return loopback_delays(collector.records, stimulus_channel, loopback_channel)
