@@ -249,6 +249,7 @@ class EdgeCapture(LiteXModule):
 
         # Settings, in sys: written, then applied to all channels at once by `commit`.
         self.settings = [_ChannelSettings(i, max(bits_for(glitch_max), 1)) for i in range(n)]
+        self.raw      = Signal(reset=1)  # records go to the FIFO (0: to `record` taps only)
         self.commit   = Signal()
         # Records, in sys.
         self.source   = stream.Endpoint(self.layout)
@@ -270,7 +271,9 @@ class EdgeCapture(LiteXModule):
                             reset=sum(1 << k for k in range(self.filter_taps) if glitch_reset <= k))
             self.comb += ignore.eq(Cat(*[s.glitch <= k for k in range(self.filter_taps)]))
             sources += [s.enable, s.rise, s.fall, ignore]
+        sources.append(self.raw)
         self.config = ConfigCommit(sources, clock_domain)
+        raw = self.config.outputs[-1]
         self.comb += self.config.commit.eq(self.commit)
 
         # Channel front ends: pin -> registered edge, all with the same latency.
@@ -288,10 +291,12 @@ class EdgeCapture(LiteXModule):
         self.PIN_TO_STAMP_DELAY = latencies.pop()
         stamp = timebase.lagging(self.PIN_TO_STAMP_DELAY)
 
-        # Record register, then the FIFO to sys.
+        # Record register, then the FIFO to sys. `record` is also the tap of the measurement engine:
+        # its timestamp is the tick of every cycle, valid or not (`RECORD_DELAY` ticks after the pin).
         edges  = Cat(*[front_end.edge for front_end in front_ends])
         levels = Cat(*[front_end.level for front_end in front_ends])
-        record = stream.Endpoint(self.layout)  # clock_domain; valid = "edges this cycle"
+        self.record = record = stream.Endpoint(self.layout)  # clock_domain; valid = "edges this cycle"
+        self.RECORD_DELAY = self.PIN_TO_STAMP_DELAY + 1
         sync += [
             record.valid.eq(edges != 0),
             record.timestamp.eq(stamp),
@@ -304,8 +309,11 @@ class EdgeCapture(LiteXModule):
             StreamAsyncFIFO(self.layout, fifo_depth))
         self.comb += fifo.source.connect(self.source)
 
-        # Drops: counted per channel, flagged, and marked in the stream.
-        self.drops = _DropAccounting(record, fifo.sink, n, counter_width, clock_domain)
+        # Drops: counted per channel, flagged, and marked in the stream. With `raw` off the FIFO takes
+        # nothing (and nothing is dropped).
+        to_fifo = stream.Endpoint(self.layout)
+        self.comb += [record.connect(to_fifo, omit={"valid", "ready"}), to_fifo.valid.eq(record.valid & raw)]
+        self.drops = _DropAccounting(to_fifo, fifo.sink, n, counter_width, clock_domain)
         self.comb += [
             self.drops.clear.eq(self.clear),
             self.overflow.eq(self.drops.overflow),
@@ -340,7 +348,15 @@ class EdgeCapture(LiteXModule):
                 "Write ``1`` to apply all channels' settings at once (in the ``ts`` domain, 2 ticks "
                 "after the strobe arrives there)."),
         ], description="Apply the channel settings (write-1 strobe).")
-        self.comb += self.commit.eq(self._commit.fields.commit)
+        self._raw = CSRStorage(fields=[
+            CSRField("enable", size=1, reset=1, description=
+                "``1``: records go to the FIFO (the raw path); ``0``: only to the measurement "
+                "engine. Takes effect on ``commit``."),
+        ], description="Raw record path switch.")
+        self.comb += [
+            self.commit.eq(self._commit.fields.commit),
+            self.raw.eq(self._raw.fields.enable),
+        ]
 
         self._control = CSRStorage(fields=[
             CSRField("snapshot", size=1, pulse=True, description=

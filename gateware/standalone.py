@@ -13,18 +13,19 @@ from litex.soc.interconnect import csr_bus
 from migen import *
 
 from gateware.capture import EdgeCapture
+from gateware.engine import MeasurementEngine
 from gateware.stimulus import StimulusGenerator
 from gateware.timebase import Timebase
 
 CSR_DATA_WIDTH    = 32
 CSR_ADDRESS_WIDTH = 14
 CSR_PAGING        = 0x800  # bytes per bank, as in LiteX SoCs
-BANKS             = ["timebase", "stimulus", "capture"]
+BANKS             = ["timebase", "stimulus", "capture", "engine"]
 
 
 class TimingCores(LiteXModule):
     def __init__(self, n_stimulus=2, n_inputs=4, fifo_depth=256, glitch_max=15, reset_value=0,
-                 event_port="stream"):
+                 event_port="stream", with_engine=False):
         assert event_port in ("stream", "csr")
         self.cd_sys = ClockDomain()
         self.cd_ts  = ClockDomain()
@@ -66,6 +67,23 @@ class TimingCores(LiteXModule):
             self.ios |= {self.ev_valid, self.ev_ready, self.ev_timestamp, self.ev_channels,
                          self.ev_levels, self.ev_kind}
 
+        if with_engine:
+            # The engine's bins and outliers as ports (the firmware reads them through CSRs), and
+            # its trigger pin.
+            self.engine = MeasurementEngine(self.capture.record, self.capture.record.timestamp,
+                                            self.capture.RECORD_DELAY, clock_domain="ts")
+            self.trigger = Signal()
+            self.comb += self.trigger.eq(self.engine.trigger)
+            self.ios |= {self.trigger}
+            for name, endpoint in (("bins", self.engine.bins), ("outlier", self.engine.outliers)):
+                for field, _ in endpoint.description.payload_layout:
+                    port = Signal(len(getattr(endpoint, field)), name=f"{name}_{field}")
+                    self.comb += port.eq(getattr(endpoint, field))
+                    self.ios.add(port)
+                valid, ready = Signal(name=f"{name}_valid"), Signal(name=f"{name}_ready")
+                self.comb += [valid.eq(endpoint.valid), endpoint.ready.eq(ready)]
+                self.ios |= {valid, ready}
+
         # CSR bus: one bank per core, as a LiteX SoC maps them.
         self.bus = csr_bus.Interface(data_width=CSR_DATA_WIDTH, address_width=CSR_ADDRESS_WIDTH)
         self.csr_banks = csr_bus.CSRBankArray(self, self._bank_number, paging=CSR_PAGING,
@@ -75,7 +93,8 @@ class TimingCores(LiteXModule):
 
         self.parameters = dict(n_stimulus=n_stimulus, n_inputs=n_inputs, fifo_depth=fifo_depth,
             glitch_max=glitch_max, reset_value=reset_value, event_port=event_port,
-            pin_to_stamp_delay=self.capture.PIN_TO_STAMP_DELAY,
+            pin_to_stamp_delay=self.capture.PIN_TO_STAMP_DELAY, with_engine=with_engine,
+            trigger_delay=self.engine.TRIGGER_DELAY if with_engine else None,
             n_channels=self.capture.n_channels)
 
     @staticmethod

@@ -1,0 +1,861 @@
+"""MeasurementEngine: pairs stimuli with responses and bins the latencies on the rig.
+
+It taps the capture core's record register (the edges the raw path records, in the same cycle), so
+raw and on-rig results describe the same edges. Definitions, interval rules and limits:
+``docs/engine.md``. Structure, one stage per sub-module, all in ``clock_domain``:
+
+- ``_RecordDecode``: the run-time roles (start, isr, task, tag) picked out of each record, and the
+  interval number of its tick (``tick >> interval_shift``);
+- ``_Pairing``: one response window at a time; emits a sample when it closes, and a close pulse per
+  interval once none of its samples can still come; drives the trigger pin;
+- ``_SampleValues``: the three kinds' values (offset subtracted), misses, below-range, outliers;
+- ``_Binning`` (per kind): HdrHistogram's bucket index of a value, the bank address;
+- ``_HistogramBank`` (per kind): block RAM of 36-bit words (35-bit count, epoch bit); one operation
+  every ``SLOT`` ticks: a sample's increment, a sweep step, or a clear step;
+- ``_Statistics`` (per kind): exact run totals.
+"""
+
+from functools import reduce
+from operator import or_
+
+from litex.gen import LiteXModule
+from litex.soc.interconnect import stream
+from litex.soc.interconnect.csr import CSRField, CSRStatus, CSRStorage
+from migen import *
+from migen.genlib.cdc import MultiReg
+from migen.genlib.roundrobin import SP_CE, RoundRobin
+
+from gateware.cdc import ConfigCommit, Snapshot, StreamAsyncFIFO
+
+KINDS = ("stim_to_isr", "stim_to_task", "isr_to_task")
+# HdrHistogram(lowest 1, highest 2**24 - 1, 2 significant digits): 256 sub-buckets (half 128), 17
+# buckets; bin 2304 counts the values above the range.
+SUB_BUCKET_HALF_MAGNITUDE = 7
+VALUE_BITS    = 24
+HDR_BINS      = 2304
+OVERFLOW_BIN  = HDR_BINS
+TAG_BINS      = HDR_BINS + 1        # bins per tag half of a bank
+BANK_WORDS    = 2 * TAG_BINS
+COUNT_BITS    = 35
+SLOT          = 4                   # ticks per bank operation (read, data, compute, write)
+MIN_SPACING   = 2 * SLOT            # shortest stimulus spacing (and deadline) the engine takes
+INTERVAL_SHIFT_MIN = 16
+INTERVAL_SHIFT_MAX = 31
+MISS_VALUE    = 0xFFFFFFFF          # outlier record: no value (a miss)
+BELOW_VALUE   = 0xFFFFFFFE          # outlier record: below range (negative)
+ENTRY_BIN, ENTRY_CLOSE = 0, 1
+
+
+def hdr_bin(value):
+    """The bin of ``value`` (ticks >= 0), as the gateware computes it (docs/engine.md)."""
+    if value >= 1 << VALUE_BITS:
+        return OVERFLOW_BIN
+    bucket = max((value | 255).bit_length() - 8, 0)
+    return (bucket << SUB_BUCKET_HALF_MAGNITUDE) + (value >> bucket)
+
+
+def bins_layout():
+    return [("type", 1), ("kind", 2), ("tag", 1), ("bin", 12), ("count", COUNT_BITS), ("interval", 32)]
+
+
+def outlier_layout():
+    return [("start", 64), ("values", 96), ("flags", 2)]
+
+
+class _Config:
+    """The engine's run-time settings (``sys`` CSR fields, then their ``clock_domain`` copies)."""
+    FIELDS = [
+        ("start_channel", 4), ("start_level", 1), ("isr_channel", 4), ("isr_level", 1),
+        ("task_channel", 4), ("task_level", 1), ("tag_channel", 4), ("tag_level", 1), ("tag_enable", 1),
+        ("interval_shift", 4),  # shift - INTERVAL_SHIFT_MIN
+        ("trigger_response", 1), ("trigger_on_late", 1),
+        ("deadline", 32), ("offset", 16),
+        ("threshold0", 32), ("threshold1", 32), ("threshold2", 32),
+        ("trigger_threshold", 32), ("trigger_width", 16),
+    ]
+
+    def __init__(self):
+        for name, width in self.FIELDS:
+            setattr(self, name, Signal(width, name=name))
+
+    def signals(self):
+        return [getattr(self, name) for name, _ in self.FIELDS]
+
+    @classmethod
+    def from_signals(cls, signals):
+        cfg = cls.__new__(cls)
+        for (name, _), s in zip(cls.FIELDS, signals):
+            setattr(cfg, name, s)
+        return cfg
+
+
+# Decode ---------------------------------------------------------------------------------------------
+
+class _RecordDecode(LiteXModule):
+    """Registered: this tick's start, response and tag edges, the tag's level, the tick and its
+    interval number. Runs every cycle (a tick without a record has no edges)."""
+    latency = 1
+
+    def __init__(self, record, tick, cfg, clock_domain):
+        self.start    = Signal()
+        self.isr      = Signal()
+        self.task     = Signal()
+        self.tag_edge = Signal()   # an active edge of the tag
+        self.tag      = Signal()   # the tag's level is active (after this tick's edges)
+        self.tick     = Signal(64)
+        self.interval = Signal(32)
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
+        channels = Array(record.channels[i] for i in range(len(record.channels)))
+        levels   = Array(record.levels[i] for i in range(len(record.levels)))
+
+        def edge(channel, level):
+            return record.valid & channels[channel] & (levels[channel] == level)
+
+        shifts = {s - INTERVAL_SHIFT_MIN: self.interval.eq(tick[s:s + 32])
+                  for s in range(INTERVAL_SHIFT_MIN, INTERVAL_SHIFT_MAX + 1)}
+        sync += [
+            self.start.eq(edge(cfg.start_channel, cfg.start_level)),
+            self.isr.eq(edge(cfg.isr_channel, cfg.isr_level)),
+            self.task.eq(edge(cfg.task_channel, cfg.task_level)),
+            self.tag_edge.eq(cfg.tag_enable & edge(cfg.tag_channel, cfg.tag_level)),
+            self.tag.eq(cfg.tag_enable & (levels[cfg.tag_channel] == cfg.tag_level)),
+            self.tick.eq(tick),
+            Case(cfg.interval_shift, shifts),
+        ]
+
+
+# Pairing --------------------------------------------------------------------------------------------
+
+class _Sample:
+    def __init__(self):
+        self.valid      = Signal()
+        self.start      = Signal(64)
+        self.interval   = Signal(32)
+        self.found_isr  = Signal()
+        self.found_task = Signal()
+        self.isr        = Signal(32)   # latency in ticks (E - S), valid when found
+        self.task       = Signal(32)
+        self.dup_isr    = Signal(16)   # saturating
+        self.dup_task   = Signal(16)
+        self.tag_at     = Signal()
+        self.tag_in     = Signal()
+
+    def fields(self):
+        return [self.start, self.interval, self.found_isr, self.found_task, self.isr, self.task,
+                self.dup_isr, self.dup_task, self.tag_at, self.tag_in]
+
+
+class _Pairing(LiteXModule):
+    """One response window at a time (docs/engine.md, "Pairing"). ``sample`` is valid for a cycle
+    when a window closes; ``close`` pulses once per interval, after that interval's last sample.
+    ``run`` (set by the start pulse with ``first_interval``), ``flush`` closes the open window
+    and every interval up to the current one, then ``flushed`` holds until the next start."""
+    latency = 1
+
+    def __init__(self, d, cfg, clock_domain):
+        self.begin    = Signal()    # pulse: start a run at the current tick's interval
+        self.flush    = Signal()    # pulse
+        self.stop     = Signal()    # pulse: end a run without closing (clear)
+        self.running  = Signal()
+        self.flushed  = Signal()
+        self.sample   = _Sample()
+        self.close    = Signal()    # pulse: the oldest unclosed interval is complete
+        self.closing_done = Signal()  # every interval up to the flush point has been closed
+        self.first_interval = Signal(32)  # the interval of the run's first tick (banks start there)
+        self.trigger  = Signal()    # pulse: the trigger condition held at this tick
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
+        opened    = Signal()
+        start     = Signal(64)
+        start_iv  = Signal(32)
+        age       = Signal(32)      # this tick - start, saturating
+        in_deadline = Signal()      # this tick is before start + deadline
+        found_isr, found_task = Signal(), Signal()
+        lat_isr, lat_task = Signal(32), Signal(32)
+        dup_isr, dup_task = Signal(16), Signal(16)
+        tag_at, tag_in = Signal(), Signal()
+        next_close = Signal(32)     # the oldest interval not closed yet
+        final      = Signal(32)     # after a flush: close every interval before this one
+
+        age_next = Signal(32)
+        live     = Signal()         # the open window includes this tick
+        close_now = Signal()
+        opens    = Signal()
+        closable = Signal(32)       # every interval before this one is complete
+        has_deadline = Signal()
+        self.comb += [
+            has_deadline.eq(cfg.deadline != 0),
+            age_next.eq(age + (age != 0xFFFFFFFF)),
+            live.eq(opened & (~has_deadline | in_deadline)),
+            opens.eq(self.running & ~self.flushed & ~self.flush & d.start),
+            close_now.eq(opened & (d.start | ~live | self.flush)),
+            closable.eq(Mux(self.flushed, final, Mux(opened, start_iv, d.interval))),
+            self.closing_done.eq(self.flushed & (next_close == final)),
+        ]
+
+        def respond(edge, found, latency, dups):
+            return If(live & ~d.start & edge,
+                If(found,
+                    If(dups != 0xFFFF, dups.eq(dups + 1)),
+                ).Else(
+                    found.eq(1),
+                    latency.eq(age),
+                ),
+            )
+
+        s = self.sample
+        sync += [
+            s.valid.eq(close_now & self.running),
+            If(close_now,
+                s.start.eq(start), s.interval.eq(start_iv),
+                s.found_isr.eq(found_isr), s.found_task.eq(found_task),
+                s.isr.eq(lat_isr), s.task.eq(lat_task),
+                s.dup_isr.eq(dup_isr), s.dup_task.eq(dup_task),
+                s.tag_at.eq(tag_at), s.tag_in.eq(tag_in),
+            ),
+            If(opens,
+                opened.eq(1),
+                start.eq(d.tick), start_iv.eq(d.interval),
+                age.eq(1),
+                in_deadline.eq(cfg.deadline != 1),
+                found_isr.eq(d.isr), lat_isr.eq(0), dup_isr.eq(0),
+                found_task.eq(d.task), lat_task.eq(0), dup_task.eq(0),
+                tag_at.eq(d.tag), tag_in.eq(d.tag),
+            ).Elif(close_now,
+                opened.eq(0),
+            ).Else(
+                age.eq(age_next),
+                in_deadline.eq(in_deadline & (age_next != cfg.deadline)),
+                respond(d.isr, found_isr, lat_isr, dup_isr),
+                respond(d.task, found_task, lat_task, dup_task),
+                If(live & d.tag_edge, tag_in.eq(1)),
+            ),
+            # Closes: one interval per cycle, each after its last sample (a sample leaves this stage
+            # the cycle its window closes; `closable` moves on only from the next cycle).
+            self.close.eq(0),
+            If(self.running & (next_close != closable),
+                self.close.eq(1),
+                next_close.eq(next_close + 1),
+            ),
+            If(self.flush & self.running & ~self.flushed,
+                self.flushed.eq(1),
+                final.eq(d.interval + 1),
+            ),
+            If(self.begin,
+                self.running.eq(1), self.flushed.eq(0), opened.eq(0),
+                next_close.eq(d.interval), self.first_interval.eq(d.interval),
+            ),
+            If(self.stop,
+                self.running.eq(0), self.flushed.eq(0), opened.eq(0),
+            ),
+        ]
+
+        # Trigger: the chosen response has not come `threshold` ticks after the stimulus (or, with
+        # on_late, it comes later than that).
+        waiting  = Signal()
+        arrives  = Signal()
+        at_threshold = Signal()
+        late     = Signal()
+        self.comb += [
+            waiting.eq(~Mux(cfg.trigger_response, found_task, found_isr)),
+            arrives.eq(Mux(cfg.trigger_response, d.task, d.isr)),
+            at_threshold.eq(age == cfg.trigger_threshold),
+            late.eq(age > cfg.trigger_threshold),
+        ]
+        sync += self.trigger.eq(
+            self.running & (cfg.trigger_threshold != 0) & live & ~d.start & waiting &
+            (at_threshold | (cfg.trigger_on_late & arrives & late)))
+
+
+# Values --------------------------------------------------------------------------------------------
+
+class _SampleValues(LiteXModule):
+    """A closed window's three values: present, below range, value (ticks), tag; an outlier flag."""
+    latency = 1
+
+    def __init__(self, s, cfg, clock_domain):
+        self.valid    = Signal()
+        self.start    = Signal(64)
+        self.interval = Signal(32)
+        self.tag_at   = Signal()
+        self.tag      = Signal()        # tagged: the tag was active in the window
+        self.present  = [Signal(name=f"present{k}") for k in range(3)]
+        self.below    = [Signal(name=f"below{k}") for k in range(3)]
+        self.value    = [Signal(32, name=f"value{k}") for k in range(3)]
+        self.dups     = [Signal(16, name=f"dups{k}") for k in range(3)]
+        self.outlier_values = Signal(96)  # as an outlier record carries them
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
+        raw = [Signal(33, name=f"raw{k}") for k in range(3)]  # two's complement, bit 32: negative
+        self.comb += [
+            raw[0].eq(Cat(s.isr, C(0, 1)) - cfg.offset),
+            raw[1].eq(Cat(s.task, C(0, 1)) - cfg.offset),
+            raw[2].eq(Cat(s.task, C(0, 1)) - s.isr),
+        ]
+        found = [s.found_isr, s.found_task, s.found_isr & s.found_task]
+        sync += [
+            self.valid.eq(s.valid), self.start.eq(s.start), self.interval.eq(s.interval),
+            self.tag_at.eq(s.tag_at), self.tag.eq(s.tag_in),
+            self.dups[0].eq(s.dup_isr), self.dups[1].eq(s.dup_task), self.dups[2].eq(0),
+        ]
+        for k in range(3):
+            sync += [
+                self.present[k].eq(found[k] & ~raw[k][32]),
+                self.below[k].eq(found[k] & raw[k][32]),
+                self.value[k].eq(raw[k][:32]),
+            ]
+            self.comb += self.outlier_values[32*k:32*(k + 1)].eq(
+                Mux(self.present[k], self.value[k], Mux(self.below[k], BELOW_VALUE, MISS_VALUE)))
+
+
+# Binning -------------------------------------------------------------------------------------------
+
+class _Binning(LiteXModule):
+    """HdrHistogram's bin of a value, then the bank address (tagged bins after the untagged)."""
+    latency = 2
+
+    def __init__(self, valid, value, tag, interval, clock_domain):
+        self.valid    = Signal()
+        self.address  = Signal(max=BANK_WORDS)
+        self.interval = Signal(32)
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
+        # Stage 1: the bucket (leading one of bits 8..23), the overflow flag.
+        bucket = Signal(5)
+        over   = Signal()
+        v1     = Signal(VALUE_BITS)
+        tag1, valid1, interval1 = Signal(), Signal(), Signal(32)
+        leading = 0
+        for b in range(8, VALUE_BITS):   # later assignments win: the highest set bit
+            leading = Mux(value[b], b - 7, leading)
+        sync += [
+            bucket.eq(leading), over.eq(value[VALUE_BITS:] != 0), v1.eq(value[:VALUE_BITS]),
+            tag1.eq(tag), valid1.eq(valid), interval1.eq(interval),
+        ]
+        # Stage 2: (bucket << 7) + (v >> bucket), or the overflow bin; tagged half after untagged.
+        sub = Signal(8)
+        self.comb += Case(bucket, {b: sub.eq(v1[b:b + 8]) for b in range(VALUE_BITS - 8 + 1)})
+        index = Signal(max=TAG_BINS)
+        self.comb += index.eq(Mux(over, OVERFLOW_BIN, (bucket << SUB_BUCKET_HALF_MAGNITUDE) + sub))
+        sync += [
+            self.address.eq(index + Mux(tag1, TAG_BINS, 0)),
+            self.valid.eq(valid1), self.interval.eq(interval1),
+        ]
+
+
+# Histogram bank ------------------------------------------------------------------------------------
+
+class _HistogramBank(LiteXModule):
+    """One kind's bins (untagged, then tagged): increments, interval sweeps, clears (docs/engine.md,
+    "Intervals without stopping"). ``close`` pulses, one per interval in order from ``first``;
+    ``source``: bins and closes of this kind."""
+    def __init__(self, kind, valid, address, interval, clock_domain, out_depth=16):
+        self.close    = Signal()    # pulse: the next interval is complete (all its samples are in)
+        self.begin    = Signal()    # pulse: a run starts; intervals from `first`
+        self.first    = Signal(32)
+        self.clear    = Signal()    # pulse: zero every word (engine stopped)
+        self.busy     = Signal()    # clearing, or closes / samples / bins not yet out
+        self.samples_lost = Signal(32)  # a sample that found the previous one waiting, or overran
+        self.bins_lost    = Signal(32)  # a spilled count that found the output full
+        self.source   = stream.Endpoint(bins_layout())
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
+        memory = Memory(1 + COUNT_BITS, BANK_WORDS)  # not an attribute: no CSR memory of it
+        rd = memory.get_port(clock_domain=clock_domain)
+        wr = memory.get_port(write_capable=True, clock_domain=clock_domain)
+        self.specials += memory, rd, wr
+        self.out = out = ClockDomainsRenamer(clock_domain)(stream.SyncFIFO(bins_layout(), out_depth))
+        self.comb += out.source.connect(self.source)
+
+        interval_k = Signal(32)     # the interval the next close completes
+        closes     = Signal(16)     # closes received, not yet done
+        dirty      = Signal(2)      # per epoch: counts were added since its last sweep
+        sweeping   = Signal()
+        clearing   = Signal()
+        scan       = Signal(max=BANK_WORDS + 1)   # next word of a sweep or clear
+        scan_tag   = Signal()
+        scan_bin   = Signal(max=TAG_BINS + 1)
+        # The waiting sample (at most one: samples come >= MIN_SPACING apart).
+        pending, pending_address, pending_epoch = Signal(), Signal(max=BANK_WORDS), Signal()
+
+        # Operation slots: phase 0 issues (address to the read port), 1 the word arrives, 2
+        # computes, 3 writes and emits. The next read comes after the write: no hazard.
+        phase = Signal(2)
+        OP_NONE, OP_INC, OP_SWEEP, OP_CLEAR = range(4)
+        op, op_address, op_epoch = Signal(2), Signal(max=BANK_WORDS), Signal()
+        op_tag, op_bin = Signal(), Signal(12)
+        word = Signal(1 + COUNT_BITS)
+        new_word, write, emit = Signal(1 + COUNT_BITS), Signal(), Signal()
+        emit_count, emit_interval, emit_tag, emit_bin = Signal(COUNT_BITS), Signal(32), Signal(), Signal(12)
+        w_count, w_epoch = word[:COUNT_BITS], word[COUNT_BITS]
+        sweep_epoch = interval_k[0]
+        room = Signal()
+        self.comb += room.eq(out.level < out_depth - 2)
+
+        # A new sample: it waits for the next phase 0 (it is taken there).
+        take = Signal()
+        inc_in_range = Signal()
+        self.comb += [
+            inc_in_range.eq((interval - interval_k) < 2),   # k or k+1: never a bank two intervals on
+            take.eq(phase == 0),
+        ]
+        sync += [
+            If(valid,
+                If(pending & ~take | ~inc_in_range,
+                    If(self.samples_lost != 0xFFFFFFFF, self.samples_lost.eq(self.samples_lost + 1)),
+                ).Else(
+                    pending.eq(1), pending_address.eq(address), pending_epoch.eq(interval[0]),
+                ),
+            ).Elif(take & pending,
+                pending.eq(0),
+            ),
+        ]
+
+        scan_last = Signal()
+        self.comb += scan_last.eq(scan == BANK_WORDS - 1)
+        out_close = Signal()
+        sync += [
+            phase.eq(phase + 1),
+            out_close.eq(0),
+            Case(phase, {
+                0: [
+                    op.eq(OP_NONE),
+                    If(pending,
+                        op.eq(OP_INC), op_address.eq(pending_address), op_epoch.eq(pending_epoch),
+                        op_tag.eq(pending_address >= TAG_BINS),
+                        op_bin.eq(pending_address - Mux(pending_address >= TAG_BINS, TAG_BINS, 0)),
+                    ).Elif(clearing,
+                        op.eq(OP_CLEAR), op_address.eq(scan),
+                        scan.eq(scan + 1), If(scan_last, clearing.eq(0)),
+                    ).Elif(sweeping,
+                        If(scan == BANK_WORDS,
+                            # Every word swept: the close follows this interval's last bin.
+                            If(room,
+                                sweeping.eq(0), out_close.eq(1),
+                            ),
+                        ).Elif(room,
+                            op.eq(OP_SWEEP), op_address.eq(scan), op_tag.eq(scan_tag), op_bin.eq(scan_bin),
+                            scan.eq(scan + 1),
+                            If(scan_bin == TAG_BINS - 1, scan_bin.eq(0), scan_tag.eq(1)).Else(scan_bin.eq(scan_bin + 1)),
+                        ),
+                    ).Elif(closes != 0,
+                        If(Mux(sweep_epoch, dirty[1], dirty[0]),
+                            sweeping.eq(1), scan.eq(0), scan_tag.eq(0), scan_bin.eq(0),
+                            If(sweep_epoch, dirty[1].eq(0)).Else(dirty[0].eq(0)),
+                        ).Elif(room,
+                            out_close.eq(1),   # nothing counted in this interval: nothing to sweep
+                        ),
+                    ),
+                ],
+                1: word.eq(rd.dat_r),
+                2: [
+                    write.eq(0), emit.eq(0),
+                    Case(op, {
+                        OP_INC: [
+                            write.eq(1),
+                            If(w_epoch == op_epoch,
+                                new_word.eq(Cat(w_count + 1, op_epoch)),
+                            ).Else(
+                                # The word still holds the previous interval's count: spill it.
+                                new_word.eq(Cat(C(1, COUNT_BITS), op_epoch)),
+                                emit.eq(w_count != 0), emit_count.eq(w_count), emit_interval.eq(interval_k),
+                            ),
+                        ],
+                        OP_SWEEP: If((w_epoch == sweep_epoch) & (w_count != 0),
+                            write.eq(1), new_word.eq(Cat(C(0, COUNT_BITS), ~sweep_epoch)),
+                            emit.eq(1), emit_count.eq(w_count), emit_interval.eq(interval_k),
+                        ),
+                        OP_CLEAR: [write.eq(1), new_word.eq(0)],
+                    }),
+                    emit_tag.eq(op_tag), emit_bin.eq(op_bin),
+                ],
+                3: [
+                    # An increment marks its epoch: that interval has counts to sweep.
+                    If(op == OP_INC, If(op_epoch, dirty[1].eq(1)).Else(dirty[0].eq(1))),
+                    If((op == OP_INC) & emit & ~out.sink.ready,
+                        If(self.bins_lost != 0xFFFFFFFF, self.bins_lost.eq(self.bins_lost + 1)),
+                    ),
+                ],
+            }),
+            If(out_close,
+                interval_k.eq(interval_k + 1),
+            ),
+            # Closes counted here, done above (both can happen in one cycle).
+            closes.eq(closes + self.close - out_close),
+            If(self.begin,
+                interval_k.eq(self.first), closes.eq(0), dirty.eq(0), sweeping.eq(0),
+            ),
+            If(self.clear,
+                clearing.eq(1), scan.eq(0), closes.eq(0), dirty.eq(0), sweeping.eq(0),
+                self.samples_lost.eq(0), self.bins_lost.eq(0),
+            ),
+        ]
+
+        self.comb += [
+            rd.adr.eq(Mux(phase == 0, Mux(pending, pending_address, scan), op_address)),
+            wr.adr.eq(op_address),
+            wr.dat_w.eq(new_word),
+            wr.we.eq((phase == 3) & write & (op != OP_NONE)),
+            out.sink.valid.eq(((phase == 3) & emit & (op != OP_NONE) & (op != OP_CLEAR)) | out_close),
+            out.sink.type.eq(Mux(out_close, ENTRY_CLOSE, ENTRY_BIN)),
+            out.sink.kind.eq(kind),
+            out.sink.tag.eq(emit_tag),
+            out.sink.bin.eq(emit_bin),
+            out.sink.count.eq(emit_count),
+            out.sink.interval.eq(Mux(out_close, interval_k, emit_interval)),
+            self.busy.eq(clearing | sweeping | (closes != 0) | pending | (op != OP_NONE) | out.source.valid),
+        ]
+
+
+# Statistics ----------------------------------------------------------------------------------------
+
+class _Statistics(LiteXModule):
+    """One kind's exact run totals: misses, duplicates, below range; per tag (untagged, tagged)
+    count, min, max and sum of the binned values. Samples come >= MIN_SPACING ticks apart, so the
+    compares are registered a cycle ahead of the updates and the 64-bit sum carries through a
+    register between its halves."""
+    def __init__(self, valid, present, below, value, tag, dups, clock_domain):
+        self.clear      = Signal()
+        self.misses     = Signal(40)
+        self.duplicates = Signal(40)
+        self.below      = Signal(40)
+        self.count = [Signal(40, name=f"count{t}") for t in range(2)]
+        self.min   = [Signal(32, name=f"min{t}", reset=0xFFFFFFFF) for t in range(2)]
+        self.max   = [Signal(32, name=f"max{t}") for t in range(2)]
+        self.sum   = [Signal(64, name=f"sum{t}") for t in range(2)]  # coherent (carry included)
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
+        v, t, binned, missed, under, d = Signal(32), Signal(), Signal(), Signal(), Signal(), Signal(16)
+        lower, higher = Signal(), Signal()
+        sync += [
+            v.eq(value), t.eq(tag), d.eq(Mux(valid, dups, 0)),
+            binned.eq(valid & present), missed.eq(valid & ~present & ~below), under.eq(valid & below),
+            lower.eq(value < Mux(tag, self.min[1], self.min[0])),
+            higher.eq(value > Mux(tag, self.max[1], self.max[0])),
+        ]
+        sync += [
+            If(missed, self.misses.eq(self.misses + 1)),
+            If(under, self.below.eq(self.below + 1)),
+            self.duplicates.eq(self.duplicates + d),
+        ]
+        for i in range(2):
+            low, high, carry = Signal(33, name=f"sum_low{i}"), Signal(32, name=f"sum_high{i}"), Signal(name=f"carry{i}")
+            mine = Signal(name=f"mine{i}")
+            self.comb += [
+                mine.eq(binned & (t == i)),
+                self.sum[i].eq(Cat(low[:32], high + carry)),
+            ]
+            sync += [
+                carry.eq(0),
+                If(mine,
+                    self.count[i].eq(self.count[i] + 1),
+                    If(lower, self.min[i].eq(v)),
+                    If(higher, self.max[i].eq(v)),
+                    low.eq(low[:32] + v),
+                ).Else(
+                    low[32].eq(0),
+                ),
+                If(low[32], high.eq(high + 1)),
+                If(self.clear,
+                    self.count[i].eq(0), self.min[i].eq(0xFFFFFFFF), self.max[i].eq(0), low.eq(0), high.eq(0),
+                ),
+            ]
+        sync += If(self.clear, self.misses.eq(0), self.duplicates.eq(0), self.below.eq(0))
+
+
+# MeasurementEngine ---------------------------------------------------------------------------------
+
+class MeasurementEngine(LiteXModule):
+    """Pairing, histograms, statistics, outliers and trigger-out on the capture's record stream.
+
+    ``record``      the capture core's record register (``valid``, ``channels``, ``levels``).
+    ``record_tick`` the tick each cycle of ``record`` stands for (its timestamp, every cycle).
+    ``record_delay`` ticks from an edge at its pin to its record in ``record``.
+    ``bins``, ``outliers``: streams in ``sys``. ``trigger``: the trigger-out pin.
+    """
+    def __init__(self, record, record_tick, record_delay, clock_domain="ts", bins_depth=512,
+                 outlier_depth=16, with_csr=True):
+        self.clock_domain = clock_domain
+        self.n_channels   = len(record.channels)
+        assert self.n_channels <= 16
+        self.config   = _Config()            # sys
+        self.start    = Signal()             # sys pulses
+        self.flush    = Signal()
+        self.clear    = Signal()
+        self.bins     = stream.Endpoint(bins_layout())      # sys
+        self.outliers = stream.Endpoint(outlier_layout())   # sys
+        self.trigger  = Signal()             # clock_domain: the trigger-out pin
+        self.outliers_lost = Signal(32)      # clock_domain
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
+        self.apply = ConfigCommit(self.config.signals(), clock_domain)
+        cfg = _Config.from_signals(self.apply.outputs)
+        self.flush_sync = ConfigCommit([], clock_domain)
+        self.clear_sync = ConfigCommit([], clock_domain)
+        self.comb += [
+            self.apply.commit.eq(self.start),
+            self.flush_sync.commit.eq(self.flush),
+            self.clear_sync.commit.eq(self.clear),
+        ]
+
+        self.decode  = _RecordDecode(record, record_tick, cfg, clock_domain)
+        self.pairing = _Pairing(self.decode, cfg, clock_domain)
+        self.values  = values = _SampleValues(self.pairing.sample, cfg, clock_domain)
+        self.comb += [
+            self.pairing.begin.eq(self.apply.applied),
+            self.pairing.flush.eq(self.flush_sync.applied),
+            self.pairing.stop.eq(self.clear_sync.applied),
+        ]
+        # The trigger pin, from the tick the condition held: record_delay, decode, pairing, pulse.
+        self.TRIGGER_DELAY = record_delay + _RecordDecode.latency + _Pairing.latency + 1
+        remaining = Signal(16)
+        sync += If(self.pairing.trigger,
+            remaining.eq(cfg.trigger_width),
+        ).Elif(remaining != 0,
+            remaining.eq(remaining - 1),
+        )
+        self.comb += self.trigger.eq(remaining != 0)
+
+        # Per kind: binning, bank, statistics. Closes follow the samples through the same stages.
+        close = self.pairing.close
+        for _ in range(_SampleValues.latency + _Binning.latency):
+            delayed = Signal()
+            sync += delayed.eq(close)
+            close = delayed
+        self.banks, self.stats = [], []
+        for k in range(3):
+            binning = _Binning(values.valid & values.present[k], values.value[k], values.tag, values.interval,
+                               clock_domain)
+            bank = _HistogramBank(k, binning.valid, binning.address, binning.interval, clock_domain)
+            stats = _Statistics(values.valid, values.present[k], values.below[k], values.value[k], values.tag,
+                                values.dups[k], clock_domain)
+            self.add_module(f"binning{k}", binning)
+            self.add_module(f"bank{k}", bank)
+            self.add_module(f"stats{k}", stats)
+            self.comb += [
+                bank.close.eq(close), bank.first.eq(self.pairing.first_interval),
+                bank.clear.eq(self.clear_sync.applied), stats.clear.eq(self.clear_sync.applied),
+            ]
+            self.banks.append(bank)
+            self.stats.append(stats)
+        # `first_interval` is written by the same applied pulse: the banks take it a cycle later.
+        begin_late = Signal()
+        sync += begin_late.eq(self.apply.applied)
+        self.comb += [bank.begin.eq(begin_late) for bank in self.banks]
+
+        self.samples = Signal(40)
+        sync += [
+            If(values.valid, self.samples.eq(self.samples + 1)),
+            If(self.clear_sync.applied, self.samples.eq(0)),
+        ]
+
+        # Bins of the three banks, round robin, to sys.
+        self.arbiter = ClockDomainsRenamer(clock_domain)(RoundRobin(3, SP_CE))
+        self.bins_fifo = bins_fifo = ClockDomainsRenamer({"write": clock_domain, "read": "sys"})(
+            StreamAsyncFIFO(bins_layout(), bins_depth))
+        cases = {}
+        for k, bank in enumerate(self.banks):
+            self.comb += self.arbiter.request[k].eq(bank.source.valid)
+            cases[k] = bank.source.connect(bins_fifo.sink)
+        self.comb += [
+            Case(self.arbiter.grant, cases),
+            self.arbiter.ce.eq(~bins_fifo.sink.valid | bins_fifo.sink.ready),
+            bins_fifo.source.connect(self.bins),
+        ]
+
+        # Outliers: a sample above any kind's threshold.
+        self.outlier_fifo = outlier_fifo = ClockDomainsRenamer({"write": clock_domain, "read": "sys"})(
+            StreamAsyncFIFO(outlier_layout(), outlier_depth))
+        thresholds = [cfg.threshold0, cfg.threshold1, cfg.threshold2]
+        above = Signal()
+        record_out = Signal(64 + 96 + 2)
+        self.comb += above.eq(reduce(or_, [values.valid & values.present[k] & (values.value[k] > thresholds[k])
+                                        for k in range(3)]))
+        sync += [
+            outlier_fifo.sink.valid.eq(above),
+            record_out.eq(Cat(values.start, values.outlier_values, values.tag_at, values.tag)),
+            If(outlier_fifo.sink.valid & ~outlier_fifo.sink.ready,
+                If(self.outliers_lost != 0xFFFFFFFF, self.outliers_lost.eq(self.outliers_lost + 1)),
+            ),
+            If(self.clear_sync.applied, self.outliers_lost.eq(0)),
+        ]
+        self.comb += [
+            Cat(outlier_fifo.sink.start, outlier_fifo.sink.values, outlier_fifo.sink.flags).eq(record_out),
+            outlier_fifo.source.connect(self.outliers),
+        ]
+
+        # Status, in clock_domain.
+        self.busy    = Signal()
+        self.flushed = Signal()
+        self.running = Signal()
+        self.comb += [
+            self.busy.eq(reduce(or_, [bank.busy for bank in self.banks])),
+            self.flushed.eq(self.pairing.closing_done & ~self.busy),
+            self.running.eq(self.pairing.running),
+        ]
+
+        if with_csr:
+            self.add_csr()
+
+    def add_csr(self):
+        """Settings and their application, control strobes, status, and the statistics snapshot."""
+        descriptions = {
+            "start_channel": "Channel whose edge starts a window (the stimulus).",
+            "start_level": "Level after the start edge: 1 rising, 0 falling.",
+            "isr_channel": "Channel of the first response (ISR entry).",
+            "isr_level": "Level after its active edge.",
+            "task_channel": "Channel of the second response (task dispatch).",
+            "task_level": "Level after its active edge.",
+            "tag_channel": "Channel of the tag input.",
+            "tag_level": "The tag's active level.",
+            "tag_enable": "``1``: split the samples by the tag.",
+            "interval_shift": f"Interval boundaries at multiples of 2**(this + {INTERVAL_SHIFT_MIN}) ticks.",
+            "trigger_response": "The response the trigger waits for: 0 isr, 1 task.",
+            "trigger_on_late": "``1``: pulse the trigger also when that response arrives late.",
+        }
+        fields = [CSRField(name, size=width, description=descriptions[name])
+                  for name, width in _Config.FIELDS if name in descriptions]
+        self._config = CSRStorage(fields=fields, description=
+            "Engine roles and options; take effect on ``control.start``.")
+        for f in fields:
+            self.comb += getattr(self.config, f.name).eq(getattr(self._config.fields, f.name))
+        wide = {
+            "deadline": "Window length limit, in ticks (0: none; else >= the minimum spacing).",
+            "offset": "Calibrated rig offset, in ticks, subtracted from both stimulus latencies.",
+            "threshold0": "Outlier threshold of stim_to_isr, in ticks (0xFFFFFFFF: none).",
+            "threshold1": "Outlier threshold of stim_to_task, in ticks (0xFFFFFFFF: none).",
+            "threshold2": "Outlier threshold of isr_to_task, in ticks (0xFFFFFFFF: none).",
+            "trigger_threshold": "Ticks without the response before the trigger pulses (0: off).",
+            "trigger_width": "Trigger pulse width, in ticks.",
+        }
+        for name, description in wide.items():
+            signal = getattr(self.config, name)
+            csr = CSRStorage(len(signal), name=name, description=description)
+            setattr(self, f"_{name}", csr)
+            self.comb += signal.eq(csr.storage)
+
+        self._control = CSRStorage(fields=[
+            CSRField("start", size=1, pulse=True, description=
+                "Write ``1`` to apply the settings and start measuring at the current tick."),
+            CSRField("flush", size=1, pulse=True, description=
+                "Write ``1`` to close the open window and every interval up to the current tick; "
+                "``status.flushed`` rises when their bins are all in the bins FIFO."),
+            CSRField("clear", size=1, pulse=True, description=
+                "Write ``1`` to stop and zero the histograms, statistics and counters; wait for "
+                "``status.busy`` to drop."),
+            CSRField("snapshot", size=1, pulse=True, description=
+                "Write ``1`` to copy the statistics into the ``k*``/``samples*`` registers; "
+                "``status.valid`` rises when the copy is complete."),
+        ], description="Engine control (write-1 strobes).")
+        self.comb += [
+            self.start.eq(self._control.fields.start),
+            self.flush.eq(self._control.fields.flush),
+            self.clear.eq(self._control.fields.clear),
+        ]
+
+        # Statistics, latched together.
+        sources, names = [], []
+        def stat(name, signal, description):
+            sources.append(signal)
+            names.append((name, len(signal), description))
+        stat("samples", self.samples, "Windows closed (samples), count.")
+        stat("samples_lost", reduce(lambda a, b: a + b, [bank.samples_lost for bank in self.banks])[:32],
+             "Samples not binned: closer than the minimum spacing, or beyond the sweep (count, all kinds).")
+        stat("bins_lost", reduce(lambda a, b: a + b, [bank.bins_lost for bank in self.banks])[:32],
+             "Spilled bin counts that found the bins FIFO full (count).")
+        stat("outliers_lost", self.outliers_lost, "Outlier records that found their FIFO full (count).")
+        for k, st in enumerate(self.stats):
+            kind = KINDS[k]
+            stat(f"k{k}_misses", st.misses, f"{kind}: windows without the response(s), count.")
+            stat(f"k{k}_duplicates", st.duplicates, f"{kind}: extra responses in windows, count.")
+            stat(f"k{k}_below", st.below, f"{kind}: negative values (not binned), count.")
+            for t in range(2):
+                which = "tagged" if t else "untagged"
+                stat(f"k{k}_t{t}_count", st.count[t], f"{kind}, {which}: binned samples, count.")
+                stat(f"k{k}_t{t}_min", st.min[t], f"{kind}, {which}: smallest value, ticks (0xFFFFFFFF: none).")
+                stat(f"k{k}_t{t}_max", st.max[t], f"{kind}, {which}: largest value, ticks.")
+                stat(f"k{k}_t{t}_sum", st.sum[t], f"{kind}, {which}: sum of the values, ticks.")
+        self.snapshot = Snapshot(sources, self.clock_domain)
+        for (name, width, description), output in zip(names, self.snapshot.outputs):
+            csr = CSRStatus(width, name=name, description=description + " At the last snapshot.")
+            setattr(self, f"_{name}", csr)
+            self.comb += csr.status.eq(output)
+
+        busy, flushed, running = Signal(), Signal(), Signal()
+        self.specials += [
+            MultiReg(self.busy, busy), MultiReg(self.flushed, flushed), MultiReg(self.running, running),
+        ]
+        self._status = CSRStatus(fields=[
+            CSRField("valid",   size=1, description="Statistics snapshot complete."),
+            CSRField("busy",    size=1, description="Clearing, sweeping, or bins still to go out."),
+            CSRField("flushed", size=1, description="After ``flush``: every interval closed and out."),
+            CSRField("running", size=1, description="Started and not cleared."),
+        ], description="Engine status (flags).")
+        self.comb += [
+            self.snapshot.request.eq(self._control.fields.snapshot),
+            self._status.fields.valid.eq(self.snapshot.valid),
+            self._status.fields.busy.eq(busy),
+            self._status.fields.flushed.eq(flushed),
+            self._status.fields.running.eq(running),
+        ]
+
+    def add_csr_reader(self):
+        """Bins and outlier records for the firmware: the head entry as CSRs, ``pop`` to advance."""
+        self._bins_status = CSRStatus(fields=[
+            CSRField("pending", size=1, description="``1``: a bins entry is waiting."),
+        ], description="Bins FIFO status (flag).")
+        self._bins_info = CSRStatus(fields=[
+            CSRField("type", size=1, description="0: a bin's count; 1: close of the interval (kind)."),
+            CSRField("kind", size=2, description="0 stim_to_isr, 1 stim_to_task, 2 isr_to_task."),
+            CSRField("tag",  size=1, description="``1``: the tagged samples' bin."),
+            CSRField("bin",  size=12, description=
+                f"HdrHistogram bin index (0..{OVERFLOW_BIN}; {OVERFLOW_BIN}: overflow)."),
+        ], description="Head bins entry (bit fields).")
+        self._bins_count = CSRStatus(COUNT_BITS, description="Head bins entry: count of samples in the bin.")
+        self._bins_interval = CSRStatus(32, description=
+            "Head bins entry: interval number (start tick >> shift), low 32 bits.")
+        self._bins_pop = CSRStorage(fields=[
+            CSRField("pop", size=1, pulse=True, description="Write ``1`` to drop the head entry."),
+        ], description="Bins FIFO read strobe (write-1).")
+        self._outlier_status = CSRStatus(fields=[
+            CSRField("pending", size=1, description="``1``: an outlier record is waiting."),
+        ], description="Outlier FIFO status (flag).")
+        self._outlier_start = CSRStatus(64, description="Head outlier: the stimulus tick.")
+        self._outlier_values = CSRStatus(96, description=
+            "Head outlier: the three values in ticks, kind 0 in the low word (0xFFFFFFFF miss, "
+            "0xFFFFFFFE below range).")
+        self._outlier_flags = CSRStatus(fields=[
+            CSRField("tag_at_start",  size=1, description="The tag was active at the stimulus."),
+            CSRField("tag_in_window", size=1, description="The tag was active in the window."),
+        ], description="Head outlier: tag flags.")
+        self._outlier_pop = CSRStorage(fields=[
+            CSRField("pop", size=1, pulse=True, description="Write ``1`` to drop the head record."),
+        ], description="Outlier FIFO read strobe (write-1).")
+        b, o = self.bins, self.outliers
+        self.comb += [
+            self._bins_status.fields.pending.eq(b.valid),
+            self._bins_info.fields.type.eq(b.type), self._bins_info.fields.kind.eq(b.kind),
+            self._bins_info.fields.tag.eq(b.tag), self._bins_info.fields.bin.eq(b.bin),
+            self._bins_count.status.eq(b.count), self._bins_interval.status.eq(b.interval),
+            b.ready.eq(self._bins_pop.fields.pop),
+            self._outlier_status.fields.pending.eq(o.valid),
+            self._outlier_start.status.eq(o.start), self._outlier_values.status.eq(o.values),
+            self._outlier_flags.fields.tag_at_start.eq(o.flags[0]),
+            self._outlier_flags.fields.tag_in_window.eq(o.flags[1]),
+            o.ready.eq(self._outlier_pop.fields.pop),
+        ]
