@@ -447,7 +447,11 @@ class _HistogramBank(LiteXModule):
                         ).Elif(room,
                             op.eq(OP_SWEEP), op_address.eq(scan), op_tag.eq(scan_tag), op_bin.eq(scan_bin),
                             scan.eq(scan + 1),
-                            If(scan_bin == TAG_BINS - 1, scan_bin.eq(0), scan_tag.eq(1)).Else(scan_bin.eq(scan_bin + 1)),
+                            If(scan_bin == TAG_BINS - 1,
+                                scan_bin.eq(0), scan_tag.eq(1),
+                            ).Else(
+                                scan_bin.eq(scan_bin + 1),
+                            ),
                         ),
                     ).Elif(closes != 0,
                         If(Mux(sweep_epoch, dirty[1], dirty[0]),
