@@ -21,7 +21,7 @@ from litex.soc.integration.builder import Builder
 from litex.soc.integration.soc_core import SoCCore
 from migen import *
 
-from gateware import channels
+from gateware import channels, engine
 from gateware.capture import EdgeCapture
 from gateware.stimulus import MIN_INTERVAL, StimulusGenerator
 from gateware.timebase import Timebase
@@ -49,8 +49,10 @@ def git_identity():
 class RigSoC(SoCCore):
     def __init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                  board="unknown", fifo_depth=1024, glitch_max=15, cpu_variant="standard",
-                 identity=None, **kwargs):
-        kwargs.setdefault("integrated_rom_size", 0x8000)
+                 identity=None, with_engine=False, trigger_pad=None, **kwargs):
+        # With the engine, 20 KiB of ROM hold the firmware with room; the block RAM this frees goes
+        # to the engine's histograms (docs/engine.md, "Room on the FPGA").
+        kwargs.setdefault("integrated_rom_size", 0x5000 if with_engine else 0x8000)
         kwargs.setdefault("integrated_sram_size", 0x2000)
         kwargs.setdefault("uart_baudrate", 3_000_000)
         SoCCore.__init__(self, platform, sys_clk_freq, ident=f"hilat rig on {board}",
@@ -66,6 +68,12 @@ class RigSoC(SoCCore):
             glitch_max=glitch_max)
         self.capture.add_csr_reader()
         self.comb += [pad.eq(pin) for pad, pin in zip(stimulus_pads, self.stimulus.pins)]
+        if with_engine:
+            self.engine = engine.MeasurementEngine(self.capture.record, self.capture.record.timestamp,
+                                                   self.capture.RECORD_DELAY, clock_domain="ts")
+            self.engine.add_csr_reader()
+            if trigger_pad is not None:
+                self.comb += trigger_pad.eq(self.engine.trigger)
 
         # What the firmware reports in IDENTIFY (soc.h), so no number is hard-coded in C.
         identity = identity or git_identity()
@@ -87,6 +95,12 @@ class RigSoC(SoCCore):
         self.add_constant("HILAT_FIFO_DEPTH", fifo_depth)
         self.add_constant("HILAT_PIN_TO_STAMP_DELAY", self.capture.PIN_TO_STAMP_DELAY)
         self.add_constant("HILAT_GATEWARE_IDENTITY", self.gateware_identity)
+        if with_engine:
+            self.add_constant("HILAT_ENGINE_MIN_SPACING", engine.MIN_SPACING)
+            self.add_constant("HILAT_ENGINE_INTERVAL_SHIFT_MIN", engine.INTERVAL_SHIFT_MIN)
+            self.add_constant("HILAT_ENGINE_INTERVAL_SHIFT_MAX", engine.INTERVAL_SHIFT_MAX)
+            self.add_constant("HILAT_ENGINE_BINS", engine.TAG_BINS)
+            self.add_constant("HILAT_ENGINE_TRIGGER_DELAY", self.engine.TRIGGER_DELAY)
 
 
 class RigBuilder(Builder):

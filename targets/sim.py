@@ -61,7 +61,7 @@ class Platform(SimPlatform):
         SimPlatform.__init__(self, "SIM", _io)
 
 
-def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024):
+def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024, with_engine=False):
     from gateware import channels
     from gateware.soc import RigSoC
 
@@ -82,7 +82,7 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024)
             stimulus_pads = [Signal(name=c.name) for c in channels.outputs(table)]
             capture_pads  = [Signal(name=c.name) for c in channels.inputs(table)]
             RigSoC.__init__(self, platform, SYS_CLK_FREQ, TS_CLK_FREQ, stimulus_pads, capture_pads,
-                            board="sim", fifo_depth=fifo_depth, uart_name="sim")
+                            board="sim", fifo_depth=fifo_depth, uart_name="sim", with_engine=with_engine)
             # The DUT model's output <role>_pin drives the input whose default role that is.
             outputs = {f"o_{c.role}_pin": pad for c, pad in zip(channels.inputs(table), capture_pads) if c.role}
             self.specials += Instance(dut_top,
@@ -96,7 +96,7 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024)
     return SimRig()
 
 
-def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model"):
+def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=False):
     """Hash of everything the simulator binary depends on."""
     h = hashlib.sha256()
     # variables.mak is written into sim_modules by the build itself: hashing it would make the
@@ -111,6 +111,7 @@ def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model"):
             h.update(f.name.encode())
             h.update(f.read_bytes())
     h.update(dut_top.encode())
+    h.update(b"engine" if with_engine else b"")
     import litex
     h.update(str(getattr(litex, "__version__", "")).encode())
     return h.hexdigest()[:16]
@@ -120,12 +121,12 @@ def _log(msg):
     print(f"sim: {msg}", file=sys.stderr, flush=True)
 
 
-def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", force=False):
+def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", force=False, with_engine=False):
     """Build (or reuse) the simulator; return its directory (with ``obj_dir/Vsim``)."""
     from gateware.soc import RigBuilder
 
     build_root = Path(build_root or ROOT / "build" / "sim")
-    out = build_root / build_key(dut_model, dut_top)
+    out = build_root / build_key(dut_model, dut_top, with_engine)
     binary = out / "gateware" / "obj_dir" / "Vsim"
     if binary.exists() and not force:
         return out
@@ -134,7 +135,7 @@ def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", for
     shutil.rmtree(out, ignore_errors=True)
     # LiteX runs meson/ninja from PATH: use the ones installed next to this Python.
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    soc = build_soc(dut_model, dut_top)
+    soc = build_soc(dut_model, dut_top, with_engine=with_engine)
     builder = RigBuilder(soc, output_dir=str(out), compile_gateware=False)
     sim_config = _sim_config(port=0)
     with _quiet():
