@@ -399,6 +399,100 @@ int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint16_t channels, ui
     return 1;
 }
 
+/* ---- rig -> host: the measurement engine ---- */
+
+int hilat_msg_engine_stats(hilat_frame_t *f, uint16_t seq, uint16_t command_seq, const hilat_engine_stats_t *m)
+{
+    unsigned k, t;
+    hilat_frame_begin(f, HILAT_MSG_ENGINE_STATS, seq);
+    /* 28 + 3 * 72 = 244 bytes: always fits. */
+    hilat_frame_put_u16(f, command_seq);
+    hilat_frame_put_u8(f, m->state);
+    hilat_frame_put_u64(f, m->samples);
+    hilat_frame_put_u32(f, m->samples_lost);
+    hilat_frame_put_u32(f, m->bins_lost);
+    hilat_frame_put_u32(f, m->outliers_lost);
+    hilat_frame_put_u8(f, m->trigger_delay);
+    hilat_frame_put_u8(f, m->min_spacing);
+    hilat_frame_put_u8(f, m->interval_shift_min);
+    hilat_frame_put_u16(f, m->bins);
+    for (k = 0; k < HILAT_ENGINE_KINDS; k++) {
+        const hilat_engine_kind_stats_t *s = &m->kinds[k];
+        hilat_frame_put_u64(f, s->misses);
+        hilat_frame_put_u64(f, s->duplicates);
+        hilat_frame_put_u64(f, s->below);
+        for (t = 0; t < 2; t++) {
+            hilat_frame_put_u64(f, s->tags[t].count);
+            hilat_frame_put_u32(f, s->tags[t].min);
+            hilat_frame_put_u32(f, s->tags[t].max);
+            if (!hilat_frame_put_u64(f, s->tags[t].sum))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+void hilat_engine_bins_begin(hilat_frame_t *f, uint16_t seq)
+{
+    hilat_frame_begin(f, HILAT_MSG_ENGINE_BINS, seq);
+}
+
+/* head:u8 then interval (and for a bin, bin and count) as uleb128. */
+static int put_bins_entry(hilat_frame_t *f, uint8_t head, uint32_t interval, int is_bin, uint16_t bin,
+                          uint64_t count)
+{
+    size_t n = 1 + hilat_uleb128_size(interval);
+    uint8_t *p = f->buf + f->len;
+    if (is_bin)
+        n += hilat_uleb128_size(bin) + hilat_uleb128_size(count);
+    if (hilat_frame_remaining(f) < n)
+        return 0;
+    *p++ = head;
+    put_uleb128(p, interval);
+    if (is_bin) {
+        p += hilat_uleb128_size(interval);
+        put_uleb128(p, bin);
+        put_uleb128(p + hilat_uleb128_size(bin), count);
+    }
+    f->len += n;
+    f->records++;
+    return 1;
+}
+
+int hilat_engine_bins_add_bin(hilat_frame_t *f, uint8_t kind, uint8_t tag, uint32_t interval, uint16_t bin,
+                              uint64_t count)
+{
+    if (kind >= HILAT_ENGINE_KINDS || tag > 1u || bin > HILAT_ENGINE_OVERFLOW_BIN)
+        return HILAT_ERR_RANGE;
+    return put_bins_entry(f, (uint8_t)(HILAT_ENGINE_ENTRY_BIN | kind << 2 | tag << 4), interval, 1, bin, count);
+}
+
+int hilat_engine_bins_add_close(hilat_frame_t *f, uint8_t kind, uint32_t interval)
+{
+    if (kind >= HILAT_ENGINE_KINDS)
+        return HILAT_ERR_RANGE;
+    return put_bins_entry(f, (uint8_t)(HILAT_ENGINE_ENTRY_CLOSE | kind << 2), interval, 0, 0, 0);
+}
+
+void hilat_engine_outliers_begin(hilat_frame_t *f, uint16_t seq)
+{
+    hilat_frame_begin(f, HILAT_MSG_ENGINE_OUTLIERS, seq);
+}
+
+int hilat_engine_outliers_add(hilat_frame_t *f, uint64_t start, uint8_t flags,
+                              const uint32_t values[HILAT_ENGINE_KINDS])
+{
+    unsigned k;
+    if (hilat_frame_remaining(f) < HILAT_ENGINE_OUTLIER_SIZE)
+        return 0;
+    hilat_frame_put_u64(f, start);
+    hilat_frame_put_u8(f, flags);
+    for (k = 0; k < HILAT_ENGINE_KINDS; k++)
+        hilat_frame_put_u32(f, values[k]);
+    f->records++;
+    return 1;
+}
+
 /* ---- host -> rig commands ---- */
 
 static uint16_t get_le16(const uint8_t *p)
@@ -467,8 +561,33 @@ static int parse_body(const uint8_t *b, size_t n, hilat_command_t *cmd)
             return HILAT_ERR_BAD_LENGTH;
         cmd->u.stop.channels = b[0];
         return HILAT_OK;
+    case HILAT_MSG_ENGINE_CONFIG: {
+        hilat_engine_config_t *e = &cmd->u.engine_config;
+        if (n != 35)
+            return HILAT_ERR_BAD_LENGTH;
+        e->flags = b[0];
+        e->start_channel = b[1];
+        e->start_level = b[2];
+        e->isr_channel = b[3];
+        e->isr_level = b[4];
+        e->task_channel = b[5];
+        e->task_level = b[6];
+        e->tag_channel = b[7];
+        e->tag_level = b[8];
+        e->deadline = get_le32(b + 9);
+        e->offset = get_le16(b + 13);
+        e->interval_shift = b[15];
+        for (i = 0; i < HILAT_ENGINE_KINDS; i++)
+            e->threshold[i] = get_le32(b + 16 + 4 * i);
+        e->trigger_response = b[28];
+        e->trigger_threshold = get_le32(b + 29);
+        e->trigger_width = get_le16(b + 33);
+        return HILAT_OK;
+    }
     case HILAT_MSG_STATUS_REQ:
     case HILAT_MSG_TIME_REQ:
+    case HILAT_MSG_ENGINE_STATS_REQ:
+    case HILAT_MSG_ENGINE_FLUSH:
         return n == 0 ? HILAT_OK : HILAT_ERR_BAD_LENGTH;
     default:
         return HILAT_ERR_UNKNOWN_TYPE;

@@ -48,6 +48,9 @@
 #define HILAT_MSG_STOP 0x85u
 #define HILAT_MSG_STATUS_REQ 0x86u
 #define HILAT_MSG_TIME_REQ 0x87u
+#define HILAT_MSG_ENGINE_CONFIG 0x88u
+#define HILAT_MSG_ENGINE_STATS_REQ 0x89u
+#define HILAT_MSG_ENGINE_FLUSH 0x8Au
 /* Rig -> host (< 0x80). */
 #define HILAT_MSG_IDENTIFY 0x01u
 #define HILAT_MSG_EVENTS 0x02u
@@ -55,6 +58,9 @@
 #define HILAT_MSG_STATUS 0x04u
 #define HILAT_MSG_ACK 0x05u
 #define HILAT_MSG_TIME 0x06u
+#define HILAT_MSG_ENGINE_BINS 0x07u
+#define HILAT_MSG_ENGINE_OUTLIERS 0x08u
+#define HILAT_MSG_ENGINE_STATS 0x09u
 
 /* Stimulus modes. */
 #define HILAT_MODE_PERIODIC 0u
@@ -78,6 +84,7 @@
 #define HILAT_CAP_GLITCH_FILTER (1u << 4)
 #define HILAT_CAP_TAG_CHANNEL (1u << 5)
 #define HILAT_CAP_SUBTICK (1u << 6)
+#define HILAT_CAP_ENGINE (1u << 7) /* the measurement engine (docs/engine.md) */
 
 /* CAPTURE_CONFIG per-channel flags. */
 #define HILAT_CAPTURE_ENABLE (1u << 0)
@@ -89,6 +96,36 @@
 #define HILAT_STIM_DONE (1u << 1)
 #define HILAT_STIM_LATE (1u << 2)
 
+/* Measurement engine (docs/engine.md). Kinds: 0 stim_to_isr, 1 stim_to_task, 2 isr_to_task. */
+#define HILAT_ENGINE_KINDS 3u
+#define HILAT_ENGINE_HDR_BINS 2304u                       /* HdrHistogram bins 0..2303 */
+#define HILAT_ENGINE_OVERFLOW_BIN HILAT_ENGINE_HDR_BINS    /* values >= 2**24 ticks */
+#define HILAT_ENGINE_BINS_PER_HISTOGRAM (HILAT_ENGINE_HDR_BINS + 1u) /* ENGINE_STATS bins (soc.h's
+                                                                     * HILAT_ENGINE_BINS) */
+/* ENGINE_CONFIG flags. */
+#define HILAT_ENGINE_ENABLE (1u << 0)
+#define HILAT_ENGINE_RAW (1u << 1)             /* raw edges (EVENTS) too */
+#define HILAT_ENGINE_TRIGGER_ON_LATE (1u << 2) /* trigger also on a late response */
+#define HILAT_ENGINE_NO_TAG 0xFFu              /* tag_channel: no tag */
+#define HILAT_ENGINE_NEVER 0xFFFFFFFFu         /* threshold: no outlier records */
+#define HILAT_ENGINE_TRIGGER_ISR 0u
+#define HILAT_ENGINE_TRIGGER_TASK 1u
+/* ENGINE_BINS entry head: bits 0-1 type, bits 2-3 kind, bit 4 tag. */
+#define HILAT_ENGINE_ENTRY_BIN 0u
+#define HILAT_ENGINE_ENTRY_CLOSE 1u
+#define HILAT_ENGINE_BINS_MAX_ENTRY 18u /* head + uleb128 of a u32, of a bin, of a u64 */
+/* ENGINE_OUTLIERS records: start:u64 flags:u8 values:3 x u32. */
+#define HILAT_ENGINE_OUTLIER_SIZE 21u
+#define HILAT_ENGINE_OUTLIERS_PER_FRAME ((HILAT_MAX_PAYLOAD - HILAT_HEADER_SIZE) / HILAT_ENGINE_OUTLIER_SIZE) /* 11 */
+#define HILAT_OUTLIER_TAG_AT_START (1u << 0)
+#define HILAT_OUTLIER_TAG_IN_WINDOW (1u << 1)
+#define HILAT_OUTLIER_MISS 0xFFFFFFFFu  /* value: no response */
+#define HILAT_OUTLIER_BELOW 0xFFFFFFFEu /* value: below range */
+/* ENGINE_STATS state bits, and min while a count is 0. */
+#define HILAT_ENGINE_STATE_ENABLED (1u << 0)
+#define HILAT_ENGINE_STATE_FLUSHED (1u << 1)
+#define HILAT_ENGINE_MIN_NONE 0xFFFFFFFFu
+
 /* Result codes (negative: the frame is refused). */
 #define HILAT_OK 0
 #define HILAT_ERR_COBS (-1)         /* corrupt: COBS decoding failed (or empty frame) */
@@ -98,7 +135,8 @@
 #define HILAT_ERR_VERSION (-5)      /* another protocol version (header filled in) */
 #define HILAT_ERR_UNKNOWN_TYPE (-6) /* not a host -> rig command (header filled in) */
 #define HILAT_ERR_BAD_LENGTH (-7)   /* body length wrong for the type (header filled in) */
-#define HILAT_ERR_RANGE (-8)        /* CAPTURE_CONFIG n > HILAT_MAX_CHANNELS (header filled in) */
+#define HILAT_ERR_RANGE (-8)        /* CAPTURE_CONFIG n > HILAT_MAX_CHANNELS (header filled in); an
+                                     * ENGINE_BINS entry the encoder cannot write */
 /* Corrupt frames (counted, never interpreted; no header available). */
 #define HILAT_IS_CORRUPT(err) ((err) <= HILAT_ERR_COBS && (err) >= HILAT_ERR_CRC)
 
@@ -196,6 +234,57 @@ void hilat_events_begin(hilat_frame_t *f, uint16_t seq, uint64_t base, uint8_t m
 int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint16_t channels, uint16_t levels);
 #define hilat_mask_bytes(n_channels) ((uint8_t)((n_channels) > 8u ? 2u : 1u))
 
+/* ---- rig -> host: the measurement engine ---- */
+
+/* The samples of one kind and tag; min is HILAT_ENGINE_MIN_NONE while the count is 0. Ticks. */
+typedef struct {
+    uint64_t count;
+    uint32_t min;
+    uint32_t max;
+    uint64_t sum;
+} hilat_engine_tag_stats_t;
+
+/* One kind's run totals; tags[0]: untagged samples, tags[1]: tagged. */
+typedef struct {
+    uint64_t misses;
+    uint64_t duplicates;
+    uint64_t below;
+    hilat_engine_tag_stats_t tags[2];
+} hilat_engine_kind_stats_t;
+
+typedef struct {
+    uint8_t state; /* HILAT_ENGINE_STATE_* */
+    uint64_t samples;
+    uint32_t samples_lost;
+    uint32_t bins_lost;
+    uint32_t outliers_lost;
+    uint8_t trigger_delay;      /* ticks from the threshold crossing to the trigger pin */
+    uint8_t min_spacing;        /* shortest stimulus spacing (and deadline), ticks */
+    uint8_t interval_shift_min; /* smallest interval_shift */
+    uint16_t bins;              /* bins per kind and tag: HILAT_ENGINE_BINS_PER_HISTOGRAM */
+    hilat_engine_kind_stats_t kinds[HILAT_ENGINE_KINDS];
+} hilat_engine_stats_t;
+
+/* ENGINE_STATS answering the ENGINE_STATS_REQ of command_seq (244-byte body: always fits). */
+int hilat_msg_engine_stats(hilat_frame_t *f, uint16_t seq, uint16_t command_seq, const hilat_engine_stats_t *m);
+
+/* ENGINE_BINS, built incrementally like EVENTS; f->records counts the entries. The adders return 1
+ * if the entry was added; 0 if it does not fit (frame unchanged): finish and send this frame, begin
+ * another and add it there (an entry always fits a frame just begun); HILAT_ERR_RANGE if it cannot
+ * be encoded (kind >= HILAT_ENGINE_KINDS, tag > 1, bin > HILAT_ENGINE_OVERFLOW_BIN): frame
+ * unchanged, the entry is to be dropped (and counted). interval: start tick >> shift, low 32 bits. */
+void hilat_engine_bins_begin(hilat_frame_t *f, uint16_t seq);
+int hilat_engine_bins_add_bin(hilat_frame_t *f, uint8_t kind, uint8_t tag, uint32_t interval, uint16_t bin,
+                              uint64_t count);
+int hilat_engine_bins_add_close(hilat_frame_t *f, uint8_t kind, uint32_t interval);
+
+/* ENGINE_OUTLIERS: up to HILAT_ENGINE_OUTLIERS_PER_FRAME records a frame; f->records counts them.
+ * add returns 1 if added, 0 if the frame is full (unchanged). values: per kind, ticks or
+ * HILAT_OUTLIER_MISS / HILAT_OUTLIER_BELOW; flags: HILAT_OUTLIER_TAG_*. */
+void hilat_engine_outliers_begin(hilat_frame_t *f, uint16_t seq);
+int hilat_engine_outliers_add(hilat_frame_t *f, uint64_t start, uint8_t flags,
+                              const uint32_t values[HILAT_ENGINE_KINDS]);
+
 /* ---- host -> rig: commands ---- */
 
 typedef struct {
@@ -218,6 +307,26 @@ typedef struct {
     uint8_t glitch[HILAT_MAX_CHANNELS];
 } hilat_capture_config_t;
 
+/* ENGINE_CONFIG. Levels: the pin level after the active edge (1 rise, 0 fall). */
+typedef struct {
+    uint8_t flags; /* HILAT_ENGINE_ENABLE, _RAW, _TRIGGER_ON_LATE */
+    uint8_t start_channel;
+    uint8_t start_level;
+    uint8_t isr_channel;
+    uint8_t isr_level;
+    uint8_t task_channel;
+    uint8_t task_level;
+    uint8_t tag_channel; /* HILAT_ENGINE_NO_TAG: none */
+    uint8_t tag_level;
+    uint32_t deadline;      /* ticks, 0: none */
+    uint16_t offset;        /* ticks, subtracted from both stimulus latencies */
+    uint8_t interval_shift; /* interval boundaries at multiples of 2**shift ticks */
+    uint32_t threshold[HILAT_ENGINE_KINDS]; /* outlier thresholds, ticks; HILAT_ENGINE_NEVER: none */
+    uint8_t trigger_response;   /* HILAT_ENGINE_TRIGGER_ISR or _TASK */
+    uint32_t trigger_threshold; /* ticks, 0: no trigger */
+    uint16_t trigger_width;     /* ticks */
+} hilat_engine_config_t;
+
 typedef struct {
     uint8_t version; /* header */
     uint8_t type;    /* header: HILAT_MSG_* */
@@ -236,6 +345,7 @@ typedef struct {
         struct {
             uint8_t channels;
         } stop;
+        hilat_engine_config_t engine_config;
     } u;
 } hilat_command_t;
 

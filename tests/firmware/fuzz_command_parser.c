@@ -59,8 +59,24 @@ static void build_payload(const hilat_command_t *c, hilat_frame_t *f)
     case HILAT_MSG_STOP:
         CHECK(hilat_frame_put_u8(f, c->u.stop.channels));
         break;
+    case HILAT_MSG_ENGINE_CONFIG: {
+        const hilat_engine_config_t *e = &c->u.engine_config;
+        CHECK(hilat_frame_put_u8(f, e->flags) && hilat_frame_put_u8(f, e->start_channel)
+              && hilat_frame_put_u8(f, e->start_level) && hilat_frame_put_u8(f, e->isr_channel)
+              && hilat_frame_put_u8(f, e->isr_level) && hilat_frame_put_u8(f, e->task_channel)
+              && hilat_frame_put_u8(f, e->task_level) && hilat_frame_put_u8(f, e->tag_channel)
+              && hilat_frame_put_u8(f, e->tag_level) && hilat_frame_put_u32(f, e->deadline)
+              && hilat_frame_put_u16(f, e->offset) && hilat_frame_put_u8(f, e->interval_shift));
+        for (unsigned k = 0; k < HILAT_ENGINE_KINDS; k++)
+            CHECK(hilat_frame_put_u32(f, e->threshold[k]));
+        CHECK(hilat_frame_put_u8(f, e->trigger_response) && hilat_frame_put_u32(f, e->trigger_threshold)
+              && hilat_frame_put_u16(f, e->trigger_width));
+        break;
+    }
     case HILAT_MSG_STATUS_REQ:
     case HILAT_MSG_TIME_REQ:
+    case HILAT_MSG_ENGINE_STATS_REQ:
+    case HILAT_MSG_ENGINE_FLUSH:
         break;
     default:
         CHECK(0); /* the parser accepted a type that is not a command */

@@ -15,6 +15,11 @@
  *    another version; IDENTIFY for each HELLO; after it, one reply per command (ACK naming the
  *    command's seq, TIME naming it, STATUS), ACK malformed for a refused non-corrupt frame, nothing
  *    for a corrupt one;
+ *  - the engine's commands: on a SoC with the engine (csr.h has CSR_ENGINE_BASE) ENGINE_CONFIG and
+ *    ENGINE_FLUSH get an ACK (done or refused), ENGINE_STATS_REQ an ENGINE_STATS naming it (244-byte
+ *    body); ENGINE_BINS / ENGINE_OUTLIERS frames are no replies but keep the sequence. On a SoC
+ *    without it they are refused (ACK refused, or malformed from a firmware that does not know them)
+ *    and no engine frame is ever sent;
  *  - at the end, each stimulus channel's registers hold the last STIM_CONFIG acknowledged with code
  *    0 for it (reset values if none: a refused one writes nothing), and the capture registers the
  *    last CAPTURE_CONFIG acknowledged since the last HELLO (its flags, the glitch filter clamped).
@@ -62,9 +67,19 @@ static void csr_write_simple(unsigned long v, unsigned long a)
     *reg(a) = (uint32_t)v;
 }
 
+#ifdef CSR_ENGINE_BASE
+#define HAS_ENGINE 1
+#else
+#define HAS_ENGINE 0
+#endif
+
 static unsigned long csr_read_simple(unsigned long a)
 {
     uint32_t *r = reg(a);
+#ifdef CSR_ENGINE_STATUS_ADDR
+    if (a == CSR_ENGINE_STATUS_ADDR) /* an idle engine: snapshot taken, flushed, nothing in flight */
+        return FIELD(ENGINE_STATUS, VALID, 1) | FIELD(ENGINE_STATUS, FLUSHED, 1);
+#endif
     if (a == CSR_UART_RXEMPTY_ADDR)
         return rx_pos >= rx_len || rx_budget == 0; /* a few bytes per pass: the ring never fills */
     if (a == CSR_UART_RXTX_ADDR) {
@@ -87,7 +102,7 @@ static unsigned long csr_read_simple(unsigned long a)
 
 /* ---- expected replies, from the input alone ---- */
 
-enum { R_IDENTIFY, R_ACK, R_ACK_REFUSED, R_ACK_VERSION, R_TIME, R_STATUS };
+enum { R_IDENTIFY, R_ACK, R_ACK_REFUSED, R_ACK_VERSION, R_TIME, R_STATUS, R_ENGINE_STATS, R_NO_ENGINE };
 typedef struct {
     uint8_t kind;
     uint16_t command_seq;
@@ -132,6 +147,11 @@ static void work_out_replies(const uint8_t *data, size_t size)
             expect(R_TIME, &cmd);
         } else if (cmd.type == HILAT_MSG_STATUS_REQ) {
             expect(R_STATUS, &cmd);
+        } else if (!HAS_ENGINE && (cmd.type == HILAT_MSG_ENGINE_CONFIG || cmd.type == HILAT_MSG_ENGINE_FLUSH
+                                   || cmd.type == HILAT_MSG_ENGINE_STATS_REQ)) {
+            expect(R_NO_ENGINE, &cmd);
+        } else if (cmd.type == HILAT_MSG_ENGINE_STATS_REQ) {
+            expect(R_ENGINE_STATS, &cmd);
         } else {
             expect(R_ACK, &cmd);
         }
@@ -201,6 +221,11 @@ static void check_output(void)
         start = i + 1;
         if (type == HILAT_MSG_EVENTS || type == HILAT_MSG_OVERFLOW)
             CHECK(0); /* the fake capture FIFO is empty */
+        if (type == HILAT_MSG_ENGINE_BINS || type == HILAT_MSG_ENGINE_OUTLIERS) {
+            CHECK(HAS_ENGINE && seq >= 0 && frame_seq == (uint16_t)(seq + 1)); /* in a session, no reply */
+            seq = frame_seq;
+            continue;
+        }
         CHECK(k < n_expected);
         const expected_t *e = &expected[k++];
         if (type == HILAT_MSG_IDENTIFY) {
@@ -214,9 +239,11 @@ static void check_output(void)
         seq = frame_seq;
         switch (type) {
         case HILAT_MSG_ACK:
-            CHECK(e->kind == R_ACK || e->kind == R_ACK_REFUSED || e->kind == R_ACK_VERSION);
+            CHECK(e->kind == R_ACK || e->kind == R_ACK_REFUSED || e->kind == R_ACK_VERSION || e->kind == R_NO_ENGINE);
             CHECK(le16(body) == e->command_seq);
-            if (e->kind == R_ACK_VERSION) {
+            if (e->kind == R_NO_ENGINE) {
+                CHECK(body[2] == HILAT_ACK_REFUSED || body[2] == HILAT_ACK_MALFORMED);
+            } else if (e->kind == R_ACK_VERSION) {
                 CHECK(body[2] == HILAT_ACK_VERSION);
             } else if (e->kind == R_ACK_REFUSED) {
                 CHECK(body[2] == HILAT_ACK_MALFORMED);
@@ -227,6 +254,12 @@ static void check_output(void)
             }
             if (e->kind == R_ACK && body[2] != HILAT_ACK_OK) /* a well-formed STOP is never refused */
                 CHECK(e->cmd.type != HILAT_MSG_STOP && (body[2] == HILAT_ACK_REFUSED || body[2] == HILAT_ACK_LATE));
+            if (e->kind == R_ACK && (e->cmd.type == HILAT_MSG_ENGINE_CONFIG || e->cmd.type == HILAT_MSG_ENGINE_FLUSH))
+                CHECK(body[2] == HILAT_ACK_OK || body[2] == HILAT_ACK_REFUSED);
+            break;
+        case HILAT_MSG_ENGINE_STATS:
+            CHECK(e->kind == R_ENGINE_STATS && le16(body) == e->command_seq);
+            CHECK(n == HILAT_HEADER_SIZE + 244u + HILAT_CRC_SIZE);
             break;
         case HILAT_MSG_TIME:
             CHECK(e->kind == R_TIME && le16(body) == e->command_seq);

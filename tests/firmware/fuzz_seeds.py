@@ -49,6 +49,11 @@ def command_seeds():
             p.StimConfig(channel=1, mode=p.MODE_BURST, width=2, period=9000, burst_count=3, burst_spacing=100),
             p.CaptureConfig([(flags, 3)] * n_channels), p.Start(channels=3, at_time=1, start=1 << 30),
             p.TimeReq(), p.StatusReq(), p.Stop(channels=3), p.Start(channels=4),
+            # The engine on the simulated rig's roles: stim0, isr, task and tag (in3) rising.
+            p.EngineConfig(p.ENGINE_ENABLE | p.ENGINE_RAW, 0, 1, 2, 1, 3, 1, 5, 1, deadline=50_000, offset=20,
+                           interval_shift=20, thresholds=[10_000, 20_000, p.ENGINE_NEVER],
+                           trigger_response=p.ENGINE_TRIGGER_ISR, trigger_threshold=5000, trigger_width=10),
+            p.EngineStatsReq(), p.EngineFlush(), p.EngineStatsReq(),
         ])
     out = [b"\x00" + s for s in seeds()]
     for session in sessions:

@@ -276,6 +276,100 @@ def time_req() -> list[dict]:
     return [vec("seq 0", 0, p.TimeReq()), vec("seq 0xffff", 0xFFFF, p.TimeReq())]
 
 
+def engine_config() -> list[dict]:
+    never = [p.ENGINE_NEVER] * 3
+    return [
+        # The simulated rig's roles: stim0 rising, isr (channel 2) and task (3) rising, tag (5) high.
+        vec("typical: tag, deadline, offset, thresholds", 1,
+            p.EngineConfig(p.ENGINE_ENABLE, 0, 1, 2, 1, 3, 1, 5, 1, deadline=50_000, offset=21, interval_shift=24,
+                           thresholds=[10_000, 20_000, p.ENGINE_NEVER])),
+        vec("raw edges too, no tag, no deadline", 2,
+            p.EngineConfig(p.ENGINE_ENABLE | p.ENGINE_RAW, 0, 1, 2, 1, 3, 1, p.ENGINE_NO_TAG, 0, 0, 0, 16, never)),
+        vec("falling edges, trigger on a late task", 3,
+            p.EngineConfig(p.ENGINE_ENABLE | p.ENGINE_TRIGGER_ON_LATE, 1, 0, 7, 0, 9, 0, 11, 0, 8, 0x0101, 31,
+                           never, p.ENGINE_TRIGGER_TASK, 4000, 100)),
+        vec("disabled, all zeros", 0, p.EngineConfig(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, [0, 0, 0], 0, 0, 0)),
+        vec("all ones", 0xFFFF, p.EngineConfig(255, 255, 255, 255, 255, 255, 255, 255, 255, U32, 0xFFFF, 255,
+                                               [U32] * 3, 255, U32, 0xFFFF)),
+    ]
+
+
+def engine_stats_req() -> list[dict]:
+    return [vec("seq 0", 0, p.EngineStatsReq()), vec("seq 0xffff", 0xFFFF, p.EngineStatsReq())]
+
+
+def engine_flush() -> list[dict]:
+    return [vec("seq 0", 0, p.EngineFlush()), vec("seq 0x1234", 0x1234, p.EngineFlush())]
+
+
+def engine_bins() -> list[dict]:
+    BIN, CLOSE = p.ENGINE_ENTRY_BIN, p.ENGINE_ENTRY_CLOSE
+    out = [
+        vec("no entries", 0, p.EngineBins([])),
+        vec("one bin", 1, p.EngineBins([(BIN, 0, 0, 7, 300, 2)])),
+        vec("one close", 2, p.EngineBins([(CLOSE, 2, 0, 7, 0, 0)])),
+        vec("typical: every kind, tagged and untagged, then the closes", 3, p.EngineBins(
+            [(BIN, k, t, 1000, 128 * k + 21 + t, 5 + t) for k in range(3) for t in (0, 1)]
+            + [(CLOSE, k, 0, 1000, 0, 0) for k in range(3)])),
+        vec("overflow bin, bin 0, the largest 35-bit count", 4, p.EngineBins(
+            [(BIN, 1, 1, 0, p.ENGINE_OVERFLOW_BIN, 1), (BIN, 1, 0, 0, 0, (1 << 35) - 1),
+             (BIN, 2, 1, 0, 2303, 1)])),
+    ]
+    # uleb128 of 1..5 bytes for the interval, 1..2 for the bin, 1..10 for the count (boundaries).
+    entries = []
+    for nbytes in range(1, 6):
+        for iv in ((1 << (7 * nbytes)) - 1, 1 << (7 * (nbytes - 1))):
+            entries.append((BIN, nbytes % 3, nbytes & 1, min(iv, U32), 127, 1))
+    entries.append((CLOSE, 0, 0, U32, 0, 0))
+    out.append(vec("intervals of 1..5 uleb128 bytes, up to 2**32-1", 5, p.EngineBins(entries)))
+    counts = [min((1 << (7 * n)) - 1, U64) for n in range(1, 11)] + [1 << (7 * n) for n in range(1, 10)]
+    out.append(vec("counts of 1..10 uleb128 bytes, bins 127/128", 6,
+                   p.EngineBins([(BIN, 0, c & 1, 9, 127 + (c & 1), c) for c in counts])))
+    # Max size: 246 body bytes = 61 entries of 4 bytes + one close of 2.
+    full = [(BIN, k % 3, k & 1, 5, 10 + k, 3) for k in range(61)] + [(CLOSE, 1, 0, 5, 0, 0)]
+    assert len(p.EngineBins(full).body()) == 246
+    out.append(vec("max size: 61 bins of 4 bytes and a close", 7, p.EngineBins(full)))
+    return out
+
+
+def engine_outliers() -> list[dict]:
+    miss, below = p.OUTLIER_MISS, p.OUTLIER_BELOW
+    both = p.OUTLIER_TAG_AT_START | p.OUTLIER_TAG_IN_WINDOW
+    out = [
+        vec("no records", 0, p.EngineOutliers([])),
+        vec("one record, late task", 1, p.EngineOutliers([(123_456_789, 0, 900, 25_000, 24_100)])),
+        vec("misses, below range, tag flags", 2, p.EngineOutliers(
+            [(1 << 40, p.OUTLIER_TAG_IN_WINDOW, 700, miss, miss), (U64, both, below, 5, miss),
+             (0, 0, miss, miss, miss)])),
+    ]
+    full = [((1 << 33) + 1000 * k, k & 3, 100 + k, 200 + k, 300 + k) for k in range(11)]
+    out.append(vec("max size: 11 records", 3, p.EngineOutliers(full)))
+    return out
+
+
+def engine_stats() -> list[dict]:
+    none = p.ENGINE_MIN_NONE
+
+    def limits(**kw):
+        return dict(dict(trigger_delay=6, min_spacing=8, interval_shift_min=16, bins=p.ENGINE_BINS_PER_HISTOGRAM), **kw)
+
+    typical = [
+        p.EngineKindStats(2, 1, 0, 9_000, 410, 2_900, 9_000 * 800, 990, 415, 30_000, 990 * 1_500),
+        p.EngineKindStats(3, 0, 0, 8_999, 2_000, 60_000, 8_999 * 7_000, 989, 2_010, 80_000, 989 * 9_000),
+        p.EngineKindStats(4, 0, 1, 8_998, 1_500, 59_000, 8_998 * 6_100, 989, 1_580, 79_000, 989 * 7_400),
+    ]
+    empty = [p.EngineKindStats(0, 0, 0, 0, none, 0, 0, 0, none, 0, 0)] * 3
+    ones = [p.EngineKindStats(U64, U64, U64, U64, U32, U32, U64, U64, U32, U32, U64)] * 3
+    return [
+        vec("typical, after a flush", 5, p.EngineStats(4, p.ENGINE_STATE_ENABLED | p.ENGINE_STATE_FLUSHED, 10_001,
+                                                       0, 0, 2, **limits(), kinds=typical)),
+        vec("no samples yet (min 0xffffffff)", 1, p.EngineStats(0, p.ENGINE_STATE_ENABLED, 0, 0, 0, 0, **limits(),
+                                                               kinds=empty)),
+        vec("losses", 7, p.EngineStats(6, 1, 1 << 40, 17, 3, 1 << 31, **limits(trigger_delay=9), kinds=typical)),
+        vec("all ones", 0xFFFF, p.EngineStats(0xFFFF, 255, U64, U32, U32, U32, 255, 255, 255, 0xFFFF, ones)),
+    ]
+
+
 def _raw(version: int, msg_type: int, seq: int, body: bytes, crc_xor: int = 0) -> str:
     payload = bytes((version, msg_type)) + seq.to_bytes(2, "little") + body
     crc = (p.crc32(payload) ^ crc_xor).to_bytes(4, "little")
@@ -305,8 +399,8 @@ def invalid() -> list[dict]:
          "type": p.MSG_STOP, "seq": 5},
         {"name": "version 0", "wire": _raw(0, p.MSG_HELLO, 0, b"\x01"), "error": "version",
          "type": p.MSG_HELLO, "seq": 0},
-        {"name": "unknown type 0x88", "wire": _raw(V, 0x88, 7, b""), "error": "unknown_type",
-         "type": 0x88, "seq": 7},
+        {"name": "unknown type 0x8b", "wire": _raw(V, 0x8B, 7, b""), "error": "unknown_type",
+         "type": 0x8B, "seq": 7},
         {"name": "rig type sent to the rig", "wire": _raw(V, p.MSG_ACK, 8, b"\x00\x00\x00\x00"),
          "error": "unknown_type", "type": p.MSG_ACK, "seq": 8},
         {"name": "HELLO with 2 body bytes", "wire": _raw(V, p.MSG_HELLO, 1, b"\x01\x00"),
@@ -327,6 +421,18 @@ def invalid() -> list[dict]:
          "error": "bad_length", "type": p.MSG_START, "seq": 4},
         {"name": "STATUS_REQ with a body byte", "wire": _raw(V, p.MSG_STATUS_REQ, 6, b"\x00"),
          "error": "bad_length", "type": p.MSG_STATUS_REQ, "seq": 6},
+        {"name": "ENGINE_CONFIG one byte short", "wire": _raw(V, p.MSG_ENGINE_CONFIG, 9, bytes(34)),
+         "error": "bad_length", "type": p.MSG_ENGINE_CONFIG, "seq": 9},
+        {"name": "ENGINE_CONFIG one byte long", "wire": _raw(V, p.MSG_ENGINE_CONFIG, 9, bytes(36)),
+         "error": "bad_length", "type": p.MSG_ENGINE_CONFIG, "seq": 9},
+        {"name": "ENGINE_CONFIG without body", "wire": _raw(V, p.MSG_ENGINE_CONFIG, 9, b""),
+         "error": "bad_length", "type": p.MSG_ENGINE_CONFIG, "seq": 9},
+        {"name": "ENGINE_STATS_REQ with a body byte", "wire": _raw(V, p.MSG_ENGINE_STATS_REQ, 10, b"\x01"),
+         "error": "bad_length", "type": p.MSG_ENGINE_STATS_REQ, "seq": 10},
+        {"name": "ENGINE_FLUSH with two body bytes", "wire": _raw(V, p.MSG_ENGINE_FLUSH, 11, b"\x01\x02"),
+         "error": "bad_length", "type": p.MSG_ENGINE_FLUSH, "seq": 11},
+        {"name": "rig ENGINE_STATS sent to the rig", "wire": _raw(V, p.MSG_ENGINE_STATS, 12, b""),
+         "error": "unknown_type", "type": p.MSG_ENGINE_STATS, "seq": 12},
     ]
 
 
@@ -368,6 +474,12 @@ MESSAGES = {
     "STOP": stop,
     "STATUS_REQ": status_req,
     "TIME_REQ": time_req,
+    "ENGINE_CONFIG": engine_config,
+    "ENGINE_STATS_REQ": engine_stats_req,
+    "ENGINE_FLUSH": engine_flush,
+    "ENGINE_BINS": engine_bins,
+    "ENGINE_OUTLIERS": engine_outliers,
+    "ENGINE_STATS": engine_stats,
 }
 
 
@@ -375,6 +487,11 @@ FORMAT = (
     "fields: the message's fields in spec order (str as text, lists as JSON arrays; EVENTS records as "
     "[timestamp, channels, levels] with absolute timestamps); wire: the whole frame in hex, 0x00 "
     "delimiter included"
+)
+ENGINE_FORMAT = FORMAT + (
+    "; ENGINE_BINS entries as [type, kind, tag, interval, bin, count], ENGINE_OUTLIERS records as [start, flags, "
+    "value0, value1, value2], ENGINE_STATS kinds as [misses, duplicates, below, then count, min, max, sum of the "
+    "untagged and of the tagged samples]"
 )
 
 
@@ -437,7 +554,7 @@ def main() -> None:
             "message": name,
             "type": cls.TYPE,
             "direction": "host->rig" if cls.TYPE >= 0x80 else "rig->host",
-            "format": FORMAT,
+            "format": ENGINE_FORMAT if name.startswith("ENGINE_") else FORMAT,
             "vectors": fn(),
         }
         (OUT / f"{name.lower()}.json").write_text(dump(doc), encoding="utf-8")

@@ -243,6 +243,48 @@ def test_hand_frame_events_two_byte_masks(tool):
     assert p.decode_frame(msg.encode(2)).msg.records == [(13, 0x0200, 0x0200)]
 
 
+def test_hand_frame_engine_bins(tool):
+    # A tagged bin of stim_to_task (kind 1) in interval 300, the overflow bin 2304, count 1, then
+    # stim_to_task's close of interval 300:
+    #   head 0x14 (type 0, kind 1 << 2, tag 1 << 4), 300 = ac 02, 2304 = 0x900 = 80 12, 01;
+    #   head 0x05 (type 1, kind 1 << 2), ac 02.
+    body = bytes.fromhex("14ac02801201" + "05ac02")
+    payload = bytes.fromhex("02070900") + body
+    wire = p.cobs_encode(payload + bitwise_crc32(payload).to_bytes(4, "little")) + b"\x00"
+    msg = p.EngineBins([(0, 1, 1, 300, 2304, 1), (1, 1, 0, 300, 0, 0)])
+    assert msg.encode(9) == wire
+    assert tool.one("engine_bins 9 2 0 1 1 300 2304 1 1 1 0 300 0 0") == wire.hex()
+    assert p.decode_frame(wire).msg.entries == [p.BinsEntry(0, 1, 1, 300, 2304, 1), p.BinsEntry(1, 1, 0, 300, 0, 0)]
+
+
+def test_hand_frame_engine_config(tool):
+    # docs/protocol.md's field order, by hand: 9 bytes, deadline u32, offset u16, shift u8, 3 x u32,
+    # trigger_response u8, trigger_threshold u32, trigger_width u16: 35 bytes.
+    body = (bytes([0x03, 0, 1, 2, 1, 3, 1, 0xFF, 1]) + (50_000).to_bytes(4, "little") + (21).to_bytes(2, "little")
+            + bytes([24]) + b"".join(t.to_bytes(4, "little") for t in (10, 20, 0xFFFFFFFF)) + bytes([1])
+            + (4000).to_bytes(4, "little") + (100).to_bytes(2, "little"))
+    assert len(body) == 35
+    msg = p.EngineConfig(p.ENGINE_ENABLE | p.ENGINE_RAW, 0, 1, 2, 1, 3, 1, p.ENGINE_NO_TAG, 1, 50_000, 21, 24,
+                         [10, 20, p.ENGINE_NEVER], p.ENGINE_TRIGGER_TASK, 4000, 100)
+    assert msg.body() == body
+    wire = msg.encode(3)
+    assert tool.one(f"parse {wire[:-1].hex()}") == tool_line(msg, 3)
+
+
+def test_hand_frame_engine_stats():
+    # 28 bytes of totals and limits, then per kind 3 x u64 and 2 x (u64 u32 u32 u64): 244 bytes.
+    kinds = [p.EngineKindStats(k, 2, 3, 4, 5, 6, 7, 8, p.ENGINE_MIN_NONE, 0, 0) for k in range(3)]
+    msg = p.EngineStats(0x0102, 3, 1 << 40, 4, 5, 6, 7, 8, 16, 2305, kinds)
+    body = msg.body()
+    assert len(body) == 244 and len(body) + 4 <= p.MAX_PAYLOAD
+    assert body[:28] == bytes.fromhex("0201" "03" "0000000000010000" "04000000" "05000000" "06000000" "07" "08"
+                                      "10" "0109")
+    kind2 = body[28 + 2 * 72 : 28 + 3 * 72]
+    assert kind2 == (bytes.fromhex("0200000000000000" "0200000000000000" "0300000000000000")
+                     + bytes.fromhex("0400000000000000" "05000000" "06000000" "0700000000000000")
+                     + bytes.fromhex("0800000000000000" "ffffffff" "00000000" "0000000000000000"))
+
+
 # ---------------------------------------------------------------------------------------------
 # Vectors
 
@@ -291,6 +333,20 @@ def test_vectors_cover_edge_cases():
                 sizes.add(len(p.uleb128((ts - (ev.base if prev is None else prev)) % 2**64)))
                 prev = ts
     assert sizes == set(range(1, 11))
+    # ENGINE_BINS: intervals of 1..5 uleb128 bytes, counts of 1..10, bins of 1..2, a full frame.
+    sizes = {"interval": set(), "bin": set(), "count": set()}
+    for (n, _), w in wires.items():
+        if n == "ENGINE_BINS":
+            assert len(p.cobs_decode(w[:-1])) <= p.MAX_DECODED
+            for e in p.decode_frame(w).msg.entries:
+                sizes["interval"].add(len(p.uleb128(e.interval)))
+                if e.type == p.ENGINE_ENTRY_BIN:
+                    sizes["bin"].add(len(p.uleb128(e.bin)))
+                    sizes["count"].add(len(p.uleb128(e.count)))
+    assert sizes == {"interval": set(range(1, 6)), "bin": {1, 2}, "count": set(range(1, 11))}
+    payloads = {n: max(len(p.cobs_decode(w[:-1])) - 4 for (m, _), w in wires.items() if m == n)
+                for n in ("ENGINE_BINS", "ENGINE_OUTLIERS")}
+    assert payloads == {"ENGINE_BINS": p.MAX_PAYLOAD, "ENGINE_OUTLIERS": 4 + 11 * 21}
 
 
 @pytest.mark.parametrize("v", INVALID, ids=[v["name"] for v in INVALID])
@@ -387,6 +443,104 @@ def test_pack_events(tool):
     got = dec.feed(b"".join(wires))
     assert [r for fr in got for r in fr.msg.records] == recs
     assert dec.counters() == dict(p.FrameDecoder().counters(), frames_ok=len(frames))
+
+
+def test_pack_engine_bins(tool):
+    """The C builder refuses an entry that does not fit (frame unchanged), as pack_engine_bins
+    splits: both make the same frames."""
+    rng = random.Random(6)
+    entries = []
+    for interval in (5, 6, 2**32 - 1, 0):
+        for k in range(3):
+            for t in (0, 1):
+                for b in sorted(rng.sample(range(p.ENGINE_OVERFLOW_BIN + 1), 40)):
+                    entries.append((p.ENGINE_ENTRY_BIN, k, t, interval, b, rng.choice([1, 2, 300, 1 << 20, 2**35 - 1])))
+            entries.append((p.ENGINE_ENTRY_CLOSE, k, 0, interval, 0, 0))
+    frames = p.pack_engine_bins(entries)
+    assert [e for f in frames for e in f.entries] == entries
+    wires = [f.encode(k) for k, f in enumerate(frames)]
+    assert all(len(w) <= p.MAX_WIRE for w in wires)
+    for f, nxt in zip(frames, frames[1:]):  # full: the next entry would not have fitted
+        assert 4 + len(f.body()) + len(p.EngineBins(nxt.entries[:1]).body()) > p.MAX_PAYLOAD
+    assert tool.run([tool_line(f, k) for k, f in enumerate(frames)]) == [w.hex() for w in wires]
+    # One entry too many for the C builder: refused at that index.
+    over = frames[0].entries + frames[1].entries[:1]
+    assert tool.one(tool_line(p.EngineBins(over), 0)) == f"err nofit {len(frames[0].entries)}"
+    dec = p.FrameDecoder()
+    assert [e for fr in dec.feed(b"".join(wires)) for e in fr.msg.entries] == entries
+
+
+def test_pack_engine_outliers(tool):
+    records = [(1000 * k, k & 3, k, p.OUTLIER_MISS, p.OUTLIER_BELOW) for k in range(25)]
+    frames = p.pack_engine_outliers(records)
+    assert [len(f.records) for f in frames] == [11, 11, 3]
+    assert [r for f in frames for r in f.records] == records
+    assert tool.one(tool_line(p.EngineOutliers(records[:12]), 0)) == "err nofit 11"
+
+
+def test_c_engine_bins_refuses_unencodable_entries(tool):
+    for entry, index in [((0, 3, 0, 1, 1, 1), 1), ((0, 0, 2, 1, 1, 1), 1), ((0, 0, 0, 1, 2305, 1), 1),
+                         ((1, 3, 0, 1, 0, 0), 1)]:
+        msg_line = tool_line(p.EngineBins([(0, 0, 0, 1, 1, 1)]), 0).split()
+        line = " ".join([*msg_line[:2], "2", *msg_line[3:], *map(str, entry)])
+        assert tool.one(line) == f"err range {index}"
+        with pytest.raises(ValueError):
+            p.EngineBins([entry]).encode(0)
+
+
+@pytest.mark.parametrize("body,why", [
+    (b"\x20\x01", "reserved head bit"),
+    (b"\x02\x01", "entry type 2"),
+    (b"\x0c\x01\x01\x01", "kind 3"),
+    (b"\x11\x01", "close with the tag bit"),
+    (b"\x00\x01\x01", "bin without its count"),
+    (b"\x00\x81", "truncated uleb128"),
+    (b"\x00\x01\x01" + b"\xff" * 10 + b"\x01", "uleb128 longer than 10 bytes"),
+    (b"\x00\x01\x01" + b"\xff" * 9 + b"\x02", "count beyond 64 bits"),
+])
+def test_engine_bins_malformed(body, why):
+    with pytest.raises(p.MalformedFrame) as e:
+        p.EngineBins.from_body(body)
+    assert type(e.value) is p.MalformedFrame and "ENGINE_BINS" in str(e.value), why
+
+
+@pytest.mark.parametrize("body", [b"\x00" + p.uleb128(2**32) + b"\x01\x01", b"\x00\x01" + p.uleb128(2305) + b"\x01"])
+def test_engine_bins_out_of_range(body):
+    with pytest.raises(p.OutOfRange):
+        p.EngineBins.from_body(body)
+
+
+def test_engine_fixed_bodies_malformed():
+    with pytest.raises(p.MalformedFrame, match="ENGINE_OUTLIERS: body of 20 bytes"):
+        p.EngineOutliers.from_body(bytes(20))
+    with pytest.raises(p.MalformedFrame, match="ENGINE_OUTLIERS: body of 43 bytes"):
+        p.EngineOutliers.from_body(bytes(43))
+    for n in (243, 245, 0):
+        with pytest.raises(p.MalformedFrame, match=f"ENGINE_STATS: body of {n} bytes, expected 244"):
+            p.EngineStats.from_body(bytes(n))
+    for n in (34, 36):
+        with pytest.raises(p.MalformedFrame, match=f"ENGINE_CONFIG: body of {n} bytes, expected 35"):
+            p.EngineConfig.from_body(bytes(n))
+    # In a stream: counted as malformed, the frames around it delivered.
+    dec = p.FrameDecoder()
+    got = dec.feed(p.Time(0, 1).encode(0) + p.encode_frame(p.MSG_ENGINE_BINS, 1, b"\x03\x01")
+                   + p.EngineBins([(1, 0, 0, 3, 0, 0)]).encode(2))
+    assert [f.seq for f in got] == [0, 2] and dec.malformed == 1
+
+
+def test_batch_decoder_passes_engine_frames():
+    """EVENTS records come out as arrays, the engine frames in order among the other frames."""
+    from hilat import batch
+
+    stats = p.EngineStats(3, 1, 5, 0, 0, 0, 6, 8, 16, 2305, [p.EngineKindStats(*range(11))] * 3)
+    msgs = [p.Events(100, [(100 + k, 1, 1) for k in range(50)]), p.EngineBins([(0, 2, 1, 4, 77, 9)]),
+            p.Events(200, [(200 + k, 2, 0) for k in range(50)]), p.EngineOutliers([(5, 3, 1, 2, 3)]),
+            p.Events(300, [(300, 4, 4)]), p.Events(400, [(400, 4, 0)]), stats]
+    stream = b"".join(m.encode(k) for k, m in enumerate(msgs))
+    dec = batch.BatchDecoder()
+    got = dec.feed_batch(stream)
+    assert [f.msg for f in got.frames] == [msgs[1], msgs[3], stats]
+    assert len(got.ticks) == 102 and dec.frames_ok == len(msgs)
 
 
 def test_events_decode_speed():
@@ -683,7 +837,7 @@ def command_stream(seed: int) -> list[bytes]:
     rng = random.Random(seed)
     out = []
     for k in range(rng.randrange(5, 30)):
-        kind = rng.randrange(7)
+        kind = rng.randrange(10)
         if kind == 0:
             msg: p.Message = p.Hello(rng.randrange(1, 4))
         elif kind == 1:
@@ -698,8 +852,16 @@ def command_stream(seed: int) -> list[bytes]:
             msg = p.Stop(rng.randrange(4))
         elif kind == 5:
             msg = p.StatusReq()
-        else:
+        elif kind == 6:
             msg = p.TimeReq()
+        elif kind == 7:
+            msg = p.EngineConfig(*(rng.randrange(256) for _ in range(9)), rng.randrange(2**32), rng.randrange(65536),
+                                 rng.randrange(256), [rng.randrange(2**32) for _ in range(3)], rng.randrange(2),
+                                 rng.randrange(2**32), rng.randrange(65536))
+        elif kind == 8:
+            msg = p.EngineStatsReq()
+        else:
+            msg = p.EngineFlush()
         out.append(msg.encode(k))
     return out
 
@@ -713,7 +875,7 @@ def test_c_stream_mixed(tool_checked):
         + cmds[0]
         + b"\x00\x00"  # empty frames: ignored
         + p.encode_frame(p.MSG_STOP, 50, b"\x03", version=1)
-        + p.encode_frame(0x88, 51, b"")  # unknown
+        + p.encode_frame(0x8B, 51, b"")  # unknown
         + p.encode_frame(p.MSG_ACK, 52, b"\x00\x00\x00\x00")  # rig type
         + p.encode_frame(p.MSG_HELLO, 53, b"")  # bad length
         + cmds[1][:-3] + b"\x00"  # truncated
@@ -758,9 +920,9 @@ def test_c_parse_random_frames(tool_checked):
     rng = random.Random(21)
     lines, expect = [], []
     for _ in range(400):
-        msg_type = rng.choice([*p.HOST_MESSAGES, 0x80, 0x88, 0x02])
+        msg_type = rng.choice([*p.HOST_MESSAGES, 0x80, 0x8B, 0x02])
         seq = rng.randrange(65536)
-        body = bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 2, 9, 10, 11, 17, 32, 33, 34])))
+        body = bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 2, 9, 10, 11, 17, 32, 33, 34, 35, 36])))
         if msg_type == p.MSG_CAPTURE_CONFIG and body and rng.random() < 0.7:
             body = bytes([rng.randrange(9)]) + body[1:]
             body = body[: 1 + 2 * body[0]] + bytes(max(0, 1 + 2 * body[0] - len(body)))

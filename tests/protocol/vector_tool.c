@@ -12,10 +12,19 @@
  *   status   SEQ records_sent events_sent frames_sent overflow N {dropped} x N STIM_N {status} x STIM_N
  *   ack      SEQ command_seq code MESSAGE_HEX
  *   time     SEQ command_seq now
+ *   engine_stats SEQ command_seq state samples samples_lost bins_lost outliers_lost trigger_delay
+ *            min_spacing interval_shift_min bins 3 {misses duplicates below
+ *            {count min max sum} x 2 (untagged, tagged)} x 3
+ *   engine_bins SEQ N {type kind tag interval bin count} x N   (answer "err nofit|range INDEX" when
+ *            hilat_engine_bins_add_* refuses entry INDEX)
+ *   engine_outliers SEQ N {start flags value0 value1 value2} x N
  *   commands, with the generic frame builder (same fields as the answer of "parse"):
  *   hello SEQ version | stim_config SEQ channel mode invert width period jitter probability
  *   burst_count burst_spacing count seed | capture_config SEQ N {flags glitch} x N |
- *   start SEQ channels at_time start | stop SEQ channels | status_req SEQ | time_req SEQ
+ *   start SEQ channels at_time start | stop SEQ channels | status_req SEQ | time_req SEQ |
+ *   engine_config SEQ flags start_channel start_level isr_channel isr_level task_channel task_level
+ *   tag_channel tag_level deadline offset interval_shift 3 {threshold} x 3 trigger_response
+ *   trigger_threshold trigger_width | engine_stats_req SEQ | engine_flush SEQ
  * Parse (hilat_parse_command):
  *   parse WIRE_HEX (without delimiter) -> the command line as above, or "err REASON [type seq]"
  * Primitives:
@@ -126,6 +135,15 @@ static void finish(hilat_frame_t *f, int ok)
     putchar('\n');
 }
 
+/* A frame built record by record (EVENTS, ENGINE_BINS, ENGINE_OUTLIERS): it counted them all. */
+static void finish_records(hilat_frame_t *f, unsigned long long n)
+{
+    if (f->records != n)
+        puts("err records");
+    else
+        finish(f, 1);
+}
+
 static const char *err_name(int r)
 {
     switch (r) {
@@ -212,11 +230,7 @@ static void do_events(uint16_t seq)
             return;
         }
     }
-    if (f.records != n) {
-        puts("err records");
-        return;
-    }
-    finish(&f, 1);
+    finish_records(&f, n);
 }
 
 static void do_overflow(uint16_t seq)
@@ -289,10 +303,99 @@ static void do_time(uint16_t seq)
     finish(&f, hilat_msg_time(&f, seq, (uint16_t)cs, now));
 }
 
+static void do_engine_stats(uint16_t seq)
+{
+    unsigned long long v[10], n, x[11];
+    hilat_engine_stats_t m;
+    hilat_frame_t f;
+    unsigned i, k, t;
+    for (i = 0; i < 10; i++)
+        NUM(v[i]);
+    NUM(n);
+    if (n != HILAT_ENGINE_KINDS) {
+        fail("kinds");
+        return;
+    }
+    m.state = (uint8_t)v[1];
+    m.samples = v[2];
+    m.samples_lost = (uint32_t)v[3];
+    m.bins_lost = (uint32_t)v[4];
+    m.outliers_lost = (uint32_t)v[5];
+    m.trigger_delay = (uint8_t)v[6];
+    m.min_spacing = (uint8_t)v[7];
+    m.interval_shift_min = (uint8_t)v[8];
+    m.bins = (uint16_t)v[9];
+    for (k = 0; k < HILAT_ENGINE_KINDS; k++) {
+        hilat_engine_kind_stats_t *s = &m.kinds[k];
+        for (i = 0; i < 11; i++)
+            NUM(x[i]);
+        s->misses = x[0];
+        s->duplicates = x[1];
+        s->below = x[2];
+        for (t = 0; t < 2; t++) {
+            s->tags[t].count = x[3 + 4 * t];
+            s->tags[t].min = (uint32_t)x[4 + 4 * t];
+            s->tags[t].max = (uint32_t)x[5 + 4 * t];
+            s->tags[t].sum = x[6 + 4 * t];
+        }
+    }
+    finish(&f, hilat_msg_engine_stats(&f, seq, (uint16_t)v[0], &m));
+}
+
+/* engine_bins SEQ N {type kind tag interval bin count} x N */
+static void do_engine_bins(uint16_t seq)
+{
+    unsigned long long n, i, e[6];
+    hilat_frame_t f;
+    unsigned k;
+    hilat_engine_bins_begin(&f, seq);
+    NUM(n);
+    for (i = 0; i < n; i++) {
+        int r;
+        for (k = 0; k < 6; k++)
+            NUM(e[k]);
+        if (e[0] == HILAT_ENGINE_ENTRY_CLOSE)
+            r = hilat_engine_bins_add_close(&f, (uint8_t)e[1], (uint32_t)e[3]);
+        else
+            r = hilat_engine_bins_add_bin(&f, (uint8_t)e[1], (uint8_t)e[2], (uint32_t)e[3], (uint16_t)e[4], e[5]);
+        if (r != 1) {
+            printf("err %s %llu\n", r == 0 ? "nofit" : "range", i);
+            return;
+        }
+    }
+    finish_records(&f, n);
+}
+
+/* engine_outliers SEQ N {start flags value0 value1 value2} x N */
+static void do_engine_outliers(uint16_t seq)
+{
+    unsigned long long n, i, start, flags, v;
+    uint32_t values[HILAT_ENGINE_KINDS];
+    hilat_frame_t f;
+    unsigned k;
+    hilat_engine_outliers_begin(&f, seq);
+    NUM(n);
+    for (i = 0; i < n; i++) {
+        NUM(start);
+        NUM(flags);
+        for (k = 0; k < HILAT_ENGINE_KINDS; k++) {
+            NUM(v);
+            values[k] = (uint32_t)v;
+        }
+        if (!hilat_engine_outliers_add(&f, start, (uint8_t)flags, values)) {
+            printf("err nofit %llu\n", i);
+            return;
+        }
+    }
+    finish_records(&f, n);
+}
+
 /* Commands: a list of (width in bytes, 0 = count-prefixed list follows) per type. */
 static void do_command(uint8_t type, uint16_t seq)
 {
     static const uint8_t stim[] = {1, 1, 1, 4, 4, 4, 4, 2, 4, 4, 4};
+    /* ENGINE_CONFIG; 3: the thresholds' count, not sent */
+    static const uint8_t engine[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 2, 1, 3, 4, 4, 4, 1, 4, 2};
     unsigned long long v, n, i;
     hilat_frame_t f;
     int ok = 1;
@@ -304,16 +407,25 @@ static void do_command(uint8_t type, uint16_t seq)
         ok = hilat_frame_put_u8(&f, (uint8_t)v);
         break;
     case HILAT_MSG_STIM_CONFIG:
-        for (i = 0; i < sizeof stim; i++) {
+    case HILAT_MSG_ENGINE_CONFIG: {
+        const uint8_t *widths = type == HILAT_MSG_STIM_CONFIG ? stim : engine;
+        size_t count = type == HILAT_MSG_STIM_CONFIG ? sizeof stim : sizeof engine;
+        for (i = 0; i < count; i++) {
             NUM(v);
-            if (stim[i] == 1)
+            if (widths[i] == 3) {
+                if (v != HILAT_ENGINE_KINDS) {
+                    fail("thresholds");
+                    return;
+                }
+            } else if (widths[i] == 1)
                 ok &= hilat_frame_put_u8(&f, (uint8_t)v);
-            else if (stim[i] == 2)
+            else if (widths[i] == 2)
                 ok &= hilat_frame_put_u16(&f, (uint16_t)v);
             else
                 ok &= hilat_frame_put_u32(&f, (uint32_t)v);
         }
         break;
+    }
     case HILAT_MSG_CAPTURE_CONFIG:
         NUM(n);
         ok = hilat_frame_put_u8(&f, (uint8_t)n);
@@ -330,7 +442,7 @@ static void do_command(uint8_t type, uint16_t seq)
         NUM(v);
         ok &= hilat_frame_put_u64(&f, v);
         break;
-    default: /* STATUS_REQ, TIME_REQ: no body */
+    default: /* STATUS_REQ, TIME_REQ, ENGINE_STATS_REQ, ENGINE_FLUSH: no body */
         break;
     }
     finish(&f, ok);
@@ -370,6 +482,21 @@ static void print_command(const hilat_command_t *c)
         break;
     case HILAT_MSG_TIME_REQ:
         printf("time_req %u", c->seq);
+        break;
+    case HILAT_MSG_ENGINE_CONFIG: {
+        const hilat_engine_config_t *e = &c->u.engine_config;
+        printf("engine_config %u %u %u %u %u %u %u %u %u %u %lu %u %u 3 %lu %lu %lu %u %lu %u", c->seq, e->flags,
+               e->start_channel, e->start_level, e->isr_channel, e->isr_level, e->task_channel, e->task_level,
+               e->tag_channel, e->tag_level, (unsigned long)e->deadline, e->offset, e->interval_shift,
+               (unsigned long)e->threshold[0], (unsigned long)e->threshold[1], (unsigned long)e->threshold[2],
+               e->trigger_response, (unsigned long)e->trigger_threshold, e->trigger_width);
+        break;
+    }
+    case HILAT_MSG_ENGINE_STATS_REQ:
+        printf("engine_stats_req %u", c->seq);
+        break;
+    case HILAT_MSG_ENGINE_FLUSH:
+        printf("engine_flush %u", c->seq);
         break;
     default:
         printf("? %u", c->seq);
@@ -543,7 +670,8 @@ int main(void)
         {"hello", HILAT_MSG_HELLO},           {"stim_config", HILAT_MSG_STIM_CONFIG},
         {"capture_config", HILAT_MSG_CAPTURE_CONFIG}, {"start", HILAT_MSG_START},
         {"stop", HILAT_MSG_STOP},             {"status_req", HILAT_MSG_STATUS_REQ},
-        {"time_req", HILAT_MSG_TIME_REQ},
+        {"time_req", HILAT_MSG_TIME_REQ},     {"engine_config", HILAT_MSG_ENGINE_CONFIG},
+        {"engine_stats_req", HILAT_MSG_ENGINE_STATS_REQ}, {"engine_flush", HILAT_MSG_ENGINE_FLUSH},
     };
     while (fgets(line, sizeof line, stdin)) {
         char *kind;
@@ -578,6 +706,12 @@ int main(void)
             do_ack((uint16_t)seq);
         } else if (strcmp(kind, "time") == 0) {
             do_time((uint16_t)seq);
+        } else if (strcmp(kind, "engine_stats") == 0) {
+            do_engine_stats((uint16_t)seq);
+        } else if (strcmp(kind, "engine_bins") == 0) {
+            do_engine_bins((uint16_t)seq);
+        } else if (strcmp(kind, "engine_outliers") == 0) {
+            do_engine_outliers((uint16_t)seq);
         } else {
             for (k = 0; k < sizeof commands / sizeof commands[0]; k++)
                 if (strcmp(kind, commands[k].name) == 0)
