@@ -11,7 +11,9 @@ Layout (docs/analysis.md, "Run directory"):
                      for a miss, duplicates, tag flags), in start order;
 - ``meta.json``      rig identity, settings, counters, calibration; ``summary.txt``/``summary.json``:
                      the report document, rendered from the capture's aggregates;
-- ``hlog/``          the rolling HdrHistogram interval log of the capture (``capture.hlog``).
+- ``hlog/``          the rolling HdrHistogram interval log of the capture (``capture.hlog``), and of
+                     the rig's engine (``rig.hlog``) in an on-rig capture;
+- ``outliers.bin``   on-rig: the engine's outlier records (header ``HILATOUT``, ``OUTLIER_DTYPE``).
 
 Runs written before ``edges.bin`` existed keep ``events.csv`` (CSV: tick,channel,level,tag); with
 neither, the edges are decoded again from ``raw.bin``. Reports recompute the latencies from the
@@ -33,6 +35,10 @@ STORE_VERSION = 1
 EDGE_DTYPE = np.dtype([("tick", "<i8"), ("channel", "u1"), ("level", "u1")])
 SAMPLE_DTYPE = np.dtype([("start_tick", "<i8"), ("ticks", "<i8"), ("duplicates", "<u2"),
                          ("tag_at_start", "u1"), ("tag_in_window", "u1")])
+OUTLIERS_MAGIC = b"HILATOUT"
+# The engine's outlier records (ENGINE_OUTLIERS): stimulus tick, tag flags, each kind's value in
+# ticks (0xFFFFFFFF: a miss, 0xFFFFFFFE: below range).
+OUTLIER_DTYPE = np.dtype([("start_tick", "<u8"), ("flags", "u1"), ("values", "<u4", (3,))])
 _HEADER = 16
 # Edges per chunk when a run is read in pieces: 1 Mi edges (10 MiB of items, ~60 MiB while paired).
 CHUNK_EDGES = 1 << 20
@@ -94,7 +100,7 @@ def _read_store(path, magic, dtype):
     return parts[0] if parts else np.zeros(0, dtype)
 
 
-class _Appender:
+class StoreAppender:
     """One store file written item array by item array (buffered; ``flush`` makes it readable)."""
 
     def __init__(self, path, magic, dtype):
@@ -123,7 +129,7 @@ class RunWriter:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self._raw = open(self.path / "raw.bin", "ab", buffering=0)
-        self._edges = _Appender(self.path / "edges.bin", EDGES_MAGIC, EDGE_DTYPE)
+        self._edges = StoreAppender(self.path / "edges.bin", EDGES_MAGIC, EDGE_DTYPE)
         self._samples = {}
         self.raw_bytes = 0
         self.set_kinds(kinds)
@@ -134,7 +140,7 @@ class RunWriter:
             (self.path / "samples").mkdir(exist_ok=True)
         for kind in kinds:
             if kind not in self._samples:
-                self._samples[kind] = _Appender(self.path / "samples" / f"{kind}.bin", SAMPLES_MAGIC, SAMPLE_DTYPE)
+                self._samples[kind] = StoreAppender(self.path / "samples" / f"{kind}.bin", SAMPLES_MAGIC, SAMPLE_DTYPE)
 
     def raw(self, data):
         self._raw.write(data)

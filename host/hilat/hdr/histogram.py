@@ -237,6 +237,36 @@ class HdrHistogram:
             self._max_recorded = value if self._max_recorded is None else max(self._max_recorded, value)
         return True
 
+    def add_counts(self, index, counts) -> None:
+        """Add ``counts`` at counts-array indices (arrays; an index may repeat): counts made elsewhere
+        in this layout (the rig's engine bins its samples with the same index), so nothing is
+        re-binned. As for a decoded histogram, min and max recorded become the lowest and highest
+        equivalent values of the extreme buckets."""
+        index = np.asarray(index, dtype=np.int64).reshape(-1)
+        counts = np.asarray(counts, dtype=np.int64).reshape(-1)
+        if index.shape != counts.shape:
+            raise ValueError(f"{len(index)} indices for {len(counts)} counts")
+        if len(index) and (index.min() < 0 or index.max() >= self.counts_len):
+            raise ValueError(f"counts-array index out of 0..{self.counts_len - 1}")
+        if len(counts) and counts.min() < 0:
+            raise ValueError("counts must be >= 0")
+        index = index[counts > 0]
+        if not len(index):
+            return
+        np.add.at(self._counts, index, counts[counts > 0])
+        self._total += int(counts.sum())
+        lo = self.value_from_index(int(index.min()))
+        hi = self.highest_equivalent_value(self.value_from_index(int(index.max())))
+        self._min_recorded = lo if self._min_recorded is None else min(self._min_recorded, lo)
+        self._max_recorded = hi if self._max_recorded is None else max(self._max_recorded, hi)
+
+    def count_out_of_range(self, below: int = 0, above: int = 0, largest: int | None = None) -> None:
+        """Count values refused elsewhere (e.g. the rig's overflow bin) as out of range: they stay in
+        ``out_of_range_below``/``_above`` and in the .hlog's ``#[OutOfRange: ...]`` note."""
+        if below < 0 or above < 0:
+            raise ValueError("out-of-range counts must be >= 0")
+        self._count_out_of_range(int(below), int(above), largest)
+
     def add(self, other: HdrHistogram) -> None:
         """Add another histogram's counts (and out-of-range tallies) to this one.
 
