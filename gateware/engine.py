@@ -620,8 +620,13 @@ class MeasurementEngine(LiteXModule):
         self.decode  = _RecordDecode(record, record_tick, cfg, clock_domain)
         self.pairing = _Pairing(self.decode, cfg, clock_domain)
         self.values  = values = _SampleValues(self.pairing.sample, cfg, clock_domain)
+        # The run begins once the decode stage has seen the new settings (the interval number
+        # of its first tick is taken under the new shift); the banks take `first_interval` after.
+        begin, begin_banks = Signal(), Signal()
+        applied_seen = Signal()
+        sync += [applied_seen.eq(self.apply.applied), begin.eq(applied_seen), begin_banks.eq(begin)]
         self.comb += [
-            self.pairing.begin.eq(self.apply.applied),
+            self.pairing.begin.eq(begin),
             self.pairing.flush.eq(self.flush_sync.applied),
             self.pairing.stop.eq(self.clear_sync.applied),
         ]
@@ -657,10 +662,7 @@ class MeasurementEngine(LiteXModule):
             ]
             self.banks.append(bank)
             self.stats.append(stats)
-        # `first_interval` is written by the same applied pulse: the banks take it a cycle later.
-        begin_late = Signal()
-        sync += begin_late.eq(self.apply.applied)
-        self.comb += [bank.begin.eq(begin_late) for bank in self.banks]
+        self.comb += [bank.begin.eq(begin_banks) for bank in self.banks]
 
         self.samples = Signal(40)
         sync += [
