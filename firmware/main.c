@@ -111,8 +111,36 @@ static void send_frame(hilat_frame_t *f)
     tx_seq++;
 }
 
+#ifdef CSR_ENGINE_BASE
+static hilat_frame_t bins;      /* the ENGINE_BINS frame being filled */
+static int bins_open;
+static hilat_frame_t outliers;  /* the ENGINE_OUTLIERS frame being filled */
+static int outliers_open;
+static void engine_reset(int raw);
+#endif
+
+static int data_open(void)
+{
+#ifdef CSR_ENGINE_BASE
+    if (bins_open || outliers_open)
+        return 1;
+#endif
+    return events_open;
+}
+
+/* Every open data frame goes out (before any other frame, so sequence numbers stay in order). */
 static void flush_events(void)
 {
+#ifdef CSR_ENGINE_BASE
+    if (outliers_open) {
+        send_frame(&outliers);
+        outliers_open = 0;
+    }
+    if (bins_open) {
+        send_frame(&bins);
+        bins_open = 0;
+    }
+#endif
     if (events_open) {
         send_frame(&events);
         events_open = 0;
@@ -176,6 +204,9 @@ static void on_hello(const hilat_command_t *cmd)
     tx_seq = 0;
     records_sent = events_sent = frames_sent = 0;
     events_open = 0;
+#ifdef CSR_ENGINE_BASE
+    engine_reset(1);
+#endif
 
     hilat_identify_t id = {
         .version = HILAT_PROTOCOL_VERSION,
@@ -186,7 +217,11 @@ static void on_hello(const hilat_command_t *cmd)
         .fifo_depth = HILAT_FIFO_DEPTH,
         .pin_to_stamp_delay = HILAT_PIN_TO_STAMP_DELAY,
         .capabilities = HILAT_CAP_DITHER | HILAT_CAP_RANDOM | HILAT_CAP_BURST | HILAT_CAP_ABSOLUTE_START
-                        | HILAT_CAP_GLITCH_FILTER | HILAT_CAP_TAG_CHANNEL,
+                        | HILAT_CAP_GLITCH_FILTER | HILAT_CAP_TAG_CHANNEL
+#ifdef CSR_ENGINE_BASE
+                        | HILAT_CAP_ENGINE
+#endif
+                        ,
         .min_interval = HILAT_MIN_INTERVAL,
         .glitch_max = HILAT_GLITCH_MAX,
         .start_margin = HILAT_START_MARGIN,
@@ -329,6 +364,191 @@ static void on_time(const hilat_command_t *cmd)
     send_frame(&out);
 }
 
+#ifdef CSR_ENGINE_BASE
+/* ---- measurement engine (docs/engine.md) ---- */
+
+static void engine_discard(void)
+{
+    while (GET(ENGINE_BINS_STATUS, PENDING, engine_bins_status_read()))
+        engine_bins_pop_write(FIELD(ENGINE_BINS_POP, POP, 1));
+    while (GET(ENGINE_OUTLIER_STATUS, PENDING, engine_outlier_status_read()))
+        engine_outlier_pop_write(FIELD(ENGINE_OUTLIER_POP, POP, 1));
+}
+
+/* Stop and zero the engine (histograms, statistics, counters); raw records on again if asked. */
+static void engine_reset(int raw)
+{
+    engine_control_write(FIELD(ENGINE_CONTROL, CLEAR, 1));
+    while (GET(ENGINE_STATUS, BUSY, engine_status_read()))
+        engine_discard();
+    engine_discard();
+    bins_open = outliers_open = 0;
+    capture_raw_write(FIELD(CAPTURE_RAW, ENABLE, raw != 0));
+    capture_commit_write(FIELD(CAPTURE_COMMIT, COMMIT, 1));
+}
+
+static const char *check_engine_config(const hilat_engine_config_t *c)
+{
+    if (c->start_channel >= N_CHANNELS || c->isr_channel >= N_CHANNELS || c->task_channel >= N_CHANNELS)
+        return "engine: no such channel";
+    if (c->tag_channel != 0xFFu && c->tag_channel >= N_CHANNELS)
+        return "engine: no such tag channel";
+    if (c->deadline != 0 && c->deadline < HILAT_ENGINE_MIN_SPACING)
+        return "engine: deadline below the minimum spacing";
+    if (c->interval_shift < HILAT_ENGINE_INTERVAL_SHIFT_MIN || c->interval_shift > HILAT_ENGINE_INTERVAL_SHIFT_MAX)
+        return "engine: interval shift out of range";
+    if (c->trigger_threshold != 0 && c->trigger_width == 0)
+        return "engine: trigger width must be >= 1";
+    return 0;
+}
+
+static void on_engine_config(const hilat_command_t *cmd)
+{
+    const hilat_engine_config_t *c = &cmd->u.engine_config;
+    const char *why = check_engine_config(c);
+    if (why) {
+        ack(cmd->seq, HILAT_ACK_REFUSED, why);
+        return;
+    }
+    flush_events();
+    int enable = (c->flags & HILAT_ENGINE_ENABLE) != 0;
+    engine_reset(!enable || (c->flags & HILAT_ENGINE_RAW));
+    if (enable) {
+        int has_tag = c->tag_channel != 0xFFu;
+        engine_config_write(FIELD(ENGINE_CONFIG, START_CHANNEL, c->start_channel)
+                            | FIELD(ENGINE_CONFIG, START_LEVEL, c->start_level)
+                            | FIELD(ENGINE_CONFIG, ISR_CHANNEL, c->isr_channel)
+                            | FIELD(ENGINE_CONFIG, ISR_LEVEL, c->isr_level)
+                            | FIELD(ENGINE_CONFIG, TASK_CHANNEL, c->task_channel)
+                            | FIELD(ENGINE_CONFIG, TASK_LEVEL, c->task_level)
+                            | FIELD(ENGINE_CONFIG, TAG_CHANNEL, has_tag ? c->tag_channel : 0)
+                            | FIELD(ENGINE_CONFIG, TAG_LEVEL, c->tag_level)
+                            | FIELD(ENGINE_CONFIG, TAG_ENABLE, has_tag)
+                            | FIELD(ENGINE_CONFIG, INTERVAL_SHIFT, c->interval_shift - HILAT_ENGINE_INTERVAL_SHIFT_MIN)
+                            | FIELD(ENGINE_CONFIG, TRIGGER_RESPONSE, c->trigger_response)
+                            | FIELD(ENGINE_CONFIG, TRIGGER_ON_LATE, (c->flags & HILAT_ENGINE_TRIGGER_ON_LATE) != 0));
+        engine_deadline_write(c->deadline);
+        engine_offset_write(c->offset);
+        engine_threshold0_write(c->threshold[0]);
+        engine_threshold1_write(c->threshold[1]);
+        engine_threshold2_write(c->threshold[2]);
+        engine_trigger_threshold_write(c->trigger_threshold);
+        engine_trigger_width_write(c->trigger_width);
+        engine_control_write(FIELD(ENGINE_CONTROL, START, 1));
+    }
+    ack(cmd->seq, HILAT_ACK_OK, 0);
+}
+
+static void on_engine_stats(const hilat_command_t *cmd)
+{
+    hilat_engine_stats_t st;
+    memset(&st, 0, sizeof(st));
+    engine_control_write(FIELD(ENGINE_CONTROL, SNAPSHOT, 1));
+    uint32_t status;
+    while (!GET(ENGINE_STATUS, VALID, status = engine_status_read()))
+        ;
+    st.state = (uint8_t)(GET(ENGINE_STATUS, RUNNING, status) | (GET(ENGINE_STATUS, FLUSHED, status) << 1));
+    st.samples = engine_samples_read();
+    st.samples_lost = engine_samples_lost_read();
+    st.bins_lost = engine_bins_lost_read();
+    st.outliers_lost = engine_outliers_lost_read();
+    st.trigger_delay = HILAT_ENGINE_TRIGGER_DELAY;
+    st.min_spacing = HILAT_ENGINE_MIN_SPACING;
+    st.interval_shift_min = HILAT_ENGINE_INTERVAL_SHIFT_MIN;
+    st.bins = HILAT_ENGINE_BINS;
+#define KIND_STATS(k)                                                   \
+    st.kinds[k].misses = engine_k##k##_misses_read();                  \
+    st.kinds[k].duplicates = engine_k##k##_duplicates_read();          \
+    st.kinds[k].below = engine_k##k##_below_read();                    \
+    st.kinds[k].tags[0].count = engine_k##k##_t0_count_read();         \
+    st.kinds[k].tags[0].min = engine_k##k##_t0_min_read();             \
+    st.kinds[k].tags[0].max = engine_k##k##_t0_max_read();             \
+    st.kinds[k].tags[0].sum = engine_k##k##_t0_sum_read();             \
+    st.kinds[k].tags[1].count = engine_k##k##_t1_count_read();         \
+    st.kinds[k].tags[1].min = engine_k##k##_t1_min_read();             \
+    st.kinds[k].tags[1].max = engine_k##k##_t1_max_read();             \
+    st.kinds[k].tags[1].sum = engine_k##k##_t1_sum_read();
+    KIND_STATS(0)
+    KIND_STATS(1)
+    KIND_STATS(2)
+#undef KIND_STATS
+    flush_events();
+    hilat_msg_engine_stats(&out, tx_seq, cmd->seq, &st);
+    send_frame(&out);
+}
+
+/* Bins and outliers before raw records: the engine's results are complete, raw is best effort. */
+static int drain_engine(void)
+{
+    int moved = 0;
+    for (int budget = 8; budget > 0 && GET(ENGINE_OUTLIER_STATUS, PENDING, engine_outlier_status_read()); budget--) {
+        uint64_t start = engine_outlier_start_read();
+        uint32_t values[3];
+        /* The 96-bit CSR, most significant word first. */
+        values[2] = csr_read_simple(CSR_ENGINE_OUTLIER_VALUES_ADDR);
+        values[1] = csr_read_simple(CSR_ENGINE_OUTLIER_VALUES_ADDR + 4u);
+        values[0] = csr_read_simple(CSR_ENGINE_OUTLIER_VALUES_ADDR + 8u);
+        uint8_t flags = (uint8_t)engine_outlier_flags_read();
+        engine_outlier_pop_write(FIELD(ENGINE_OUTLIER_POP, POP, 1));
+        if (!outliers_open) {
+            flush_events(); /* one open data frame at a time: its seq is taken when it begins */
+            hilat_engine_outliers_begin(&outliers, tx_seq);
+            outliers_open = 1;
+        }
+        if (!hilat_engine_outliers_add(&outliers, start, flags, values)) {
+            send_frame(&outliers);
+            hilat_engine_outliers_begin(&outliers, tx_seq);
+            hilat_engine_outliers_add(&outliers, start, flags, values);
+        }
+        moved = 1;
+    }
+    for (int budget = 32; budget > 0 && GET(ENGINE_BINS_STATUS, PENDING, engine_bins_status_read()); budget--) {
+        uint32_t info = engine_bins_info_read();
+        uint32_t interval = engine_bins_interval_read();
+        uint64_t count = engine_bins_count_read();
+        engine_bins_pop_write(FIELD(ENGINE_BINS_POP, POP, 1));
+        uint8_t kind = (uint8_t)GET(ENGINE_BINS_INFO, KIND, info);
+        int is_close = GET(ENGINE_BINS_INFO, TYPE, info) != 0;
+        for (int attempt = 0; attempt < 2; attempt++) {
+            if (!bins_open) {
+                flush_events();
+                hilat_engine_bins_begin(&bins, tx_seq);
+                bins_open = 1;
+            }
+            int added = is_close ? hilat_engine_bins_add_close(&bins, kind, interval)
+                                 : hilat_engine_bins_add_bin(&bins, kind, (uint8_t)GET(ENGINE_BINS_INFO, TAG, info),
+                                                             interval, (uint16_t)GET(ENGINE_BINS_INFO, BIN, info), count);
+            if (added)
+                break;
+            send_frame(&bins);
+            bins_open = 0;
+        }
+        moved = 1;
+    }
+    return moved;
+}
+
+/* Close the open window and every interval, send every bin; the ACK follows the last of them. */
+#define ENGINE_FLUSH_LOOPS 1000000u
+static void on_engine_flush(const hilat_command_t *cmd)
+{
+    engine_control_write(FIELD(ENGINE_CONTROL, FLUSH, 1));
+    /* The sweeps take well under a million loops; a rig that never finishes says so. */
+    for (uint32_t loops = 0; loops < ENGINE_FLUSH_LOOPS; loops++) {
+        uint32_t status = engine_status_read();
+        int done = !GET(ENGINE_STATUS, RUNNING, status) || GET(ENGINE_STATUS, FLUSHED, status);
+        drain_engine();
+        if (done && !GET(ENGINE_BINS_STATUS, PENDING, engine_bins_status_read())
+            && !GET(ENGINE_OUTLIER_STATUS, PENDING, engine_outlier_status_read())) {
+            ack(cmd->seq, HILAT_ACK_OK, 0);
+            return;
+        }
+    }
+    ack(cmd->seq, HILAT_ACK_REFUSED, GET(ENGINE_STATUS, BUSY, engine_status_read())
+        ? "engine flush did not finish: still busy" : "engine flush did not finish: intervals not closed");
+}
+#endif
+
 static void handle_frame(const uint8_t *wire, size_t len)
 {
     hilat_command_t cmd;
@@ -357,6 +577,11 @@ static void handle_frame(const uint8_t *wire, size_t len)
     case HILAT_MSG_STOP: on_stop(&cmd); break;
     case HILAT_MSG_STATUS_REQ: on_status(&cmd); break;
     case HILAT_MSG_TIME_REQ: on_time(&cmd); break;
+#ifdef CSR_ENGINE_BASE
+    case HILAT_MSG_ENGINE_CONFIG: on_engine_config(&cmd); break;
+    case HILAT_MSG_ENGINE_STATS_REQ: on_engine_stats(&cmd); break;
+    case HILAT_MSG_ENGINE_FLUSH: on_engine_flush(&cmd); break;
+#endif
     default: ack(cmd.seq, HILAT_ACK_MALFORMED, "unknown command"); break;
     }
 }
@@ -381,6 +606,7 @@ static void drain_events(void)
             continue;
         }
         if (!events_open) {
+            flush_events(); /* an open engine frame first */
             hilat_events_begin(&events, tx_seq, timestamp, hilat_mask_bytes(N_CHANNELS));
             events_open = 1;
         }
@@ -396,7 +622,7 @@ static void drain_events(void)
     }
     /* Frames go out when full, or after IDLE_FLUSH_LOOPS polls found nothing new: sending a
      * frame per record would spend the CPU on per-frame work just when the rate is high. */
-    if (events_open) {
+    if (data_open()) {
         if (GET(CAPTURE_EV_STATUS, PENDING, capture_ev_status_read()))
             idle_loops = 0;
         else if (++idle_loops >= IDLE_FLUSH_LOOPS) {
@@ -427,8 +653,13 @@ static void service(void)
         if (n)
             handle_frame(rx.buf, n);
     }
-    if (session)
+    if (session) {
+#ifdef CSR_ENGINE_BASE
+        if (drain_engine())
+            return;
+#endif
         drain_events();
+    }
 }
 
 #ifndef HILAT_FIRMWARE_NO_MAIN
