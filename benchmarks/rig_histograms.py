@@ -19,7 +19,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-
 from hilat import protocol as p
 from hilat.engine import ENGINE_HDR
 from hilat.hdr import HdrHistogram
