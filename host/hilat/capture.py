@@ -6,6 +6,11 @@ The capture is a stream (docs/analysis.md, "Streaming capture"): bytes -> raw.bi
 is flat however long the run: nothing holds the records. At the end (or on SIGUSR1, as an interim)
 summary.json and summary.txt are rendered from the aggregates, without reading the run back.
 The run directory's layout is in ``hilat.runs``.
+
+On-rig (``CaptureSettings.on_rig``, docs/engine.md): the rig's engine pairs and bins; its frames go
+to ``engine.RigHistograms`` (hlog/rig.hlog, outliers.bin, engine.json) and the summary comes from
+its bins and exact statistics, complete whatever the link carries. Raw edges are off, or best effort
+beside it (``raw``); meta.json's ``results`` says which results are complete.
 """
 
 import dataclasses
@@ -70,6 +75,13 @@ class CaptureSettings:
     # Records per step of the streaming pairing (None: 65536). Tests set it small to put chunk
     # boundaries between stimuli and their responses.
     chunk_records: int | None = None
+    # The rig's measurement engine: on_rig measures there (the built-in kinds of the stimulus), raw
+    # streams the edges too (an on-rig capture without it sends none); intervals of 2**shift ticks;
+    # outlier records for samples above {kind: ticks}.
+    on_rig: bool = False
+    raw: bool = True
+    engine_interval_shift: int = 24
+    outlier_thresholds: dict = field(default_factory=dict)
 
 
 STIMULUS_SETTING_NAMES = [f.name for f in dataclasses.fields(StimulusSettings)]
@@ -95,6 +107,8 @@ def plan(settings, ident):
         raise ValueError(f"a measurement name is given twice: {', '.join(names)}")
     if s.no_stimulus and not defined:
         raise ValueError("a capture with no stimulus measures nothing by default: give --measure")
+    if s.on_rig:
+        _check_on_rig(s, ident, roles, defined)
     fired = {} if s.no_stimulus else {roles.stimulus: s.stimulus}
     for ref, overrides in s.also_fire:
         channel = roles.resolve(ref)
@@ -112,6 +126,21 @@ def plan(settings, ident):
     else:
         pace = (roles.stimulus, roles.stimulus_active)
     return roles, defined, fired, pace
+
+
+def _check_on_rig(settings, ident, roles, defined):
+    from hilat import engine
+
+    if not ident.capabilities & p.CAP_ENGINE:
+        raise ValueError("this rig has no measurement engine (hilat info lists its features): capture without "
+                         "--on-rig")
+    if defined or settings.no_stimulus:
+        raise ValueError("the rig's engine measures the stimulus -> ISR/task kinds only: no --measure or "
+                         "--no-stimulus with --on-rig")
+    unknown = set(settings.outlier_thresholds) - set(engine.KINDS)
+    if unknown:
+        raise ValueError(f"no engine kind {', '.join(sorted(unknown))} (kinds: {', '.join(engine.KINDS)})")
+    engine.EngineConfig.from_roles(roles)  # an isr and a task channel
 
 
 class _RollingHlog:
@@ -274,6 +303,8 @@ class Capture:
         self.hlog = None
         self.calibration = None    # meta["calibration"]: what is applied, once the rig identified
         self.interim_summaries = 0
+        self.engine_config = None  # engine.EngineConfig of an on-rig capture, once configured
+        self.rig_histograms = None # engine.RigHistograms of an on-rig capture, from its start on
         self._roles = None         # analysis.Channels, once the rig identified
         self._measures = []        # measures.Measure, once the rig identified
         self._fired = {}           # {stimulus channel: StimulusSettings} fired by this capture
@@ -308,7 +339,33 @@ class Capture:
                                        probability=s.probability, burst_count=s.burst_count,
                                        burst_spacing=s.burst_spacing, count=self.settings.count or 0, seed=s.seed,
                                        invert=s.invert)
+        if self.settings.on_rig:
+            self._configure_engine(session)
         self.start_tick = session.start(self._fired_mask)
+        if self.settings.on_rig:
+            from hilat import engine
+
+            self.rig_histograms = engine.RigHistograms(
+                self.engine_config.interval_shift, self.ts_hz, run_dir=self.run_dir, origin_tick=self.start_tick,
+                start_time=self._t0, with_tag=self._roles.tag is not None)
+            session.engine_sink = self.rig_histograms.feed
+
+    def _configure_engine(self, session):
+        from hilat import engine
+
+        s = self.settings
+        limits = session.engine_stats()
+        try:
+            config = engine.EngineConfig.from_roles(
+                self._roles, deadline=s.deadline_ticks or 0, offset=int(self.offset_ticks),
+                interval_shift=s.engine_interval_shift, raw=s.raw,
+                thresholds=tuple(s.outlier_thresholds.get(kind) for kind in engine.KINDS))
+            config.check_limits(limits)
+            config.message()
+        except ValueError as e:
+            raise RigError(str(e)) from None
+        session.configure_engine(config)
+        self.engine_config = config
 
     @property
     def _fired_mask(self):
@@ -326,12 +383,13 @@ class Capture:
         builtin = not self.settings.no_stimulus
         kinds = list(analysis.kind_titles(self._roles, self._measures, builtin))
         self.writer.set_kinds(kinds)
-        if self.settings.hlog_interval_s:
+        if self.settings.hlog_interval_s and self.settings.raw:
             (self.run_dir / "hlog").mkdir(exist_ok=True)
             self.hlog = _RollingHlog(self.run_dir / "hlog" / "capture.hlog", kinds, self.ts_hz,
                                      self.settings.hlog_interval_s, self._t0)
         if self.live is None:
-            self.live = live_view.LiveView(enabled=self.settings.progress)
+            # Without raw edges the live view has nothing to show: the engine's bins come per interval.
+            self.live = live_view.LiveView(enabled=self.settings.progress and self.settings.raw)
         self.live.begin(self, kinds)
         self.stream = _Stream(self.writer, self._roles, self._measures, builtin, self.settings.deadline_ticks,
                               self.offset_ticks, self._pace, self.ts_hz, hlog=self.hlog,
@@ -372,6 +430,26 @@ class Capture:
             self._interim_requested = False
             self.write_interim()
 
+    def _on_rig_status(self, status):
+        """On-rig: the run ends when the rig says its stimulus finished its count (or its clock
+        passed the duration), whatever the raw edges (if any) that arrived."""
+        self.status = status
+        s = self.settings
+        stim = self._roles.stimulus
+        if s.count is not None:
+            return len(status.stim_status) > stim and bool(status.stim_status[stim] & p.STIM_DONE)
+        if s.duration_ticks is not None:
+            return self.session.now() >= self.start_tick + s.duration_ticks
+        return False
+
+    def _collect(self, session):
+        if self.settings.on_rig:
+            # The engine may be silent for a whole interval: the rig answering STATUS is what counts.
+            session.collect(self.stream, lambda: False, on_status=self._on_rig_status, status_every=0.25,
+                            idle_timeout=None, tick=self._tick)
+        else:
+            session.collect(self.stream, self._done_stimulating, on_status=self._rig_finished, tick=self._tick)
+
     def _finish(self, session):
         """Stop stimuli, then let every response up to the last deadline arrive."""
         if self._fired:
@@ -380,12 +458,23 @@ class Capture:
         window = self.settings.deadline_ticks or max(
             [s.period + s.jitter for s in self._fired.values()]
             or [m.deadline_ticks or 0 for m in self._measures] + [self.identity.ts_hz // 1000])
-        target = (self.stream.last_paced or self.start_tick) + window + 64
+        # On-rig the last stimulus is not known here (raw edges, if any, may miss it): it is before now.
+        last = session.now() if self.settings.on_rig else (self.stream.last_paced or self.start_tick)
+        target = last + window + 64
         session.wait_clock(target, self.stream, tick=self._tick)
         # Records older than `target` are in the FIFO or on the wire: read until quiet, or until a
         # record at or past `target` arrives.
-        session.drain(self.stream, until_tick=target)
+        if self.settings.raw:
+            session.drain(self.stream, until_tick=target)
+        if self.rig_histograms is not None:
+            self._flush_engine(session)
         self.status = session.finish(self.stream)
+
+    def _flush_engine(self, session):
+        """The engine closes every interval (its bins arrive before the ACK), then its exact totals."""
+        self.rig_histograms.end_tick = session.now()
+        session.engine_flush(self.stream)
+        self.rig_histograms.feed(session.engine_stats())
 
     # run ------------------------------------------------------------------------------------------
 
@@ -421,7 +510,7 @@ class Capture:
             except ValueError:  # not the main thread: no interim summaries on a signal
                 previous_usr1 = None
             self._configure(session)
-            session.collect(self.stream, self._done_stimulating, on_status=self._rig_finished, tick=self._tick)
+            self._collect(session)
             self._finish(session)
         except KeyboardInterrupt:
             self.interrupted = True
@@ -432,6 +521,8 @@ class Capture:
                     session.stop()
                     if self.stream is not None:
                         session.drain(self.stream, quiet=0.1)
+                        if self.rig_histograms is not None:
+                            self._flush_engine(session)
                         self.status = session.finish(self.stream)
                 except (RigError, TransportError, KeyboardInterrupt):
                     pass
@@ -522,7 +613,34 @@ class Capture:
             },
             "extra": self.extra_meta,
             "calibration": self._calibration_meta(),
+            "results": self._results(decoder, interim),
+            "engine": self._engine_meta(),
         }
+
+    def _results(self, decoder, interim):
+        """Which results are complete: on_rig (the engine's; "none" without it) and raw (the edges:
+        "none" when off, "partial" when any was lost on the way)."""
+        s, session = self.settings, self.session
+        unfinished = interim or self.interrupted or self.error is not None
+        on_rig = "none"
+        if s.on_rig:
+            rig = self.rig_histograms
+            on_rig = "complete" if rig is not None and not rig.problems() and not unfinished else "partial"
+        dropped = sum(self.status.dropped) if self.status else 0
+        lost = (any(decoder.get(k) for k in ("lost", "corrupt", "malformed")) or dropped
+                or (session.overflows if session else 0) or (self.stream.out_of_order if self.stream else 0))
+        raw = "none" if not s.raw else ("partial" if lost or unfinished else "complete")
+        return {"on_rig": on_rig, "raw": raw}
+
+    def _engine_meta(self):
+        rig = self.rig_histograms
+        if self.engine_config is None:
+            return None
+        return {"config": dataclasses.asdict(self.engine_config.message()),
+                "intervals": rig.intervals_complete + rig.intervals_incomplete if rig else 0,
+                "outliers": rig.outliers if rig else 0,
+                "problems": rig.problems() if rig else ["the engine never started"],
+                "notes": rig.notes() if rig else []}
 
     def _write(self, decoder):
         if self.identity is None:
@@ -533,6 +651,8 @@ class Capture:
             self.stream.finish(self.stream.last_tick + 1 if self.stream.last_tick is not None else None)
         if self.hlog is not None:
             self.hlog.close((self.stream.last_tick or 0) + 1)
+        if self.rig_histograms is not None:
+            self.writer.write_json("engine.json", self.rig_histograms.finish().to_json())
         self.writer.flush()
         meta = self._meta(decoder)
         self.writer.write_json("meta.json", meta)
@@ -545,7 +665,12 @@ class Capture:
         from hilat import report, runs
 
         run = runs.run_from_meta(self.run_dir, meta, edges=())
-        doc = report.build_report([run], aggregates={run.path: self.stream.aggregator})
+        aggregates = self.stream.aggregator
+        if self.rig_histograms is not None:
+            from hilat.engine import RigAggregates
+
+            aggregates = RigAggregates(self.rig_histograms, edges=self.writer.edge_count)
+        doc = report.build_report([run], aggregates={run.path: aggregates})
         if interim:
             doc["runs"][0]["problems"].insert(0, f"interim summary #{self.interim_summaries} while capturing: "
                                                  f"the samples final so far ({self.stream.paced} "
@@ -560,6 +685,8 @@ class Capture:
         self.interim_summaries += 1
         if self.hlog is not None and self.stream.last_tick is not None:
             self.hlog.cut(self.stream.last_tick + 1)
+        if self.rig_histograms is not None:  # the closed intervals' bins, the engine's totals so far
+            self.rig_histograms.feed(self.session.engine_stats())
         self.writer.flush()
         meta = self._meta(self.session.decoder_counters if self.session else {}, interim=True)
         self.writer.write_json("meta.json", meta)

@@ -96,6 +96,14 @@ def _fire_setting(text):
     return channel.strip(), overrides
 
 
+def _outlier_setting(text):
+    """KIND=TIME -> (kind, TimeValue): outlier records of the engine above that value."""
+    kind, sep, value = text.partition("=")
+    if not sep or not kind.strip():
+        raise argparse.ArgumentTypeError(f"--outlier KIND=TIME (e.g. stim_to_isr=20us), got {text!r}")
+    return kind.strip(), TimeValue(value)
+
+
 def _dut_setting(text):
     if not re.fullmatch(r"[a-z_0-9]+=[0-9]+", text):
         raise argparse.ArgumentTypeError(f"DUT setting must be NAME=NUMBER, got {text!r}")
@@ -170,6 +178,16 @@ def _add_capture_options(parser, default_count=2000):
                    help="fire another stimulus output at the same time, with the stimulus settings below "
                         "except those given, e.g. stim1:period=7001,seed=5 (ticks; repeatable); pair it "
                         "with --measure")
+    e = parser.add_argument_group("on-rig measurement (a rig with the engine: hilat info, docs/engine.md)")
+    e.add_argument("--on-rig", action="store_true",
+                   help="the rig pairs and bins (hlog/rig.hlog, engine.json, outliers.bin); complete at any "
+                        "stimulus rate; raw edges off unless --raw")
+    e.add_argument("--raw", action="store_true", help="with --on-rig: stream the raw edges too, as the link allows")
+    e.add_argument("--interval-shift", type=_positive_int, default=24, metavar="N",
+                   help="with --on-rig: the engine's intervals (rig.hlog lines) are 2**N ticks (default 24)")
+    e.add_argument("--outlier", action="append", type=_outlier_setting, default=[], metavar="KIND=TIME",
+                   help="with --on-rig: the engine records every sample above TIME in KIND (stim_to_isr, "
+                        "stim_to_task, isr_to_task) in outliers.bin (repeatable)")
     s = parser.add_argument_group("stimulus (the channel with the stimulus role)")
     s.add_argument("--mode", choices=["periodic", "dither", "random", "burst", "oneshot"], default="dither")
     s.add_argument("--period", type=TimeValue, default=TimeValue("100us"),
@@ -207,7 +225,12 @@ def _capture_settings(args, ts_hz, default_count=2000):
         raise UsageError("a role is given twice in --role")
     if args.no_stimulus and not args.measure:
         raise UsageError("--no-stimulus measures nothing by itself: give at least one --measure")
-    return CaptureSettings(roles=roles, active_low=list(args.active_low), measures=list(args.measure),
+    if args.raw and not args.on_rig:
+        raise UsageError("--raw goes with --on-rig (without it a capture streams the raw edges anyway)")
+    return CaptureSettings(on_rig=args.on_rig, raw=args.raw or not args.on_rig,
+                           engine_interval_shift=args.interval_shift,
+                           outlier_thresholds={kind: t.ticks(ts_hz) for kind, t in args.outlier},
+                           roles=roles, active_low=list(args.active_low), measures=list(args.measure),
                            no_stimulus=args.no_stimulus, also_fire=list(args.also_fire),
                            count=count, duration_ticks=args.duration.ticks(ts_hz) if args.duration else None,
                            deadline_ticks=args.deadline.ticks(ts_hz) if args.deadline else None,
@@ -216,18 +239,21 @@ def _capture_settings(args, ts_hz, default_count=2000):
 
 
 def _identify(url, args):
+    """The rig's IDENTIFY, STATUS and, with the engine, its ENGINE_STATS (limits) or None."""
+    from hilat import protocol as p
     from hilat.session import Session
 
     with Session(url, transport=_open(url, args)) as session:
-        return session.identity, session.ask_status()
+        engine = session.engine_stats() if session.identity.capabilities & p.CAP_ENGINE else None
+        return session.identity, session.ask_status(), engine
 
 
 def cmd_info(args):
     from hilat import calibration, identity
 
-    ident, status = _identify(args.url, args)
+    ident, status, engine = _identify(args.url, args)
     resolution = calibration.for_rig(ident, calibration.resolve_dir(args.calibration_dir))
-    info = identity.describe(ident, status, args.url, resolution)
+    info = identity.describe(ident, status, args.url, resolution, engine)
     print(json.dumps(info, indent=1) if args.json else identity.text(info))
     return 0
 

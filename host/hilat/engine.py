@@ -16,7 +16,7 @@ The engine pairs and bins on the rig; the host only configures it and collects. 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -192,6 +192,8 @@ class RigHistograms:
         self.duplicate_closes = 0
         self.bad_counts = 0          # bins whose count no 35-bit counter holds (dropped)
         self.outliers = 0
+        # Per kind, the largest value among the outlier records: (ticks, start tick, tagged) or None.
+        self.worst: list[tuple[int, int, bool] | None] = [None] * len(KINDS)
         self._open: dict[int, _Open] = {}
         self._last_done: int | None = None
         self._reference = self.origin_tick >> self.shift
@@ -297,8 +299,14 @@ class RigHistograms:
         if not records:
             return
         self.outliers += len(records)
+        table = np.array(records, dtype=np.uint64).reshape(-1, 5)
+        for k in range(len(KINDS)):
+            values = table[:, 2 + k].astype(np.int64)
+            values[values >= p.OUTLIER_BELOW] = -1  # a miss or below range: no value
+            i = int(np.argmax(values))
+            if values[i] >= 0 and (self.worst[k] is None or values[i] > self.worst[k][0]):
+                self.worst[k] = (int(values[i]), int(table[i, 0]), bool(table[i, 1] & p.OUTLIER_TAG_IN_WINDOW))
         if self._outliers is not None:
-            table = np.array(records, dtype=np.uint64).reshape(-1, 5)
             items = np.empty(len(table), self._outlier_dtype)
             items["start_tick"], items["flags"], items["values"] = table[:, 0], table[:, 1], table[:, 2:]
             self._outliers.append(items)
@@ -361,7 +369,7 @@ class RigHistograms:
         disagree on, anything lost or out of order. Empty when all is consistent."""
         out = []
         if self._open:
-            out.append(f"{len(self._open)} engine intervals still open (call finish)")
+            out.append(f"{len(self._open)} engine intervals still open")
         if self.intervals_incomplete:
             out.append(f"{self.intervals_incomplete} engine intervals were never closed by every kind "
                        "(frames lost?): their bins are in the totals")
@@ -400,6 +408,108 @@ class RigHistograms:
         return out
 
 
+    def notes(self) -> list[str]:
+        """What a reader must know that is no fault: samples beyond the bins' range."""
+        out = []
+        for kind in KINDS:
+            n = int(self.counts(kind)[OVERFLOW_BIN])
+            if n:
+                out.append(f"{n} {kind} samples of 2**24 ticks or more (the overflow bin): in the count, min, max "
+                           "and mean; a percentile that falls among them is not known ('-')")
+        return out
+
+    # ---- kept in the run directory (engine.json) ----
+
+    def to_json(self) -> dict:
+        """The run's results (totals as nonzero [bin, count] lists, ENGINE_STATS, counters and
+        problems), for ``from_json``."""
+        stats = self.stats
+        return {
+            "interval_shift": self.shift, "ts_hz": self.ts_hz, "origin_tick": self.origin_tick,
+            "intervals_complete": self.intervals_complete, "intervals_incomplete": self.intervals_incomplete,
+            "late_bins": self.late_bins, "duplicate_closes": self.duplicate_closes, "bad_counts": self.bad_counts,
+            "outliers": self.outliers, "worst": self.worst,
+            "stats": None if stats is None else {**{f.name: getattr(stats, f.name) for f in fields(stats)},
+                                                 "kinds": [k._asdict() for k in stats.kinds]},
+            "bins": {kind: {tag: np.stack([np.flatnonzero(c), c[np.flatnonzero(c)]], axis=1).tolist()
+                            for tag, c in zip(TAGS, self.totals[k])} for k, kind in enumerate(KINDS)},
+            "problems": self.problems(), "notes": self.notes(),
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict) -> RigHistograms:
+        """The results ``to_json`` kept, finished (no file is written)."""
+        rig = cls(doc["interval_shift"], doc["ts_hz"], origin_tick=doc["origin_tick"])
+        for name in ("intervals_complete", "intervals_incomplete", "late_bins", "duplicate_closes", "bad_counts",
+                     "outliers"):
+            setattr(rig, name, int(doc[name]))
+        rig.worst = [None if w is None else tuple(w) for w in doc["worst"]]
+        if doc["stats"] is not None:
+            fields = {f: v for f, v in doc["stats"].items() if f != "kinds"}
+            rig.stats = p.EngineStats(**fields, kinds=[p.EngineKindStats(**k) for k in doc["stats"]["kinds"]])
+        for k, kind in enumerate(KINDS):
+            for t, tag in enumerate(TAGS):
+                pairs = np.asarray(doc["bins"][kind][tag], np.int64).reshape(-1, 2)
+                rig.totals[k, t, pairs[:, 0]] = pairs[:, 1]
+        return rig
+
+
+class RigAggregates:
+    """An on-rig run's results as ``report`` takes a capture's aggregates (the interface of
+    ``aggregate.StreamingAggregator``), so the report renders them as it renders any run. Count, min,
+    max, mean, misses and duplicates are the engine's exact figures; the median and percentiles come
+    from the bins. The engine counts misses, duplicates and below-range samples for all samples only:
+    the untagged rows count binned samples."""
+
+    statistics_note = ("on-rig: median and percentiles from the engine's HdrHistogram bins (2 significant "
+                       "digits, highest equivalent value); count, min, max, mean exact (ENGINE_STATS); no std")
+
+    def __init__(self, rig: RigHistograms, edges: int = 0):
+        self.rig = rig
+        self.kinds = list(KINDS)
+        self.edges = edges
+        stats = rig.stats
+        self.stimuli = stats.samples if stats is not None else 0
+        self.starts, self.misses, self.duplicates = {}, {}, {}
+        for kind in KINDS:
+            exact = rig.exact(kind)
+            for subset in ("all", "untagged"):
+                count = self._count(kind, subset)
+                whole = subset == "all" and exact is not None
+                self.misses[(subset, kind)] = exact["misses"] if whole else 0
+                self.duplicates[(subset, kind)] = exact["duplicates"] if whole else 0
+                self.starts[(subset, kind)] = count + (exact["misses"] + exact["below"] if whole else 0)
+        self.tagged = {kind: self._count(kind, "tagged") for kind in KINDS}
+        self.worst = {}
+        for k, kind in enumerate(KINDS):
+            exact, worst = rig.exact(kind), rig.worst[k]
+            if worst is not None and exact is not None and worst[0] == exact["max"]:
+                self.worst[kind] = {"index": None, "start_tick": worst[1], "ticks": worst[0], "tagged": worst[2]}
+
+    def _count(self, kind, subset):
+        exact = self.rig.exact(kind, subset)
+        return exact["count"] if exact is not None else int(self.rig.counts(kind, subset).sum())
+
+    def stats(self, subset, kind, percentiles=analysis.PERCENTILES):
+        """As ``StreamingAggregator.stats``: min/max/mean exact, median and percentiles from the bins
+        (None where the count does not support them, or where they fall in the overflow bin)."""
+        counts, exact = self.rig.counts(kind, subset), self.rig.exact(kind, subset)
+        n = self._count(kind, subset)
+        row = {"count": n}
+        if n == 0 or exact is None:
+            row.update(min=None, median=None, max=None, mean=None, std=None,
+                       percentiles={analysis.percentile_label(q): None for q in percentiles})
+            return row
+        *values, median = engine_percentiles(counts, [100 * q for q in percentiles] + [50.0])
+        hi = exact["max"]
+        row.update(min=exact["min"], median=None if median is None else float(median), max=hi,
+                   mean=exact["sum"] / n, std=None)
+        row["percentiles"] = {analysis.percentile_label(q): (min(v, hi) if v is not None
+                                                            and n >= analysis.samples_needed(q) else None)
+                              for q, v in zip(percentiles, values)}
+        return row
+
+
 def tick_histogram(counts: np.ndarray) -> HdrHistogram:
     """A histogram in ticks from the rig's bins (``BINS`` counts, the overflow bin last)."""
     h = engine_histogram()
@@ -423,7 +533,7 @@ def ns_histogram(counts: np.ndarray, tick_ns: float) -> HdrHistogram:
     return h
 
 
-def percentiles(counts: np.ndarray, ps) -> list[int | None]:
+def engine_percentiles(counts: np.ndarray, ps) -> list[int | None]:
     """HdrHistogram's percentiles (0..100; its rank rounding and highest equivalent values, the lowest
     at 0) of the rig's bins, the overflow bin counted in the ranks: a percentile that falls in it is
     None (a value of 2**24 ticks or more, not known)."""

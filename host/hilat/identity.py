@@ -6,12 +6,13 @@ from hilat import protocol as p
 # IDENTIFY's capability bits, by the name they are shown with.
 CAPABILITIES = [("dither", p.CAP_DITHER), ("random", p.CAP_RANDOM), ("burst", p.CAP_BURST),
                 ("absolute-start", p.CAP_ABSOLUTE_START), ("glitch-filter", p.CAP_GLITCH_FILTER),
-                ("tag", p.CAP_TAG_CHANNEL), ("sub-tick", p.CAP_SUBTICK)]
+                ("tag", p.CAP_TAG_CHANNEL), ("sub-tick", p.CAP_SUBTICK), ("engine", p.CAP_ENGINE)]
 
 
-def describe(ident, status, url, resolution):
-    """The rig's facts: its IDENTIFY, the drop counters of its STATUS, and ``resolution``, the
-    calibration a capture on it applies (``calibration.for_rig``)."""
+def describe(ident, status, url, resolution, engine=None):
+    """The rig's facts: its IDENTIFY, the drop counters of its STATUS, ``resolution``, the
+    calibration a capture on it applies (``calibration.for_rig``), and the limits of its measurement
+    engine (its ENGINE_STATS; None: the rig has none)."""
     # The gateware string is "<board> <git hash>" (gateware/soc.py); anything else is shown as it is.
     board, _, git_hash = ident.gateware.partition(" ")
     return {
@@ -26,6 +27,9 @@ def describe(ident, status, url, resolution):
         "pin_to_stamp_delay_ticks": ident.pin_to_stamp_delay,
         "capabilities": [name for name, bit in CAPABILITIES if ident.capabilities & bit],
         "dropped_per_channel": list(status.dropped),
+        "engine": None if engine is None else {
+            "min_spacing_ticks": engine.min_spacing, "interval_shift_min": engine.interval_shift_min,
+            "bins": engine.bins, "trigger_delay_ticks": engine.trigger_delay},
         "calibration": resolution,
     }
 
@@ -51,7 +55,14 @@ def text(info):
         f"  fifo       {info['fifo_depth']} records; pin-to-stamp delay {info['pin_to_stamp_delay_ticks']} ticks "
         "(subtracted in gateware)",
         f"  features   {', '.join(info['capabilities'])}",
-        "resolution",
     ]
+    engine = info.get("engine")
+    if engine:
+        lines.append(f"  engine     on-rig measurement (capture --on-rig): stimuli >= {engine['min_spacing_ticks']} "
+                     f"ticks apart, intervals >= 2**{engine['interval_shift_min']} ticks, {engine['bins']} bins per "
+                     f"kind and tag, trigger {engine['trigger_delay_ticks']} ticks after its threshold")
+    else:
+        lines.append("  engine     none (every edge goes to the host)")
+    lines.append("resolution")
     lines += [f"  {line}" for line in info["calibration"]["statement"]]
     return "\n".join(lines)

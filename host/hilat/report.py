@@ -102,6 +102,8 @@ def run_summary(run, hdr=None, aggregator=None):
     median and percentiles from HDR histograms (3 significant digits), the rest exact; None: when
     the run is longer than ``EXACT_EDGE_LIMIT`` edges. ``aggregator``: the capture's own
     ``StreamingAggregator``, fed with every edge (the run directory is not read)."""
+    if aggregator is None and run.on_rig:
+        aggregator = _on_rig_aggregates(run)
     if aggregator is not None:
         hdr = True
         subsets, worst, stimuli, tagged, edges = _aggregate_statistics(aggregator, run.tick_ns)
@@ -136,14 +138,32 @@ def run_summary(run, hdr=None, aggregator=None):
         "tagged": tagged,
         "edges": edges,
         "edges_source": run.edges_source,
-        "statistics": ("hdr: median and percentiles from an HDR histogram, 3 significant digits "
-                       "(highest equivalent value); count, min, max, mean, std exact") if hdr else "exact",
+        "statistics": getattr(aggregator, "statistics_note", None) or (
+            "hdr: median and percentiles from an HDR histogram, 3 significant digits (highest equivalent "
+            "value); count, min, max, mean, std exact" if hdr else "exact"),
         "resolution": resolution,
         "losses": run.losses(),
         "problems": run.problems(),
         "worst": worst,
         "subsets": subsets,
     }
+
+
+def _on_rig_aggregates(run):
+    """An on-rig run's results as aggregates: the engine's, kept in engine.json."""
+    from hilat.engine import RigAggregates, RigHistograms
+    from hilat.runs import RunError
+
+    try:
+        doc = json.loads((run.path / "engine.json").read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise RunError(f"{run.path}: an on-rig run without a readable engine.json ({e})") from None
+    return RigAggregates(RigHistograms.from_json(doc), edges=run.edge_count)
+
+
+def _where(worst):
+    """Where a worst case was: its sample number, or (on-rig: no numbers) its stimulus tick."""
+    return f"at sample {worst['index']}" if worst["index"] is not None else f"at tick {worst['start_tick']}"
 
 
 def _all_kinds(runs):
@@ -239,7 +259,7 @@ def blocks(doc):
             if kind.endswith("duration") or kind == "isr_to_task":
                 continue
             w = r["worst"].get(kind)
-            worst = (f"{w['ns']:.1f} ns at sample {w['index']}" + (" (tagged)" if w["tagged"] else "") if w else "-")
+            worst = (f"{w['ns']:.1f} ns {_where(w)}" + (" (tagged)" if w["tagged"] else "") if w else "-")
             rows.append([r["label"], kind, r["subsets"]["all"][kind]["starts"], r["tagged"].get(kind, 0), worst,
                          r["subsets"]["all"][kind]["duplicates"]])
     out.append(("table", ["run", "kind", "starts", "tagged", "worst", "duplicates"], rows))
@@ -415,7 +435,7 @@ def format_compare(cmp, markdown=False):
         for side, name in (("worst_a", a_name), ("worst_b", b_name)):
             w = body[side]
             if w:
-                out.append(f"worst case {name}: {w['ns']:.1f} ns at sample {w['index']} "
+                out.append(f"worst case {name}: {w['ns']:.1f} ns {_where(w)} "
                            f"(tick {w['start_tick']}){', tagged' if w['tagged'] else ''}")
         out.append("")
     for r in doc["runs"]:

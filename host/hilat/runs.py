@@ -297,8 +297,16 @@ class Run:
         return self._measurements
 
     @property
+    def on_rig(self):
+        """Measured by the rig's engine: its results are in engine.json, raw edges at most beside them."""
+        return (self.meta.get("results") or {}).get("on_rig", "none") != "none"
+
+    @property
     def kind_titles(self):
-        return analysis.kind_titles(self.roles, self.measures, self.builtin)
+        titles = analysis.kind_titles(self.roles, self.measures, self.builtin)
+        if self.on_rig:  # the engine measures the stimulus -> ISR/task kinds
+            return {kind: title for kind, title in titles.items() if kind in p.ENGINE_KINDS}
+        return titles
 
     def losses(self):
         """Everything the run lost on the way, as {what: count}; empty when nothing was lost."""
@@ -326,6 +334,13 @@ class Run:
             out.append("the capture was interrupted (Ctrl-C): the figures cover what was captured")
         for what, n in self.losses().items():
             out.append(f"LOST: {n} {what}")
+        engine = self.meta.get("engine") or {}
+        for line in (engine.get("problems") or []) + (engine.get("notes") or []):
+            out.append(f"engine: {line}")
+        results = self.meta.get("results") or {}
+        if self.on_rig and results.get("raw") == "partial":
+            out.append("raw edges beside the engine: partial (the link did not carry them all; the figures are the "
+                       "engine's)")
         replayed = ((self.meta.get("counters") or {}).get("decoder") or {}).get("duplicate")
         if replayed:
             out.append(f"{replayed} replayed frames (a seq and bytes seen just before) were dropped as duplicates: "

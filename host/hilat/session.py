@@ -4,6 +4,8 @@
 starts at an absolute tick, and hands every record it receives, as arrays, to a consumer: the
 capture, every calibration. Records arrive as (ticks uint64, channel masks, level masks) arrays,
 one batch per read of the link; the consumer decides when it has enough (``collect``'s ``done``).
+The rig's measurement engine (docs/engine.md) is configured here too; its frames go, in arrival
+order, to ``engine_sink`` (an on-rig capture's ``engine.RigHistograms.feed``).
 """
 
 import logging
@@ -14,6 +16,8 @@ from hilat.rig import Rig, RigError
 from hilat.transport import DEFAULT_BAUDRATE, Transport
 
 log = logging.getLogger("hilat")
+
+ENGINE_FRAMES = (p.EngineBins, p.EngineOutliers, p.EngineStats)
 
 MODES = {"periodic": p.MODE_PERIODIC, "dither": p.MODE_DITHER, "random": p.MODE_RANDOM,
          "burst": p.MODE_BURST, "oneshot": p.MODE_ONESHOT}
@@ -45,6 +49,7 @@ class Session:
         self.overflows = 0            # gateware OVERFLOW markers received
         self.last_tick = None         # tick of the last record received
         self.last_now = None          # the rig's counter at the last TIME asked for
+        self.engine_sink = None       # called with every engine frame (ENGINE_BINS, _OUTLIERS, _STATS)
         self._overflow_warned = 0.0   # when the last overflow warning was logged
 
     # ---- link ----
@@ -133,12 +138,38 @@ class Session:
         self.status = self.rig.status()
         return self.status
 
+    # ---- the measurement engine ----
+
+    def configure_engine(self, config):
+        """ENGINE_CONFIG of an ``engine.EngineConfig``: clears the engine and starts it with these roles
+        and settings (RigError names a setting the rig refused)."""
+        self.rig.command(config.message())
+
+    def engine_stats(self):
+        """ENGINE_STATS: the engine's run totals and limits (the reply is returned, not sent to
+        ``engine_sink``)."""
+        return self.rig.command(p.EngineStatsReq(), reply=p.EngineStats)
+
+    def engine_flush(self, consumer=None, timeout=30.0):
+        """ENGINE_FLUSH: the engine closes the open window and every interval; its ACK follows the
+        last bins (the sweep may take a while: ``timeout`` s). With ``consumer``, what arrived before
+        the ACK is handed over now (bins to ``engine_sink``, records to ``consumer``), else at the
+        next ``poll``."""
+        saved, self.rig.command_timeout = self.rig.command_timeout, max(self.rig.command_timeout, timeout)
+        try:
+            self.rig.command(p.EngineFlush())
+        finally:
+            self.rig.command_timeout = saved
+        if consumer is not None:
+            self.poll(consumer)
+
     # ---- the stream ----
 
     def poll(self, consumer):
-        """One read of the link; its records go to ``consumer(ticks, channel_masks, level_masks)``.
-        Returns the number of records."""
+        """One read of the link; its records go to ``consumer(ticks, channel_masks, level_masks)``,
+        engine frames to ``engine_sink``. Returns the number of records and engine frames."""
         (ticks, masks, levels), frames = self.rig.read()
+        engine_frames = 0
         for frame in frames:
             msg = frame.msg
             if isinstance(msg, p.Overflow):
@@ -146,11 +177,15 @@ class Session:
                 self._warn_overflow(msg)
             elif isinstance(msg, p.Status):
                 self.status = msg
+            elif isinstance(msg, ENGINE_FRAMES):
+                engine_frames += 1
+                if self.engine_sink is not None:
+                    self.engine_sink(msg)
         n = len(ticks)
         if n:
             self.last_tick = int(ticks[-1])
             consumer(ticks, masks, levels)
-        return n
+        return n + engine_frames
 
     def _warn_overflow(self, msg):
         # The first overflow is named; after it one line every few seconds at most (an overloaded
@@ -165,7 +200,7 @@ class Session:
         """Read until ``done()``. Every ``status_every`` s the rig's STATUS goes to ``on_status``
         (returning True ends the collection: e.g. the rig finished its stimuli). ``tick()`` is
         called after every read (progress, signals). Raises RigError when nothing arrived for
-        ``idle_timeout`` s."""
+        ``idle_timeout`` s (None: the rig may be silent, as an engine between two intervals)."""
         last_status = last_data = time.monotonic()
         while not done():
             if self.poll(consumer):
@@ -178,7 +213,7 @@ class Session:
                 status = self.ask_status()
                 if on_status is not None and on_status(status):
                     return
-            if now - last_data > idle_timeout:
+            if idle_timeout is not None and now - last_data > idle_timeout:
                 raise RigError(f"the rig on {self.url} sent nothing for {idle_timeout:g} s")
 
     def wait_clock(self, target_tick, consumer, timeout=30.0, tick=None, poll_s=0.02):

@@ -1,0 +1,192 @@
+"""`hilat capture --on-rig` (and `--raw`) against a rig whose engine sends the bins of a known
+pattern (tests/host/engine_rig.py): the summary is the injected latencies' exact statistics, the
+percentiles those of their HdrHistogram, and the run directory says what is complete."""
+
+import json
+
+import jsonschema
+import numpy as np
+import pytest
+from engine_rig import EngineRig
+from fake_rig import FakeRig, capture_script
+from hilat import analysis, runs
+from hilat import protocol as p
+from hilat.cli import main
+from hilat.hdr import read_hlog
+from test_reports import SCHEMA
+
+COUNT = 3000
+
+
+def capture(rig, tmp_path, *extra):
+    with FakeRig(rig.script) as fake:
+        code = main(["capture", fake.url, "--on-rig", "--count", str(COUNT), "--mode", "periodic", "--period", "500",
+                     "--jitter", "0", "--out", str(tmp_path), "--no-progress", "--no-calibration",
+                     "--interval-shift", "16", *extra])
+    assert code == 0
+    (run_dir,) = tmp_path.iterdir()
+    return run_dir, json.loads((run_dir / "summary.json").read_text())
+
+
+def check_summary(rig, doc):
+    """Every figure of the summary: the pattern's exact statistics, percentiles to the bin."""
+    jsonschema.validate(doc, SCHEMA)
+    (run,) = doc["runs"]
+    assert list(run["kinds"]) == list(p.ENGINE_KINDS)
+    assert run["stimuli"] == COUNT and run["problems"] == []
+    assert run["statistics"].startswith("on-rig:")
+    for kind in p.ENGINE_KINDS:
+        for subset in ("all", "untagged"):
+            exact, hist = rig.expected(kind, subset)
+            row = run["subsets"][subset][kind]
+            ticks = row["ticks"]
+            assert (row["count"], ticks["min"], ticks["max"]) == (exact["count"], exact["min"], exact["max"])
+            assert ticks["mean"] == pytest.approx(exact["mean"], rel=1e-15) and ticks["std"] is None
+            assert ticks["median"] == hist.value_at_percentile(50.0)
+            for q in analysis.PERCENTILES:
+                label = analysis.percentile_label(q)
+                supported = exact["count"] >= analysis.samples_needed(q)
+                want = min(hist.value_at_percentile(100 * q), exact["max"]) if supported else None
+                assert ticks["percentiles"][label] == want, (kind, subset, label)
+            if subset == "all":
+                assert (row["misses"], row["duplicates"]) == (exact["misses"], exact["duplicates"])
+                assert row["starts"] == exact["count"] + exact["misses"] + exact["below"]
+        assert run["tagged"][kind] == rig.expected(kind, "all")[0]["count"] - rig.expected(kind, "untagged")[0]["count"]
+    # The pattern has misses, duplicates, tagged samples and more than one interval.
+    isr = run["subsets"]["all"]["stim_to_isr"]
+    assert isr["misses"] > 50 and isr["duplicates"] > 20
+    assert 0 < run["tagged"]["stim_to_isr"] < COUNT
+
+
+def test_on_rig_summary_is_the_injected_latencies(tmp_path):
+    rig = EngineRig()
+    run_dir, doc = capture(rig, tmp_path, "--outlier", "stim_to_isr=600")
+    check_summary(rig, doc)
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["results"] == {"on_rig": "complete", "raw": "none"}
+    assert meta["edges"] == 0 and meta["engine"]["problems"] == []
+    assert meta["engine"]["config"]["flags"] == p.ENGINE_ENABLE and rig.config.thresholds[0] == 600
+    # The engine's configuration: the capture's roles, the interval shift asked for.
+    assert (rig.config.start_channel, rig.config.isr_channel, rig.config.task_channel, rig.config.tag_channel,
+            rig.config.interval_shift) == (0, 2, 3, 5, 16)
+    # rig.hlog: every complete interval of the run, the kind's lines adding up to its count.
+    log = read_hlog(run_dir / "hlog" / "rig.hlog")
+    assert log.merged("stim_to_isr").total_count == rig.expected("stim_to_isr")[0]["count"]
+    s = rig.samples
+    number = s.start >> 16
+    assert meta["engine"]["intervals"] == len(np.unique(number)) > 5
+    assert len([iv for iv in log.intervals if iv.tag == "stim_to_isr"]) == len(np.unique(number[s.binned[0]]))
+    # Outliers: every sample above the threshold, and the worst case found among them.
+    stored = next(runs.iter_store(run_dir / "outliers.bin", runs.OUTLIERS_MAGIC, runs.OUTLIER_DTYPE, 1 << 20))
+    above = s.binned[0] & (s.value[0] > 600)
+    assert stored["start_tick"].tolist() == s.start[above].tolist() and meta["engine"]["outliers"] == above.sum()
+    worst = doc["runs"][0]["worst"]["stim_to_isr"]
+    assert worst["ticks"] == s.value[0][s.binned[0]].max() and worst["index"] is None
+    assert "at tick" in (run_dir / "summary.txt").read_text()
+    # A later report reads the engine's results back (engine.json): the same figures.
+    assert main(["report", str(run_dir), "--format", "json", "-o", str(tmp_path / "report.json")]) == 0
+    again = json.loads((tmp_path / "report.json").read_text())
+    assert again["runs"][0]["subsets"] == doc["runs"][0]["subsets"]
+
+
+def test_on_rig_with_raw_edges_agrees_with_the_host_pairing(tmp_path):
+    rig = EngineRig(seed=11)
+    run_dir, doc = capture(rig, tmp_path, "--raw")
+    check_summary(rig, doc)
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["results"] == {"on_rig": "complete", "raw": "complete"}
+    assert meta["engine"]["config"]["flags"] == p.ENGINE_ENABLE | p.ENGINE_RAW
+    # The raw edges, paired again by the host, give the engine's figures.
+    run = runs.load_run(run_dir)
+    assert run.edge_count == len(rig.edges[0])
+    latencies = run.pairing.isr_latency
+    found = latencies[latencies != analysis.MISSING]
+    stats = doc["runs"][0]["subsets"]["all"]["stim_to_isr"]
+    assert (len(found), int(found.min()), int(found.max())) == (stats["count"], stats["ticks"]["min"],
+                                                                stats["ticks"]["max"])
+    assert run.problems() == []
+
+
+def test_on_rig_overflow_is_counted_and_in_no_percentile(tmp_path):
+    # Windows beyond 2**24 ticks (0.2% of the samples): their ISR values are in the overflow bin.
+    rig = EngineRig(seed=3, overflow_windows=6)
+    run_dir, doc = capture(rig, tmp_path)
+    (run,) = doc["runs"]
+    row = run["subsets"]["all"]["stim_to_isr"]
+    exact, hist = rig.expected("stim_to_isr")
+    beyond = int((rig.samples.binned[0] & (rig.samples.value[0] >= 1 << 24)).sum())
+    assert beyond >= 5 and hist.total_count == exact["count"] - beyond
+    assert (row["count"], row["ticks"]["max"]) == (exact["count"], exact["max"])
+    assert row["ticks"]["mean"] == pytest.approx(exact["mean"], rel=1e-15)
+    # p99 lies below the overflow, p99.9 in it: not known, shown as '-'.
+    assert row["ticks"]["percentiles"]["p99"] == hist.value_at_percentile(99 * exact["count"] / hist.total_count)
+    assert row["ticks"]["percentiles"]["p99.9"] is None and exact["count"] >= 1000
+    engine_doc = json.loads((run_dir / "engine.json").read_text())
+    bins = engine_doc["bins"]["stim_to_isr"]
+    assert sum(c for b, c in bins["untagged"] + bins["tagged"] if b == 2304) == beyond
+    assert run["problems"] == [f"engine: {beyond} stim_to_isr samples of 2**24 ticks or more (the overflow bin): in "
+                               "the count, min, max and mean; a percentile that falls among them is not known ('-')"]
+    assert json.loads((run_dir / "meta.json").read_text())["results"]["on_rig"] == "complete"
+
+
+def test_engine_frames_lost_make_the_run_partial(tmp_path):
+    class Lossy(EngineRig):
+        def _run(self, start, state):
+            frames = super()._run(start, state)
+            return [f for f in frames if not isinstance(f, p.EngineBins)] + \
+                [f for f in frames if isinstance(f, p.EngineBins)][1:]  # the first bins frame never arrives
+
+    rig = Lossy()
+    with FakeRig(rig.script) as fake:
+        assert main(["capture", fake.url, "--on-rig", "--count", "2000", "--out", str(tmp_path), "--no-progress",
+                     "--no-calibration", "--interval-shift", "16"]) == 0
+    (run_dir,) = tmp_path.iterdir()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["results"]["on_rig"] == "partial"
+    assert any("samples in the bins" in line for line in meta["engine"]["problems"])
+    assert any(line.startswith("engine: ") for line in json.loads((run_dir / "summary.json").read_text())
+               ["runs"][0]["problems"])
+
+
+def usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_on_rig_needs_an_engine_and_the_kinds_it_measures(tmp_path, capsys):
+    common = ["--out", str(tmp_path), "--no-progress"]
+    with FakeRig(capture_script()) as fake:
+        assert "this rig has no measurement engine" in usage_error(["capture", fake.url, "--on-rig", *common], capsys)
+    with FakeRig(EngineRig().script) as fake:
+        for extra, why in ((["--on-rig", "--measure", "x=in0..in1"], "no --measure or --no-stimulus with --on-rig"),
+                           (["--raw"], "--raw goes with --on-rig"),
+                           (["--on-rig", "--outlier", "isr=5us"], "no engine kind isr")):
+            assert why in usage_error(["capture", fake.url, *extra, *common], capsys)
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_refused_engine_config_ends_the_capture_with_the_rigs_reason(tmp_path, capsys):
+    rig = EngineRig()
+    with FakeRig(rig.script) as fake:
+        code = main(["capture", fake.url, "--on-rig", "--out", str(tmp_path), "--no-progress", "--no-calibration",
+                     "--active-low", "in0"])
+    assert code == 1 and rig.refused
+    assert "the capture ended with an error: the rig refused ENGINE_CONFIG: engine: roles" in capsys.readouterr().out
+    (run_dir,) = tmp_path.iterdir()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["results"] == {"on_rig": "partial", "raw": "none"} and meta["engine"] is None
+
+
+def test_info_shows_the_engine_and_its_limits(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("HILAT_CALIBRATION_DIR", str(tmp_path / "calibration"))
+    with FakeRig(EngineRig().script) as fake:
+        assert main(["info", fake.url]) == 0
+        assert "features   dither, random, burst, absolute-start, glitch-filter, tag, engine" in capsys.readouterr().out
+        assert main(["info", fake.url, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["engine"] == {"min_spacing_ticks": 8, "interval_shift_min": 16, "bins": 2305, "trigger_delay_ticks": 6}
+    with FakeRig(capture_script()) as fake:
+        assert main(["info", fake.url]) == 0
+    assert "engine     none (every edge goes to the host)" in capsys.readouterr().out
