@@ -80,8 +80,10 @@ class Rig:
     def _wait_for(self, match, timeout, what):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for frame in self._read_frames():
+            frames = self._read_frames()
+            for i, frame in enumerate(frames):
                 if match(frame):
+                    self.pending += frames[i + 1:]  # what came after the reply in the same read: next read()'s
                     return frame
                 self.pending.append(frame)
         raise RigError(f"no {what} from the rig on {self.transport.url} within {timeout:g} s")

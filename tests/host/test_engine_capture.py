@@ -190,3 +190,29 @@ def test_info_shows_the_engine_and_its_limits(capsys, tmp_path, monkeypatch):
     with FakeRig(capture_script()) as fake:
         assert main(["info", fake.url]) == 0
     assert "engine     none (every edge goes to the host)" in capsys.readouterr().out
+
+
+def test_frames_after_a_reply_in_the_same_read_are_kept():
+    # The defect: a command's reply ended the wait and the frames read with it were dropped (the
+    # engine's bins that followed an ACK or a STATUS: an interval never closed).
+    from hilat.rig import Rig
+
+    bins = p.EngineBins([(p.ENGINE_ENTRY_CLOSE, 0, 0, 8, 0, 0)])
+    overflow = p.Overflow(5, 1)
+
+    class Link:
+        url = "test"
+        replies = []
+
+        def write(self, data):
+            seq = p.decode_frame(data, p.HOST_MESSAGES).seq
+            self.replies.append(p.Ack(seq).encode(len(self.replies)) + bins.encode(len(self.replies) + 1)
+                                + overflow.encode(len(self.replies) + 2))
+
+        def read(self):
+            return self.replies.pop(0) if self.replies else b""
+
+    rig = Rig(Link())
+    rig.command(p.Stop(1))
+    _, frames = rig.read()
+    assert [f.msg for f in frames] == [bins, overflow]
