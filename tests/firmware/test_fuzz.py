@@ -3,7 +3,7 @@ under libFuzzer + ASan + UBSan with the oracles of their harnesses:
 
 - fuzz_command_parser.c: firmware/protocol.c's parser, framing and COBS;
 - fuzz_firmware_commands.c: firmware/main.c's whole command path on a fake CSR bus, against the
-  simulated SoC's generated csr.h / soc.h;
+  simulated SoC's generated csr.h / soc.h, without and with the measurement engine;
 
 and proof that the oracles fail on a firmware that misreads a field or trusts a channel number."""
 
@@ -68,6 +68,14 @@ def generated(sim_dir):
     return sim_dir / "software" / "include"
 
 
+@pytest.fixture(scope="module")
+def generated_with_engine():
+    """csr.h / soc.h of the simulated SoC with the measurement engine: main.c's engine commands."""
+    from targets import sim
+
+    return sim.build(with_engine=True) / "software" / "include"
+
+
 def test_parser_survives_a_fuzzing_run(tmp_path):
     result = fuzz(build(tmp_path, HERE / "fuzz_command_parser.c"), tmp_path, f"-max_total_time={SECONDS}")
     assert_clean(result, tmp_path, 10_000 * SECONDS // 10)
@@ -84,6 +92,13 @@ def test_parser_oracle_catches_a_misread_field(tmp_path):
 
 def test_firmware_commands_survive_a_fuzzing_run(tmp_path, generated):
     result = fuzz(build(tmp_path, HERE / "fuzz_firmware_commands.c", generated=generated), tmp_path,
+                  f"-max_total_time={SECONDS}")
+    assert_clean(result, tmp_path, 5_000 * SECONDS // 10)
+
+
+def test_firmware_engine_commands_survive_a_fuzzing_run(tmp_path, generated_with_engine):
+    assert "CSR_ENGINE_BASE" in (generated_with_engine / "generated" / "csr.h").read_text()
+    result = fuzz(build(tmp_path, HERE / "fuzz_firmware_commands.c", generated=generated_with_engine), tmp_path,
                   f"-max_total_time={SECONDS}")
     assert_clean(result, tmp_path, 5_000 * SECONDS // 10)
 
@@ -109,3 +124,12 @@ def test_firmware_oracles_catch_wrong_handlers(tmp_path, generated, name, correc
     exe = build(tmp_path, HERE / "fuzz_firmware_commands.c", firmware, generated=generated)
     result = fuzz(exe, tmp_path, "-runs=3000000", "-max_total_time=60")
     assert result.returncode != 0 and symptom in result.stderr, result.stderr[-2000:]
+
+
+def test_firmware_oracles_catch_a_wrong_engine_reply(tmp_path, generated_with_engine):
+    # ENGINE_STATS naming another command than the ENGINE_STATS_REQ it answers.
+    firmware = mutant_firmware(tmp_path, [("main.c", "hilat_msg_engine_stats(&out, tx_seq, cmd->seq, &st);",
+                                           "hilat_msg_engine_stats(&out, tx_seq, (uint16_t)(cmd->seq + 1), &st);")])
+    exe = build(tmp_path, HERE / "fuzz_firmware_commands.c", firmware, generated=generated_with_engine)
+    result = fuzz(exe, tmp_path, "-runs=3000000", "-max_total_time=60")
+    assert result.returncode != 0 and "deadly signal" in result.stderr, result.stderr[-2000:]
