@@ -173,7 +173,7 @@ class _Pairing(LiteXModule):
         opened    = Signal()
         start     = Signal(64)
         start_iv  = Signal(32)
-        age       = Signal(32)      # this tick - start, saturating
+        age       = Signal(32, name="window_age")  # this tick - start, saturating (named: tests reach it)
         in_deadline = Signal()      # this tick is before start + deadline
         found_isr, found_task = Signal(), Signal()
         lat_isr, lat_task = Signal(32), Signal(32)
@@ -556,14 +556,15 @@ class _Statistics(LiteXModule):
             self.duplicates.eq(self.duplicates + d),
         ]
         for i in range(2):
-            low, high, carry = Signal(33, name=f"sum_low{i}"), Signal(32, name=f"sum_high{i}"), Signal(name=f"carry{i}")
+            low, high = Signal(33, name=f"sum_low{i}"), Signal(32, name=f"sum_high{i}")
             mine = Signal(name=f"mine{i}")
             self.comb += [
                 mine.eq(binned & (t == i)),
-                self.sum[i].eq(Cat(low[:32], high + carry)),
+                # The carry out of the low half is in `high` only from the next cycle: until then it
+                # is added here, so the sum read at any cycle includes it exactly once.
+                self.sum[i].eq(Cat(low[:32], high + low[32])),
             ]
             sync += [
-                carry.eq(0),
                 If(mine,
                     self.count[i].eq(self.count[i] + 1),
                     If(lower, self.min[i].eq(v)),
