@@ -411,14 +411,17 @@ class _HistogramBank(LiteXModule):
             take.eq(phase == 0),
         ]
         sync += [
+            # The waiting sample is taken at phase 0 whatever arrives then (a new one waits in its
+            # place, unless it is lost).
+            If(take & pending,
+                pending.eq(0),
+            ),
             If(valid,
                 If(pending & ~take | ~inc_in_range,
                     If(self.samples_lost != 0xFFFFFFFF, self.samples_lost.eq(self.samples_lost + 1)),
                 ).Else(
                     pending.eq(1), pending_address.eq(address), pending_epoch.eq(interval[0]),
                 ),
-            ).Elif(take & pending,
-                pending.eq(0),
             ),
         ]
 
