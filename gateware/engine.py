@@ -646,10 +646,12 @@ class MeasurementEngine(LiteXModule):
 
         # Per kind: binning, bank, statistics. Closes follow the samples through the same stages.
         close = self.pairing.close
+        closes_in_flight = [close]   # on their way to the banks (not yet in their `busy`)
         for _ in range(_SampleValues.latency + _Binning.latency):
             delayed = Signal()
             sync += delayed.eq(close)
             close = delayed
+            closes_in_flight.append(close)
         self.banks, self.stats = [], []
         for k in range(3):
             binning = _Binning(values.valid & values.present[k], values.value[k], values.tag, values.interval,
@@ -714,7 +716,7 @@ class MeasurementEngine(LiteXModule):
         self.flushed = Signal()
         self.running = Signal()
         self.comb += [
-            self.busy.eq(reduce(or_, [bank.busy for bank in self.banks])),
+            self.busy.eq(reduce(or_, [bank.busy for bank in self.banks] + closes_in_flight)),
             self.flushed.eq(self.pairing.closing_done & ~self.busy),
             self.running.eq(self.pairing.running),
         ]
