@@ -35,6 +35,10 @@ LATE = dict(running=0, done=0, late=1)
 # Testbench -----------------------------------------------------------------------------------------
 
 class TB:
+    # cocotb's clock driver: None, its default (a Python task per half period), or "gpi" (in the
+    # simulator, without Python per edge: for tests that let long stretches run unattended).
+    clock_impl = None
+
     def __init__(self, dut, clocks, ready_probability=1.0, seed=1):
         self.dut = dut
         self.ts_period, self.sys_period = clocks
@@ -55,8 +59,8 @@ class TB:
 
     async def start(self):
         dut = self.dut
-        cocotb.start_soon(Clock(dut.ts_clk, self.ts_period, unit="ps").start())
-        cocotb.start_soon(Clock(dut.sys_clk, self.sys_period, unit="ps").start())
+        cocotb.start_soon(Clock(dut.ts_clk, self.ts_period, unit="ps", impl=self.clock_impl).start())
+        cocotb.start_soon(Clock(dut.sys_clk, self.sys_period, unit="ps", impl=self.clock_impl).start())
         dut.inputs.value = 0
         dut.bus_adr.value = 0
         dut.bus_we.value = 0
@@ -267,6 +271,8 @@ VARIANTS = {
     # Preset 3000 ticks before the 64-bit wrap; the low word wraps there too.
     "wrap":    dict(fifo_depth=64, glitch_max=15, reset_value=2**64 - 3000),
     "csr":     dict(fifo_depth=16, glitch_max=4, event_port="csr"),
+    # The measurement engine on the capture's record register (test_engine.py).
+    "engine":  dict(fifo_depth=16, glitch_max=4, with_engine=True),
 }
 
 
