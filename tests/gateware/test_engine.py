@@ -1,8 +1,8 @@
 """MeasurementEngine (gateware/engine.py) on Verilator against engine_model.py (the host's pairing,
 HdrHistogram bins, intervals of the start tick): bins exact per interval, kind and tag whether swept
 or spilled, closes after their bins, exact statistics, misses, duplicates (and their saturation),
-below range, the overflow bin, interval boundaries, the minimum spacing and what is lost below it,
-flush, clear, trigger-out to the tick, outlier records. Random backpressure on the bins and
+below range, the overflow bin, interval boundaries, deadlines, the minimum spacing and what is lost
+below it, flush, clear, trigger-out to the tick, outlier records (and their loss). Random backpressure on the bins and
 outlier ports; unequal clock ratios (tb.CLOCKS).
 
 The engine runs for hundreds of thousands of ticks per test, so its testbench (``EngineTB``) keeps
@@ -544,6 +544,38 @@ async def spacing_2_lost_counted(dut, clocks):
     check_stats({**stats, "samples_lost": 0}, samples)
 
 
+@cocotb.test(**needs("engine"))
+@cocotb.parametrize(clocks=CLOCKS)
+async def deadline_ends_windows(dut, clocks):
+    """Deadline D: a window is [S, S + D) unless the next start comes first; responses and tag
+    edges at S + D - 1 count, at S + D not; the trigger waits in live windows only."""
+    d = 100
+    cfg, roles = default_config(interval_shift=SHIFT, deadline=d, trigger=Trigger(threshold=d - 1, width=2))
+    tb = await start_engine_tb(dut, clocks, cfg, seed=clocks[0] + 10)
+    first = await tb.run_start()
+    n = 12
+    stim = StimulusConfig(mode=BURST, burst_count=2, burst_spacing=60, period=500, width=2, count=n,
+                          start_time=first + 400)
+    rises = stimulus_rises(stim, n)
+    r = Responses(tb)
+    for i, s in enumerate(rises):
+        if i % 2 == 0:                          # ended by the next start, 60 ticks on
+            r.pulse(ISR, s + 10, 1)
+            r.pulse(TASK, s + 59, 1)
+        else:                                   # ended by the deadline: at its last tick, then at it
+            late = d - 1 + (i >> 1 & 1)
+            r.pulse(ISR, s + late, 1)
+            r.pulse(TASK, s + late - 5, 1)
+            r.pulse(TAG, s + late, 1)
+    await start_stimulus(tb, (STIM, stim))
+    await tb.sleep_until(rises[-1] + 600)
+    samples = await finish(tb, cfg, roles, [(STIM, stim, n)], first)
+    assert tb.trigger_runs == em.trigger_high(cfg, samples, tb.params["trigger_delay"]) != []
+    second = samples[1::2]                                # windows ended by the deadline
+    assert [s.values[0] is None for s in second] == [i & 1 == 1 for i in range(len(second))]
+    assert [s.tag_in for s in second] == [int(i & 1 == 0) for i in range(len(second))]
+
+
 # Flush, clear --------------------------------------------------------------------------------------
 
 @cocotb.test(**needs("engine"))
@@ -676,11 +708,14 @@ async def outlier_records_exact(dut, clocks):
     n = 120
     stim = StimulusConfig(mode=DITHER, period=600, jitter=100, width=2, count=n, seed=3, start_time=first + 400)
     rises = stimulus_rises(stim, n)
-    random_responses(tb, rng, rises, tag=0.4)
+    for s, isr in zip(rises, (150, 151)):              # values at the threshold and one above
+        tb.pulse(ISR, s + 20 + isr, 2)
+    random_responses(tb, rng, rises[2:], tag=0.4)
     await start_stimulus(tb, (STIM, stim))
     await tb.sleep_until(rises[-1] + 1000)
     samples = await finish(tb, cfg, roles, [(STIM, stim, n)], first)
     expected = em.outliers(cfg, samples)
+    assert [start for start, _, _ in expected[:1]] == rises[1:2]
     assert tb.outliers == expected
     words = [v for _, v, _ in expected]
     assert any(w & 0xFFFFFFFF == em.MISS or w >> 32 & 0xFFFFFFFF == em.MISS for w in words)
