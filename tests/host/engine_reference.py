@@ -4,7 +4,7 @@ with ``hilat.engine``, the code under test), and ENGINE_BINS entries in an order
 them (per kind: an interval's bins, then its close; the three kinds' streams interleaved at random, so
 one kind's bins of an interval come after another's close of it), and the ENGINE_STATS of them.
 
-Serves tests/host/test_engine.py and the engine of the fake rig (tests/host/engine_rig.py)."""
+Serves tests/host/test_rig_histograms.py and the engine of the fake rig (tests/host/engine_rig.py)."""
 
 from typing import NamedTuple
 
