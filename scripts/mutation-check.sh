@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Break each timing core on purpose, one mutation at a time, in a scratch copy of the tree, and
 # check that the gateware tests catch it. Prints one line per mutant: CAUGHT or MISSED.
-# Usage: scripts/mutation-check.sh   (after `make setup`; takes a few minutes)
+# Usage: scripts/mutation-check.sh [PREFIX]   (after `make setup`; takes a few minutes a core, and
+# about 25 minutes for the engine's). PREFIX: only the mutants whose name starts with it ("engine").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
-# name@file@text@mutated text ('@' separates: the patterns contain '|')
+only="${1:-}"
+
+# name@file@text@mutated text[@tests] ('@' separates: the patterns contain '|'); tests: the pytest
+# paths that must catch it (default: tests/gateware)
 mutants=(
   "capture: edge detect declares one tick more than it takes (timestamps shifted)@gateware/capture.py@    latency = 1@    latency = 2"
   "capture: one record in 16 lost silently@gateware/capture.py@record.valid.eq(edges != 0),@record.valid.eq((edges != 0) & (stamp[:4] != 5)),"
@@ -25,17 +29,36 @@ mutants=(
   "stimulus: start compare lets a lower chunk outrank a higher one@gateware/stimulus.py@merged_gt[k].eq(gt[high] | (eq[high] & gt[low])),@merged_gt[k].eq(gt[high] | gt[low]),"
   "stimulus: dither multiplier loses a carry@gateware/stimulus.py@((a & b) | (a & c) | (b & c)) << 1@((a & b) | (a & c)) << 1"
   "timebase: carry into the high word one tick late@gateware/timebase.py@low_full.eq(low == low_mask - 1),@low_full.eq(low == low_mask),"
+  "engine: statistics sum read without the carry still to reach its high word@gateware/engine.py@Cat(low[:32], high + low[32])@Cat(low[:32], high)@tests/gateware/test_engine.py"
+  "engine: the waiting sample taken again when a lost one arrives at its slot@gateware/engine.py@If(take & pending,@If(take & pending & ~valid,@tests/gateware/test_engine.py"
+  "engine: status.flushed before the last closes reach the banks@gateware/engine.py@[bank.busy for bank in self.banks] + closes_in_flight@[bank.busy for bank in self.banks]@tests/gateware/test_engine.py"
+  "engine: values 2**24..2**25-1 not in the overflow bin@gateware/engine.py@over.eq(value[VALUE_BITS:] != 0)@over.eq(value[VALUE_BITS + 1:] != 0)@tests/gateware/test_engine.py"
+  "engine: an ISR edge at the start's own tick not in its window@gateware/engine.py@found_isr.eq(d.isr), lat_isr.eq(0),@found_isr.eq(0), lat_isr.eq(0),@tests/gateware/test_engine.py"
+  "engine: the tag's level at the start ignored (edges only)@gateware/engine.py@tag_at.eq(d.tag), tag_in.eq(d.tag),@tag_at.eq(d.tag), tag_in.eq(d.tag_edge),@tests/gateware/test_engine.py"
+  "engine: deadline one tick long@gateware/engine.py@(age_next != cfg.deadline)),@(age_next != cfg.deadline + 1)),@tests/gateware/test_engine.py"
+  "engine: a sample in the interval of the tick its window closes@gateware/engine.py@s.start.eq(start), s.interval.eq(start_iv),@s.start.eq(start), s.interval.eq(d.interval),@tests/gateware/test_engine.py"
+  "engine: a spilled count labelled with the new interval@gateware/engine.py@emit_count.eq(w_count), emit_interval.eq(interval_k),@emit_count.eq(w_count), emit_interval.eq(interval_k + 1),@tests/gateware/test_engine.py"
+  "engine: sweep ends a word early (the tagged overflow bin)@gateware/engine.py@If(scan == BANK_WORDS,@If(scan == BANK_WORDS - 1,@tests/gateware/test_engine.py"
+  "engine: trigger one tick late@gateware/engine.py@at_threshold.eq(age == cfg.trigger_threshold),@at_threshold.eq(age == cfg.trigger_threshold + 1),@tests/gateware/test_engine.py"
+  "engine: an outlier at a value equal to the threshold@gateware/engine.py@(values.value[k] > thresholds[k])@(values.value[k] >= thresholds[k])@tests/gateware/test_engine.py"
+  "engine: duplicates wrap instead of saturating@gateware/engine.py@If(dups != 0xFFFF, dups.eq(dups + 1)),@dups.eq(dups + 1),@tests/gateware/test_engine.py"
+  "engine: below range counted as a miss@gateware/engine.py@self.below[k].eq(found[k] & raw[k][32]),@self.below[k].eq(0),@tests/gateware/test_engine.py"
+  "engine: clear leaves the histograms@gateware/engine.py@clearing.eq(1), scan.eq(0), closes.eq(0),@scan.eq(0), closes.eq(0),@tests/gateware/test_engine.py"
+  "engine: an interval closes with a window of it still open@gateware/engine.py@Mux(opened, start_iv, d.interval))),@d.interval)),@tests/gateware/test_engine.py"
+  "engine: offset not subtracted from the task latency@gateware/engine.py@raw[1].eq(Cat(s.task, C(0, 1)) - cfg.offset),@raw[1].eq(Cat(s.task, C(0, 1))),@tests/gateware/test_engine.py"
+  "engine: samples of the interval after next binned while the sweep lags@gateware/engine.py@inc_in_range.eq((interval - interval_k) < 2),@inc_in_range.eq((interval - interval_k) < 3),@tests/gateware/test_engine.py"
 )
 
 for m in "${mutants[@]}"; do
-  IFS='@' read -r name file from to <<<"$m"
+  IFS='@' read -r name file from to tests <<<"$m"
+  [[ "$name" == "$only"* ]] || continue
   rm -rf "$scratch/tree"; mkdir -p "$scratch/tree"
   git ls-files -z | xargs -0 -I{} cp --parents {} "$scratch/tree/"
   grep -qF "$from" "$scratch/tree/$file" || { echo "STALE   $name (pattern not found)"; continue; }
   python3 - "$scratch/tree/$file" "$from" "$to" <<'PY'
 import sys; p, a, b = sys.argv[1:]; s = open(p).read(); open(p, "w").write(s.replace(a, b, 1))
 PY
-  if (cd "$scratch/tree" && PYTHONPATH="$scratch/tree" "$root/.venv/bin/python" -m pytest -q -x tests/gateware \
+  if (cd "$scratch/tree" && PYTHONPATH="$scratch/tree" "$root/.venv/bin/python" -m pytest -q -x ${tests:-tests/gateware} \
         -p no:cacheprovider >"$scratch/log" 2>&1); then
     echo "MISSED  $name"
   else

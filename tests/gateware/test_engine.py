@@ -248,7 +248,7 @@ def custom_config(start, isr, task, **settings):
     channel table would refuse them (a response on a stimulus output, a start on an input)."""
     base = em.rig_roles()
     roles = Channels(stimulus=start, isr=isr, task=task, tag=None, names=base.names,
-                        default_roles=base.default_roles)
+                     default_roles=base.default_roles)
     return EngineConfig(start=(start, 1), isr=(isr, 1), task=(task, 1), **settings), roles
 
 
