@@ -96,7 +96,7 @@ def run(args):
     keys = set(expected) | set(received)
     zero = np.zeros_like(next(iter(expected.values())))
     differing = sum(int(np.count_nonzero(expected.get(k, zero) != received.get(k, zero))) for k in keys)
-    binned = [sum(s.untagged_count + s.tagged_count for s in [stats.kinds[k]]) for k in range(3)]
+    binned = [k.untagged_count + k.tagged_count for k in stats.kinds]
     lost = (stats.samples_lost + stats.bins_lost + abs(args.stimuli - stats.samples)
             + sum(abs(args.stimuli - b) for b in binned))
     open_intervals = {iv for (iv, _, _) in expected} - set.intersection(*(closes[k] for k in range(3)))
