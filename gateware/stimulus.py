@@ -36,6 +36,7 @@ from migen import *
 from migen.genlib.cdc import MultiReg
 
 from gateware.cdc import ConfigCommit
+from gateware.dsp import Multiplier18
 
 MODE_PERIODIC = 0
 MODE_DITHER   = 1
@@ -176,32 +177,37 @@ class _Prng(LiteXModule):
 
 class _DitherInterval(LiteXModule):
     """The interval loaded on the next fire, registered: ``base + (operand * span) >> 32`` in DITHER
-    mode, else ``other``. The product is a radix-4 carry-save multiplier in LUTs (a MULT18X18D is
-    slower than a fast ``ts`` cycle); a draw in cycle c (``draw``) gives ``next_interval`` from
-    c + ``latency`` on (docs/timing-cores.md, "Dither interval")."""
+    mode, else ``other``. The four 18 x 18 partial products are MULT18X18D blocks with their input
+    and output registers (``gateware.dsp``), summed in two carry-save levels and one 32-bit add; a
+    draw in cycle c (``draw``) gives ``next_interval`` from c + ``latency`` on
+    (docs/timing-cores.md, "Dither interval")."""
     latency = 4
 
-    def __init__(self, operand, span, span3, base, other, dither_mode, draw, clock_domain):
-        self.next_interval = Signal(32)
+    def __init__(self, operand, span, base, other, dither_mode, draw, clock_domain):
+        self.next_interval = Signal(32, name="dither_next_interval")  # named: tests read it
 
         # # #
 
         sync = getattr(self.sync, clock_domain)
         stage1, stage2 = Signal(), Signal()
-        # Radix 4: 16 rows, each 0, span, 2*span or 3*span (precomputed) by 2 bits of the operand.
-        rows = []
-        for i in range(16):
-            digit = operand[2*i:2*i + 2]
-            rows.append(Mux(digit[1], Mux(digit[0], span3, span << 1), Mux(digit[0], span, 0)))
-        rows0 = [row << 2*i for i, row in enumerate(_registered_rows(sync, rows, 64))]
-        rows1 = _registered_rows(sync, _carry_save(rows0, levels=2), 64)
-        rows2 = _registered_rows(sync, _carry_save(rows1, levels=3), 64, enable=stage1)
-        last_two = _carry_save(rows2, levels=1)
-        assert len(last_two) == 2
+        # operand = a1 * 2**18 + a0, span = b1 * 2**18 + b0; the blocks see the operand of cycle c - 1
+        # (the same as cycle c's for a draw in c) and give their products in c + 1.
+        a0, a1 = operand[:18], operand[18:32]
+        b0, b1 = span[:18], span[18:33]
+        partial = {}
+        for (i, a), (j, b) in [((0, a0), (0, b0)), ((0, a0), (1, b1)), ((1, a1), (0, b0)), ((1, a1), (1, b1))]:
+            multiplier = Multiplier18(a, b, clock_domain)
+            setattr(self, f"multiplier_a{i}b{j}", multiplier)
+            partial[i, j] = multiplier.p << 18*(i + j)
+        assert Multiplier18.latency == 2
+        # c + 1: 4 rows -> 2 (the product modulo 2**64, all that is needed).
+        rows2 = _registered_rows(sync, _carry_save([partial[0, 0], partial[0, 1], partial[1, 0], partial[1, 1]],
+                                                   levels=2), 64, enable=stage1)
+        assert len(rows2) == 2
         # offset = bits 32..63 of the product: no 64-bit carry chain, one 32-bit add per stage.
         low, high = slice(0, 32), slice(32, 64)
         interval_rows = [Signal(32), Signal(32)]
-        high_rows = _carry_save([last_two[0][high], last_two[1][high], base], levels=1)
+        high_rows = _carry_save([rows2[0][high], rows2[1][high], base], levels=1)
         sync += [
             stage1.eq(draw),
             stage2.eq(stage1),
@@ -213,7 +219,7 @@ class _DitherInterval(LiteXModule):
             ).Elif(stage2,
                 interval_rows[0].eq(high_rows[0]),
                 # Bit 0 of the carry row is always 0: the low halves' carry goes in there.
-                interval_rows[1].eq(Cat((last_two[0][low] + last_two[1][low])[32], high_rows[1][1:32])),
+                interval_rows[1].eq(Cat((rows2[0][low] + rows2[1][low])[32], high_rows[1][1:32])),
             ),
             self.next_interval.eq(interval_rows[0] + interval_rows[1]),
         ]
@@ -295,7 +301,6 @@ class StimulusChannel(LiteXModule):
         # Values derived in sys (slow, quasi-static) so the ts domain only sees registers.
         dither_base = Signal(32)  # P - J
         dither_span = Signal(33)  # 2J + 1
-        dither_span3 = Signal(35)  # 3 * span, for the radix-4 multiplier
         burst_last  = Signal(16)  # K - 1
         burst_before_last = Signal(16)  # K - 2 (mod 2**16; unused when K = 1)
         burst_gap   = Signal(32)  # P - (K-1)*S: last rising edge of a burst to the next burst
@@ -304,7 +309,6 @@ class StimulusChannel(LiteXModule):
         self.comb += [
             dither_base.eq(self.period - self.jitter),
             dither_span.eq(2*self.jitter + 1),
-            dither_span3.eq(dither_span + (dither_span << 1)),
             burst_last.eq(self.burst_count - 1),
             burst_before_last.eq(self.burst_count - 2),
             burst_gap.eq(self.period - burst_last * self.burst_spacing),
@@ -317,12 +321,12 @@ class StimulusChannel(LiteXModule):
         self.comb += seed_step_logic
         sources = [self.enable, self.mode, self.invert, self.at_time, self.width, self.period,
                    dither_base, dither_span, self.probability, burst_last, self.burst_spacing,
-                   burst_gap, self.count, start_lead, seed_nz, seed_step, dither_span3,
+                   burst_gap, self.count, start_lead, seed_nz, seed_step,
                    burst_before_last]
         self.config = ConfigCommit(sources, clock_domain)
         self.comb += self.config.commit.eq(self.commit)
         (enable, mode, invert, at_time, width, period, dither_base, dither_span, probability,
-         burst_last, burst_spacing, burst_gap, count, start_lead, seed, seed_step, span3,
+         burst_last, burst_spacing, burst_gap, count, start_lead, seed, seed_step,
          burst_before_last) = self.config.outputs
         applied = self.config.applied
 
@@ -368,7 +372,7 @@ class StimulusChannel(LiteXModule):
         self.prng = _Prng(seed, seed_step, probability, load=applied, advance=draw | step,
                           clock_domain=clock_domain)
         assert _DitherInterval.latency <= MIN_INTERVAL
-        self.dither = _DitherInterval(self.prng.value, dither_span, span3, dither_base,
+        self.dither = _DitherInterval(self.prng.value, dither_span, dither_base,
             other=Mux(burst_mode, Mux(burst_wrap, burst_gap, burst_spacing), period),
             dither_mode=dither_mode, draw=fire_draw | applied_d2, clock_domain=clock_domain)
         self.shaper = _PulseShaper(width, fire, fire_d, applied, applied_d, clock_domain)

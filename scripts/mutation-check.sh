@@ -27,6 +27,7 @@ mutants=(
   "stimulus: random hit decided on the PRNG one step late@gateware/stimulus.py@Mux(advance, next2 < probability,@Mux(advance, self.value < probability,"
   "stimulus: fire ignores the pulse count@gateware/stimulus.py@remaining_near & (free | ~pulses_done)@remaining_near & (free | 1)"
   "stimulus: start compare lets a lower chunk outrank a higher one@gateware/stimulus.py@merged_gt[k].eq(gt[high] | (eq[high] & gt[low])),@merged_gt[k].eq(gt[high] | gt[low]),"
+  "stimulus: the high partial product (a1 * b1) of the dither at the wrong weight@gateware/stimulus.py@partial[i, j] = multiplier.p << 18*(i + j)@partial[i, j] = multiplier.p << (18*(i + j) + (i & j))"
   "stimulus: dither multiplier loses a carry@gateware/stimulus.py@((a & b) | (a & c) | (b & c)) << 1@((a & b) | (a & c)) << 1"
   "timebase: carry into the high word one tick late@gateware/timebase.py@low_full.eq(low == low_mask - 1),@low_full.eq(low == low_mask),"
   "engine: statistics sum read without the carry still to reach its high word@gateware/engine.py@Cat(low[:32], high + low[32])@Cat(low[:32], high)@tests/gateware/test_engine.py"

@@ -62,7 +62,7 @@ class Platform(SimPlatform):
 
 
 def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024, with_engine=False):
-    from gateware import channels
+    from gateware import channels, dsp
     from gateware.soc import RigSoC
 
     platform = Platform()
@@ -92,6 +92,8 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024,
                 **outputs,
             )
             platform.add_source(str(dut_model))
+            for model in dsp.SIM_MODELS:  # the vendor blocks the rig instantiates, modelled
+                platform.add_source(model)
 
     return SimRig()
 
@@ -101,7 +103,8 @@ def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=Fals
     h = hashlib.sha256()
     # variables.mak is written into sim_modules by the build itself: hashing it would make the
     # second call of a fresh tree miss the first build.
-    files = sorted(list((ROOT / "gateware").glob("*.py")) + list((ROOT / "firmware").glob("*.[chS]"))
+    files = sorted(list((ROOT / "gateware").glob("*.py")) + list((ROOT / "gateware" / "sim_models").glob("*.v"))
+                   + list((ROOT / "firmware").glob("*.[chS]"))
                    + [ROOT / "firmware" / "Makefile", Path(dut_model)]
                    + [f for f in SIM_MODULES.rglob("*") if f.name != "variables.mak"])
     # This file's build half (everything above the runtime marker) is part of the key too.

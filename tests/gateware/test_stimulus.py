@@ -87,6 +87,37 @@ async def stimulus_dither_at_min_interval(dut, clocks):
     assert len(intervals) == 199 and min(intervals) == MIN_INTERVAL and max(intervals) == MIN_INTERVAL + 4
 
 
+@cocotb.test(**needs("default"))
+@cocotb.parametrize(clocks=CLOCKS)
+async def stimulus_dither_wide_spans(dut, clocks):
+    """Dither intervals with spans of 2**18 ticks and more, where all four 18 x 18 partial products
+    of the multiplier count (a shorter jitter leaves the high half of the span 0): the next
+    interval, read before the first pulse (the seed's draw) and after it (the fire's draw), equals
+    the model's, for spans up to 2**32 - 1999 and seeds with high bits set."""
+    tb = await start_tb(dut, clocks)
+    next_interval = dut.stimuluschannel0_ditherinterval0_dither_next_interval
+    # (P, J, seed); legal settings keep P + J < 2**32.
+    cases = [(2**17 + 1000, 2**17, 0x9E3779B9), (2**31 + 999, 2**31 - 1000, 0xFFFFFFFF),
+             (2**31 + 2**29, 2**30 + 12345, 0x80000001), (0x7FFFFFFF, 0x7FFF0000, 0x0003FFFF)]
+    for period, jitter, seed in cases:
+        assert period + jitter < 2**32
+        start = await tb.now() + 400
+        cfg = StimulusConfig(mode=DITHER, period=period, jitter=jitter, width=2, count=3, seed=seed,
+                             start_time=start)
+        rises = stimulus_rises(cfg, 3)
+        await tb.configure_stimulus(0, cfg)
+        await tb.commit_stimulus(0)
+        await ClockCycles(dut.sys_clk, 20)
+        assert await tb.now() < start - 20
+        seed_draw = int(next_interval.value)
+        await tb.wait_until(start + 20)
+        fire_draw = int(next_interval.value)
+        assert (seed_draw, fire_draw) == (rises[1] - rises[0], rises[2] - rises[1]), (period, jitter, seed)
+        assert rises[2] - rises[1] >= 2**16, "the draws must reach the high partial products"
+    await tb.write_fields("stimulus_ch0_control", enable=0)
+    await tb.commit_stimulus(0)
+
+
 # The tightest legal settings: every flag the `fire` decision reads ahead of time is exercised at
 # MIN_INTERVAL, at widths 1 and interval - 1, with bursts of 1 and 2 and a RANDOM channel that hits
 # on every tick (fires exactly every hold-off) or on about half of them.
