@@ -36,11 +36,23 @@ HDR_BINS      = 2304
 OVERFLOW_BIN  = HDR_BINS
 TAG_BINS      = HDR_BINS + 1        # bins per tag half of a bank
 BANK_WORDS    = 2 * TAG_BINS
+# A bank's bins in block RAM: all but the two overflow bins, which are registers, so the RAM is
+# exactly nine 512 x 36 blocks (docs/engine.md, "Room on the FPGA").
+BANK_RAM_WORDS = 2 * HDR_BINS
 COUNT_BITS    = 35
 SLOT          = 4                   # ticks per bank operation (read, data, compute, write)
 MIN_SPACING   = 2 * SLOT            # shortest stimulus spacing (and deadline) the engine takes
+SWEEP_TICKS   = BANK_WORDS * SLOT   # one interval's sweep of a bank, at most (ticks)
 INTERVAL_SHIFT_MIN = 16
 INTERVAL_SHIFT_MAX = 31
+
+
+def deadline_limit(interval_shift):
+    """The longest deadline (ticks) a run at ``interval_shift`` may set: no window stays open
+    across two interval boundaries (docs/engine.md, "Intervals without stopping")."""
+    return (1 << interval_shift) - 2 * SWEEP_TICKS
+
+
 MISS_VALUE    = 0xFFFFFFFF          # outlier record: no value (a miss)
 BELOW_VALUE   = 0xFFFFFFFE          # outlier record: below range (negative)
 ENTRY_BIN, ENTRY_CLOSE = 0, 1
@@ -318,12 +330,15 @@ class _SampleValues(LiteXModule):
 # Binning -------------------------------------------------------------------------------------------
 
 class _Binning(LiteXModule):
-    """HdrHistogram's bin of a value, then the bank address (tagged bins after the untagged)."""
+    """HdrHistogram's bin of a value, then the bank address (tagged bins after the untagged), and
+    where the bank keeps it: its block RAM address, or ``overflow`` (the bin is a register)."""
     latency = 2
 
     def __init__(self, valid, value, tag, interval, clock_domain):
         self.valid    = Signal()
         self.address  = Signal(max=BANK_WORDS)
+        self.ram_address = Signal(max=BANK_RAM_WORDS)
+        self.overflow = Signal()
         self.interval = Signal(32)
 
         # # #
@@ -348,6 +363,8 @@ class _Binning(LiteXModule):
         self.comb += index.eq(Mux(over, OVERFLOW_BIN, (bucket << SUB_BUCKET_HALF_MAGNITUDE) + sub))
         sync += [
             self.address.eq(index + Mux(tag1, TAG_BINS, 0)),
+            self.ram_address.eq(index[:len(self.ram_address)] + Mux(tag1, HDR_BINS, 0)),
+            self.overflow.eq(over),
             self.valid.eq(valid1), self.interval.eq(interval1),
         ]
 
@@ -358,7 +375,7 @@ class _HistogramBank(LiteXModule):
     """One kind's bins (untagged, then tagged): increments, interval sweeps, clears (docs/engine.md,
     "Intervals without stopping"). ``close`` pulses, one per interval in order from ``first``;
     ``source``: bins and closes of this kind."""
-    def __init__(self, kind, valid, address, interval, clock_domain, out_depth=16):
+    def __init__(self, kind, valid, address, ram_address, overflow, interval, clock_domain, out_depth=16):
         self.close    = Signal()    # pulse: the next interval is complete (all its samples are in)
         self.begin    = Signal()    # pulse: a run starts; intervals from `first`
         self.first    = Signal(32)
@@ -371,7 +388,7 @@ class _HistogramBank(LiteXModule):
         # # #
 
         sync = getattr(self.sync, clock_domain)
-        memory = Memory(1 + COUNT_BITS, BANK_WORDS)  # not an attribute: no CSR memory of it
+        memory = Memory(1 + COUNT_BITS, BANK_RAM_WORDS)  # not an attribute: no CSR memory of it
         rd = memory.get_port(clock_domain=clock_domain)
         wr = memory.get_port(write_capable=True, clock_domain=clock_domain)
         self.specials += memory, rd, wr
@@ -384,16 +401,21 @@ class _HistogramBank(LiteXModule):
         sweeping   = Signal()
         clearing   = Signal()
         scan       = Signal(max=BANK_WORDS + 1)   # next word of a sweep or clear
+        scan_ram   = Signal(max=BANK_RAM_WORDS)   # its RAM address (the overflow words skipped)
+        scan_ovf   = Signal(2)                    # it is the untagged (0) or tagged (1) overflow word
         scan_tag   = Signal()
         scan_bin   = Signal(max=TAG_BINS + 1)
         # The waiting sample (at most one: samples come >= MIN_SPACING apart).
         pending, pending_address, pending_epoch = Signal(), Signal(max=BANK_WORDS), Signal()
+        pending_ram, pending_ovf = Signal(max=BANK_RAM_WORDS), Signal(2)
 
         # Operation slots: phase 0 issues (address to the read port), 1 the word arrives, 2
         # computes, 3 writes and emits. The next read comes after the write: no hazard.
         phase = Signal(2)
         OP_NONE, OP_INC, OP_SWEEP, OP_CLEAR = range(4)
         op, op_address, op_epoch = Signal(2), Signal(max=BANK_WORDS), Signal()
+        op_ram, op_ovf = Signal(max=BANK_RAM_WORDS), Signal(2)
+        overflow_words = [Signal(1 + COUNT_BITS, name=f"overflow_word{t}") for t in range(2)]
         op_tag, op_bin = Signal(), Signal(12)
         word = Signal(1 + COUNT_BITS)
         new_word, write, emit = Signal(1 + COUNT_BITS), Signal(), Signal()
@@ -421,12 +443,22 @@ class _HistogramBank(LiteXModule):
                     If(self.samples_lost != 0xFFFFFFFF, self.samples_lost.eq(self.samples_lost + 1)),
                 ).Else(
                     pending.eq(1), pending_address.eq(address), pending_epoch.eq(interval[0]),
+                    pending_ram.eq(ram_address),
+                    pending_ovf.eq(Mux(overflow, Mux(address >= TAG_BINS, 0b10, 0b01), 0)),
                 ),
             ),
         ]
 
         scan_last = Signal()
         self.comb += scan_last.eq(scan == BANK_WORDS - 1)
+        # scan_ram and scan_ovf follow scan; an overflow word has no RAM address (scan_ram is then
+        # the next RAM word's).
+        scan_restart = [scan.eq(0), scan_ram.eq(0), scan_ovf.eq(0)]
+        scan_advance = [
+            scan.eq(scan + 1),
+            If(scan_ovf == 0, scan_ram.eq(scan_ram + 1)),
+            scan_ovf.eq(Cat(scan == TAG_BINS - 2, scan == BANK_WORDS - 2)),
+        ]
         out_close = Signal()
         sync += [
             phase.eq(phase + 1),
@@ -436,11 +468,12 @@ class _HistogramBank(LiteXModule):
                     op.eq(OP_NONE),
                     If(pending,
                         op.eq(OP_INC), op_address.eq(pending_address), op_epoch.eq(pending_epoch),
+                        op_ram.eq(pending_ram), op_ovf.eq(pending_ovf),
                         op_tag.eq(pending_address >= TAG_BINS),
                         op_bin.eq(pending_address - Mux(pending_address >= TAG_BINS, TAG_BINS, 0)),
                     ).Elif(clearing,
-                        op.eq(OP_CLEAR), op_address.eq(scan),
-                        scan.eq(scan + 1), If(scan_last, clearing.eq(0)),
+                        op.eq(OP_CLEAR), op_address.eq(scan), op_ram.eq(scan_ram), op_ovf.eq(scan_ovf),
+                        *scan_advance, If(scan_last, clearing.eq(0)),
                     ).Elif(sweeping,
                         If(scan == BANK_WORDS,
                             # Every word swept: the close follows this interval's last bin.
@@ -449,7 +482,8 @@ class _HistogramBank(LiteXModule):
                             ),
                         ).Elif(room,
                             op.eq(OP_SWEEP), op_address.eq(scan), op_tag.eq(scan_tag), op_bin.eq(scan_bin),
-                            scan.eq(scan + 1),
+                            op_ram.eq(scan_ram), op_ovf.eq(scan_ovf),
+                            *scan_advance,
                             If(scan_bin == TAG_BINS - 1,
                                 scan_bin.eq(0), scan_tag.eq(1),
                             ).Else(
@@ -458,14 +492,14 @@ class _HistogramBank(LiteXModule):
                         ),
                     ).Elif(closes != 0,
                         If(Mux(sweep_epoch, dirty[1], dirty[0]),
-                            sweeping.eq(1), scan.eq(0), scan_tag.eq(0), scan_bin.eq(0),
+                            sweeping.eq(1), *scan_restart, scan_tag.eq(0), scan_bin.eq(0),
                             If(sweep_epoch, dirty[1].eq(0)).Else(dirty[0].eq(0)),
                         ).Elif(room,
                             out_close.eq(1),   # nothing counted in this interval: nothing to sweep
                         ),
                     ),
                 ],
-                1: word.eq(rd.dat_r),
+                1: word.eq(Mux(op_ovf[0], overflow_words[0], Mux(op_ovf[1], overflow_words[1], rd.dat_r))),
                 2: [
                     write.eq(0), emit.eq(0),
                     Case(op, {
@@ -488,6 +522,10 @@ class _HistogramBank(LiteXModule):
                     emit_tag.eq(op_tag), emit_bin.eq(op_bin),
                 ],
                 3: [
+                    If(write & (op != OP_NONE),
+                        If(op_ovf[0], overflow_words[0].eq(new_word)),
+                        If(op_ovf[1], overflow_words[1].eq(new_word)),
+                    ),
                     # An increment marks its epoch: that interval has counts to sweep.
                     If(op == OP_INC, If(op_epoch, dirty[1].eq(1)).Else(dirty[0].eq(1))),
                     If((op == OP_INC) & emit & ~out.sink.ready,
@@ -504,16 +542,16 @@ class _HistogramBank(LiteXModule):
                 interval_k.eq(self.first), closes.eq(0), dirty.eq(0), sweeping.eq(0),
             ),
             If(self.clear,
-                clearing.eq(1), scan.eq(0), closes.eq(0), dirty.eq(0), sweeping.eq(0),
+                clearing.eq(1), *scan_restart, closes.eq(0), dirty.eq(0), sweeping.eq(0),
                 self.samples_lost.eq(0), self.bins_lost.eq(0),
             ),
         ]
 
         self.comb += [
-            rd.adr.eq(Mux(phase == 0, Mux(pending, pending_address, scan), op_address)),
-            wr.adr.eq(op_address),
+            rd.adr.eq(Mux(phase == 0, Mux(pending, pending_ram, scan_ram), op_ram)),
+            wr.adr.eq(op_ram),
             wr.dat_w.eq(new_word),
-            wr.we.eq((phase == 3) & write & (op != OP_NONE)),
+            wr.we.eq((phase == 3) & write & (op != OP_NONE) & (op_ovf == 0)),
             out.sink.valid.eq(((phase == 3) & emit & (op != OP_NONE) & (op != OP_CLEAR)) | out_close),
             out.sink.type.eq(Mux(out_close, ENTRY_CLOSE, ENTRY_BIN)),
             out.sink.kind.eq(kind),
@@ -656,7 +694,8 @@ class MeasurementEngine(LiteXModule):
         for k in range(3):
             binning = _Binning(values.valid & values.present[k], values.value[k], values.tag, values.interval,
                                clock_domain)
-            bank = _HistogramBank(k, binning.valid, binning.address, binning.interval, clock_domain)
+            bank = _HistogramBank(k, binning.valid, binning.address, binning.ram_address, binning.overflow,
+                                  binning.interval, clock_domain)
             stats = _Statistics(values.valid, values.present[k], values.below[k], values.value[k], values.tag,
                                 values.dups[k], clock_domain)
             self.add_module(f"binning{k}", binning)

@@ -48,11 +48,14 @@ def git_identity():
 
 class RigSoC(SoCCore):
     def __init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
-                 board="unknown", fifo_depth=1024, glitch_max=15, cpu_variant="standard",
+                 board="unknown", fifo_depth=None, glitch_max=15, cpu_variant="standard",
                  identity=None, with_engine=False, trigger_pad=None, **kwargs):
         # With the engine, 20 KiB of ROM hold the firmware with room; the block RAM this frees goes
         # to the engine's histograms (docs/engine.md, "Room on the FPGA").
         kwargs.setdefault("integrated_rom_size", 0x5000 if with_engine else 0x8000)
+        # The engine's banks take the block RAM of half the raw capture FIFO: with it, the raw path
+        # is best effort (drops counted) and the histograms are complete whatever it drops.
+        fifo_depth = fifo_depth or (512 if with_engine else 1024)
         kwargs.setdefault("integrated_sram_size", 0x2000)
         kwargs.setdefault("uart_baudrate", 3_000_000)
         SoCCore.__init__(self, platform, sys_clk_freq, ident=f"hilat rig on {board}",
@@ -100,6 +103,7 @@ class RigSoC(SoCCore):
             self.add_constant("HILAT_ENGINE_INTERVAL_SHIFT_MIN", engine.INTERVAL_SHIFT_MIN)
             self.add_constant("HILAT_ENGINE_INTERVAL_SHIFT_MAX", engine.INTERVAL_SHIFT_MAX)
             self.add_constant("HILAT_ENGINE_BINS", engine.TAG_BINS)
+            self.add_constant("HILAT_ENGINE_SWEEP_TICKS", engine.SWEEP_TICKS)
             self.add_constant("HILAT_ENGINE_TRIGGER_DELAY", self.engine.TRIGGER_DELAY)
 
 

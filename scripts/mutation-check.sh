@@ -39,6 +39,8 @@ mutants=(
   "engine: deadline one tick long@gateware/engine.py@(age_next != cfg.deadline)),@(age_next != cfg.deadline + 1)),@tests/gateware/test_engine.py"
   "engine: a sample in the interval of the tick its window closes@gateware/engine.py@s.start.eq(start), s.interval.eq(start_iv),@s.start.eq(start), s.interval.eq(d.interval),@tests/gateware/test_engine.py"
   "engine: a spilled count labelled with the new interval@gateware/engine.py@emit_count.eq(w_count), emit_interval.eq(interval_k),@emit_count.eq(w_count), emit_interval.eq(interval_k + 1),@tests/gateware/test_engine.py"
+  "engine: the tagged overflow bin kept in the untagged one's register@gateware/engine.py@If(op_ovf[1], overflow_words[1].eq(new_word)),@If(op_ovf[1], overflow_words[0].eq(new_word)),@tests/gateware/test_engine.py"
+  "engine: a sweep's RAM address not held at an overflow word@gateware/engine.py@If(scan_ovf == 0, scan_ram.eq(scan_ram + 1)),@scan_ram.eq(scan_ram + 1),@tests/gateware/test_engine.py"
   "engine: sweep ends a word early (the tagged overflow bin)@gateware/engine.py@If(scan == BANK_WORDS,@If(scan == BANK_WORDS - 1,@tests/gateware/test_engine.py"
   "engine: trigger one tick late@gateware/engine.py@at_threshold.eq(age == cfg.trigger_threshold),@at_threshold.eq(age == cfg.trigger_threshold + 1),@tests/gateware/test_engine.py"
   "engine: an outlier at a value equal to the threshold@gateware/engine.py@(values.value[k] > thresholds[k])@(values.value[k] >= thresholds[k])@tests/gateware/test_engine.py"

@@ -6,6 +6,7 @@ Every board exposes the rig's channels (``gateware/channels.py``: ``stim0``, ``s
 checks the document against them).
 """
 
+import argparse
 import hashlib
 import json
 import re
@@ -54,6 +55,11 @@ def rig_io(pins, n_inputs=N_INPUTS):
     return io
 
 
+def trigger_io(where):
+    """Platform extension: the engine's trigger-out pin (docs/engine.md, "Trigger-out")."""
+    return [("trigger", 0, Pins(where), IOStandard("LVCMOS33"), Misc("SLEWRATE=FAST"), Misc("DRIVE=8"))]
+
+
 def request_rig_pads(platform, n_inputs=N_INPUTS):
     """(stimulus pads, capture pads) in channel order."""
     table = rig_table(n_inputs)
@@ -98,7 +104,8 @@ class PllCRG(LiteXModule):
 
 # Command line ------------------------------------------------------------------------------------
 
-def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, programmer_board):
+def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, programmer_board,
+                engine_default=True):
     from litex.build.parser import LiteXArgumentParser
 
     parser = LiteXArgumentParser(platform=platform_cls, description=description)
@@ -106,19 +113,23 @@ def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, pro
                                help="CPU/bus clock frequency, Hz (default %(default).0f).")
     parser.add_target_argument("--ts-clk-freq", default=ts_clk_freq, type=float,
                                help="Timebase clock frequency, Hz: one tick per period (default %(default).0f).")
-    parser.add_target_argument("--fifo-depth", default=1024, type=int, help="Capture FIFO depth, records.")
+    parser.add_target_argument("--fifo-depth", default=None, type=int,
+                               help="Capture FIFO depth, records (default 512 with the engine, 1024 without).")
     parser.add_target_argument("--inputs", default=N_INPUTS, type=int,
                                help="DUT inputs (capture channels after the stimulus outputs; default %(default)d).")
     parser.add_target_argument("--seed-tries", default=3, type=int, help=
         "When a clock misses its frequency, place and route again with the next nextpnr seed, up to "
         "this many seeds in all (default %(default)d; 1: no retry).")
+    parser.add_target_argument("--engine", action=argparse.BooleanOptionalAction, default=engine_default, help=
+        "Build in the on-rig measurement engine (docs/engine.md); without it: raw edges only, 32 KiB "
+        "of ROM (default: %(default)s on this board).")
     parser.add_target_argument("--flash", action="store_true",
                                help="Write the bitstream to the configuration flash (openFPGALoader).")
     parser.add_target_argument("--cable", default=None,
                                help=f"openFPGALoader cable, if not the board's default (-b {programmer_board}).")
     # The rig's SoC: VexRiscv, firmware in ROM, 3 Mbaud UART (what the host expects).
     parser.set_defaults(cpu_type="vexriscv", cpu_variant="standard", uart_baudrate=3_000_000,
-                        integrated_rom_size=0x8000, integrated_sram_size=0x2000,
+                        integrated_rom_size=None, integrated_sram_size=0x2000,
                         output_dir=str(board_dir(board)))
     return parser
 
@@ -130,6 +141,8 @@ def rig_soc_kwargs(parser):
     if cpu_type not in (None, "vexriscv"):
         raise SystemExit(f"the rig firmware runs on VexRiscv; --cpu-type {cpu_type} is not supported")
     kwargs.pop("ident", None)
+    if kwargs.get("integrated_rom_size") is None:  # RigSoC sizes it (smaller with the engine)
+        kwargs.pop("integrated_rom_size", None)
     return kwargs
 
 

@@ -36,6 +36,9 @@ PINS = {
     "in7":   ("pmodf:1", "`pmodf` pin 2"),
 }
 
+# The engine's trigger-out (pulses while a stimulus waits past its threshold): pin, header position.
+TRIGGER = ("pmodf:2", "`pmodf` pin 3")
+
 
 # CRG ----------------------------------------------------------------------------------------------
 
@@ -58,6 +61,9 @@ class BaseSoC(RigSoC):
 
         # Rig SoC ----------------------------------------------------------------------------------
         stimulus_pads, capture_pads = board_flow.request_rig_pads(platform, n_inputs)
+        if kwargs.get("with_engine"):
+            platform.add_extension(board_flow.trigger_io(TRIGGER[0]))
+            kwargs["trigger_pad"] = platform.request("trigger")
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                         board=BOARD, **kwargs)
 
@@ -65,15 +71,17 @@ class BaseSoC(RigSoC):
 # Build --------------------------------------------------------------------------------------------
 
 def make_parser():
+    # The engine does not fit the LFE5U-25F yet (docs/engine.md, "Room on the FPGA"): off by default.
     return board_flow.make_parser(colorlight_i5.Platform, BOARD, "hilat rig on Colorlight i5",
-                                  SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD)
+                                  SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD, engine_default=False)
 
 
 def build_soc(args, parser):
     kwargs = board_flow.rig_soc_kwargs(parser)
     cpu_variant = kwargs.pop("cpu_variant", None) or "standard"
     return BaseSoC(sys_clk_freq=args.sys_clk_freq, ts_clk_freq=args.ts_clk_freq, toolchain=args.toolchain,
-                   fifo_depth=args.fifo_depth, n_inputs=args.inputs, cpu_variant=cpu_variant, **kwargs)
+                   fifo_depth=args.fifo_depth, n_inputs=args.inputs, cpu_variant=cpu_variant,
+                   with_engine=args.engine, **kwargs)
 
 
 def main():

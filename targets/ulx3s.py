@@ -36,6 +36,9 @@ PINS = {
     "in7":   ("A8",  "J1 GN4 (`J1_13-`)"),
 }
 
+# The engine's trigger-out (pulses while a stimulus waits past its threshold): pin, header position.
+TRIGGER = ("B2", "LED D0 (its resistor side)")
+
 
 # CRG ----------------------------------------------------------------------------------------------
 
@@ -60,6 +63,9 @@ class BaseSoC(RigSoC):
 
         # Rig SoC ----------------------------------------------------------------------------------
         stimulus_pads, capture_pads = board_flow.request_rig_pads(platform, n_inputs)
+        if kwargs.get("with_engine"):
+            platform.add_extension(board_flow.trigger_io(TRIGGER[0]))
+            kwargs["trigger_pad"] = platform.request("trigger")
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                         board=BOARD, **kwargs)
 
@@ -80,7 +86,8 @@ def build_soc(args, parser):
     cpu_variant = kwargs.pop("cpu_variant", None) or "standard"
     return BaseSoC(device=args.device, revision=args.revision, sys_clk_freq=args.sys_clk_freq,
                    ts_clk_freq=args.ts_clk_freq, toolchain=args.toolchain, fifo_depth=args.fifo_depth,
-                   n_inputs=args.inputs, cpu_variant=cpu_variant, **kwargs)
+                   n_inputs=args.inputs, cpu_variant=cpu_variant,
+                   with_engine=args.engine, **kwargs)
 
 
 def main():
