@@ -73,6 +73,13 @@ def wiring_table(platform, pins):
                                                  for name, (where, header) in pins.items()})
 
 
+def trigger_line(platform, trigger):
+    """docs/wiring.md's line for a board's trigger-out pin (``trigger``: pin, header position)."""
+    where, header = trigger
+    return (f"Trigger-out (builds with the engine, docs/engine.md): FPGA ball {_ball(platform, where)}, "
+            f"{header}; a pulse when a stimulus has waited the trigger threshold without its response.\n")
+
+
 def _ball(platform, where):
     if ":" not in where:
         return where

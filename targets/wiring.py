@@ -28,6 +28,8 @@ def tables():
         "channels": channels.markdown_table(board_flow.rig_table()),
         "colorlight_i5": board_flow.wiring_table(i5, i5_target.PINS),
         "ulx3s": board_flow.wiring_table(ulx3s, ulx3s_target.PINS),
+        "colorlight_i5_trigger": board_flow.trigger_line(i5, i5_target.TRIGGER),
+        "ulx3s_trigger": board_flow.trigger_line(ulx3s, ulx3s_target.TRIGGER),
     }
 
 
