@@ -49,7 +49,8 @@ class StimulusSettings:
 class CaptureSettings:
     count: int | None = 2000           # stimuli; None: until duration
     duration_ticks: int | None = None
-    deadline_ticks: int | None = None  # response window; default: to the next stimulus
+    deadline_ticks: int | None = None  # response window; default: to the next stimulus (on-rig: the
+                                       # engine's limit, engine.deadline_limit; see effective_deadline)
     glitch: int = 0
     label: str = ""
     out_dir: Path = Path("runs")
@@ -85,6 +86,17 @@ class CaptureSettings:
 
 
 STIMULUS_SETTING_NAMES = [f.name for f in dataclasses.fields(StimulusSettings)]
+
+
+def effective_deadline(settings):
+    """The deadline (ticks) a capture's windows close at, for the host's pairing and the rig's engine
+    alike: the one asked for, else none, except on-rig, where the engine needs one no larger than
+    ``engine.deadline_limit`` (its default)."""
+    if settings.on_rig and settings.deadline_ticks is None:
+        from hilat import engine
+
+        return engine.deadline_limit(settings.engine_interval_shift)
+    return settings.deadline_ticks
 
 
 def _roles(settings, ident):
@@ -140,6 +152,15 @@ def _check_on_rig(settings, ident, roles, defined):
     unknown = set(settings.outlier_thresholds) - set(engine.KINDS)
     if unknown:
         raise ValueError(f"no engine kind {', '.join(sorted(unknown))} (kinds: {', '.join(engine.KINDS)})")
+    deadline, shift = settings.deadline_ticks, settings.engine_interval_shift
+    limit = engine.deadline_limit(shift)
+    if deadline is not None and deadline > limit:
+        larger = engine.shift_for_deadline(deadline)
+        hint = (f"give a larger --interval-shift ({larger} takes it)" if larger is not None
+                else f"no interval shift up to {engine.INTERVAL_SHIFT_MAX} takes it")
+        raise ValueError(f"deadline {engine.duration_text(deadline, ident.ts_hz)}: with --on-rig at interval shift "
+                         f"{shift} the engine takes at most {engine.duration_text(max(limit, 0), ident.ts_hz)} (a "
+                         f"window may not stay open across two interval boundaries); {hint}")
     engine.EngineConfig.from_roles(roles)  # an isr and a task channel
 
 
@@ -357,7 +378,7 @@ class Capture:
         limits = session.engine_stats()
         try:
             config = engine.EngineConfig.from_roles(
-                self._roles, deadline=s.deadline_ticks or 0, offset=int(self.offset_ticks),
+                self._roles, deadline=self.deadline_ticks, offset=int(self.offset_ticks),
                 interval_shift=s.engine_interval_shift, raw=s.raw,
                 thresholds=tuple(s.outlier_thresholds.get(kind) for kind in engine.KINDS))
             config.check_limits(limits)
@@ -391,7 +412,7 @@ class Capture:
             # Without raw edges the live view has nothing to show: the engine's bins come per interval.
             self.live = live_view.LiveView(enabled=self.settings.progress and self.settings.raw)
         self.live.begin(self, kinds)
-        self.stream = _Stream(self.writer, self._roles, self._measures, builtin, self.settings.deadline_ticks,
+        self.stream = _Stream(self.writer, self._roles, self._measures, builtin, self.deadline_ticks,
                               self.offset_ticks, self._pace, self.ts_hz, hlog=self.hlog,
                               chunk_records=self.settings.chunk_records, on_new_max=self.live.new_max)
 
@@ -458,6 +479,8 @@ class Capture:
         window = self.settings.deadline_ticks or max(
             [s.period + s.jitter for s in self._fired.values()]
             or [m.deadline_ticks or 0 for m in self._measures] + [self.identity.ts_hz // 1000])
+        if self.deadline_ticks:
+            window = min(window, self.deadline_ticks)
         # On-rig the last stimulus is not known here (raw edges, if any, may miss it): it is before now.
         last = session.now() if self.settings.on_rig else (self.stream.last_paced or self.start_tick)
         target = last + window + 64
@@ -567,6 +590,11 @@ class Capture:
         return self.load().measurements
 
     @property
+    def deadline_ticks(self):
+        """The deadline the pairing uses (``effective_deadline``), the engine's and the host's."""
+        return effective_deadline(self.settings)
+
+    @property
     def offset_ticks(self):
         return self.calibration["offset_ticks"] if self.calibration else 0
 
@@ -594,6 +622,9 @@ class Capture:
             "measures": [m.to_json() for m in self._measures],
             "fired": sorted(self._fired),
             "start_tick": self.start_tick,
+            # The deadline the windows closed at (ticks; None: the next stimulus): the rig's engine and
+            # the host's pairing of the edges, now and in later reports.
+            "deadline_ticks": self.deadline_ticks,
             "stimuli": stream.aggregator.stimuli if stream and not self.settings.no_stimulus else 0,
             "records": stream.records if stream else 0,
             "edges": self.writer.edge_count,
@@ -652,7 +683,8 @@ class Capture:
         if self.hlog is not None:
             self.hlog.close((self.stream.last_tick or 0) + 1)
         if self.rig_histograms is not None:
-            self.writer.write_json("engine.json", self.rig_histograms.finish().to_json())
+            self.writer.write_json("engine.json", {**self.rig_histograms.finish().to_json(),
+                                                   "config": dataclasses.asdict(self.engine_config.message())})
         self.writer.flush()
         meta = self._meta(decoder)
         self.writer.write_json("meta.json", meta)

@@ -34,6 +34,30 @@ HDR_BINS = p.ENGINE_HDR_BINS
 OVERFLOW_BIN = p.ENGINE_OVERFLOW_BIN
 BINS = p.ENGINE_BINS_PER_HISTOGRAM
 MAX_COUNT = (1 << 35) - 1  # a bank word's counter: a larger count is no count the rig can send
+# One interval's sweep of a bank takes at most SWEEP_TICKS: its 2 x 2305 words, one every 4 ticks
+# (gateware.engine's BANK_WORDS * SLOT, written out so that the host needs no gateware).
+SWEEP_TICKS = 4610 * 4
+INTERVAL_SHIFT_MAX = 31  # the engine's interval shift field: 16 + 4 bits
+
+
+def deadline_limit(interval_shift: int) -> int:
+    """The longest deadline (ticks) the engine takes at ``interval_shift``: the engine holds two
+    intervals per bank, so no window may stay open across two interval boundaries (docs/engine.md,
+    "Intervals without stopping"). The firmware refuses a deadline of 0 or above it."""
+    return (1 << interval_shift) - 2 * SWEEP_TICKS
+
+
+def shift_for_deadline(deadline: int) -> int | None:
+    """The smallest interval shift whose deadline limit takes ``deadline`` ticks (None: none does)."""
+    return next((s for s in range(1, INTERVAL_SHIFT_MAX + 1) if deadline_limit(s) >= deadline), None)
+
+
+def duration_text(ticks: int, ts_hz: float) -> str:
+    """Ticks as a time for a message: '573.1 us (28656 ticks)'."""
+    seconds = ticks / ts_hz
+    value, unit = next(((seconds / scale, unit) for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"))
+                        if abs(seconds) >= scale), (seconds * 1e9, "ns"))
+    return f"{value:.4g} {unit} ({ticks} ticks)"
 
 
 def engine_histogram() -> HdrHistogram:
@@ -74,20 +98,25 @@ class Trigger:
 @dataclass(frozen=True)
 class EngineConfig:
     """What the engine pairs and how (docs/engine.md, "Pairing"). Roles are (channel, level after
-    the active edge); ``deadline`` 0: a window runs to the next start; ``offset``: the calibrated rig
-    offset in ticks; ``thresholds``: per kind, the value above which a sample is an outlier record
-    (None: never); ``raw``: raw edges (EVENTS) as well."""
+    the active edge); ``deadline``: a window runs to the next start or this many ticks, 1 ..
+    ``deadline_limit(interval_shift)`` (None: that limit, the longest the engine takes); ``offset``:
+    the calibrated rig offset in ticks; ``thresholds``: per kind, the value above which a sample is an
+    outlier record (None: never); ``raw``: raw edges (EVENTS) as well."""
 
     start: tuple[int, int]
     isr: tuple[int, int]
     task: tuple[int, int]
     tag: tuple[int, int] | None = None
-    deadline: int = 0
+    deadline: int | None = None
     offset: int = 0
     interval_shift: int = 24
     thresholds: tuple = (None, None, None)
     trigger: Trigger | None = None
     raw: bool = False
+
+    def __post_init__(self):
+        if self.deadline is None:
+            object.__setattr__(self, "deadline", deadline_limit(self.interval_shift))
 
     @classmethod
     def from_roles(cls, roles: analysis.Channels, **settings) -> EngineConfig:
@@ -108,11 +137,11 @@ class EngineConfig:
 
     def check_limits(self, stats: p.EngineStats) -> None:
         """Raise ValueError naming a setting below the engine's limits (its ENGINE_STATS)."""
-        if self.deadline and self.deadline < stats.min_spacing:
-            raise ValueError(f"deadline {self.deadline} ticks: the engine takes {stats.min_spacing} at least")
         if self.interval_shift < stats.interval_shift_min:
             raise ValueError(f"interval shift {self.interval_shift}: the engine takes {stats.interval_shift_min} "
                              "at least")
+        if self.deadline < stats.min_spacing:
+            raise ValueError(f"deadline {self.deadline} ticks: the engine takes {stats.min_spacing} at least")
 
     def message(self) -> p.EngineConfig:
         """The ENGINE_CONFIG message; ValueError names a setting the wire cannot carry."""
@@ -120,6 +149,10 @@ class EngineConfig:
                                  ("interval shift", self.interval_shift, 63)):
             if not 0 <= value <= top:
                 raise ValueError(f"engine {name} {value} out of 0..{top}")
+        limit = deadline_limit(self.interval_shift)
+        if not 0 < self.deadline <= limit:
+            raise ValueError(f"engine deadline {self.deadline} ticks out of 1..{limit} (the limit at interval "
+                             f"shift {self.interval_shift}: 2**shift - 2 sweeps of {SWEEP_TICKS} ticks)")
         thresholds = [p.ENGINE_NEVER if t is None else int(t) for t in self.thresholds]
         if len(thresholds) != len(KINDS) or not all(0 <= t <= p.ENGINE_NEVER for t in thresholds):
             raise ValueError(f"engine thresholds {self.thresholds}: one per kind, ticks below 2**32 - 1, or None")

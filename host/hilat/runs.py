@@ -474,8 +474,8 @@ def run_from_meta(path, meta, edges=None):
         raise RunError(f"{path / 'meta.json'}: {e}") from None
     return Run(path=path, meta=meta, ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]),
                offset_ticks=int(calibration.get("offset_ticks") or 0), roles=roles,
-               deadline_ticks=settings.get("deadline_ticks"), edges_source=source, measures=measures,
-               builtin=not settings.get("no_stimulus"), edges=edges)
+               deadline_ticks=meta.get("deadline_ticks", settings.get("deadline_ticks")), edges_source=source,
+               measures=measures, builtin=not settings.get("no_stimulus"), edges=edges)
 
 
 def load_run(path):

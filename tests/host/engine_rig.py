@@ -3,7 +3,8 @@
 It identifies with CAP_ENGINE, ACKs CAPTURE_CONFIG, STIM_CONFIG and STOP, answers TIME_REQ (a clock
 that moves on by a second's worth of ticks at each one), STATUS_REQ (stim0 done once started) and
 ENGINE_STATS_REQ (limits; after START the exact totals of the pattern), refuses an ENGINE_CONFIG
-whose roles are not the default table's or whose interval shift is below 16 (ACK refused), and on
+whose roles are not the default table's, whose interval shift is below 16, or whose deadline is 0 or
+above the gateware's ``deadline_limit`` of the shift (ACK refused, as the firmware does), and on
 START sends the pattern of ``EngineRig.pattern`` (engine_reference.synthetic_edges of STIM_CONFIG's
 count of stimuli from START's tick): its outlier records, every interval's ENGINE_BINS but the last
 (in an engine's order), and, with the raw flag, its edges as EVENTS. ENGINE_FLUSH sends the last
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 import engine_reference as ref
 from fake_rig import identify
 from hilat import protocol as p
+
+from gateware import engine as gateware_engine
 
 ROLES = ref.roles()
 LIMITS = dict(trigger_delay=6, min_spacing=8, interval_shift_min=16, bins=p.ENGINE_BINS_PER_HISTOGRAM)
@@ -95,6 +98,8 @@ class EngineRig:
             return f"engine: roles {roles} are not this fake's"
         if msg.interval_shift < LIMITS["interval_shift_min"]:
             return "engine: interval shift out of range"
+        if msg.deadline == 0 or msg.deadline > gateware_engine.deadline_limit(msg.interval_shift):
+            return "engine: deadline 0 or above 2**shift - 2 sweeps (docs/engine.md)"
         return None
 
     def _stats(self, command_seq, started):
@@ -110,7 +115,7 @@ class EngineRig:
         self.edges = ref.synthetic_edges(ROLES, state["count"], seed=self.seed, base_tick=start,
                                          overflow_windows=self.overflow_windows)
         end = int(self.edges[0][-1]) + 1
-        self.samples = ref.reference_samples(self.edges, ROLES, deadline=cfg.deadline or None, offset=cfg.offset,
+        self.samples = ref.reference_samples(self.edges, ROLES, deadline=cfg.deadline, offset=cfg.offset,
                                              end_tick=end)
         state.update(started=True, now=end + 10_000)
         thresholds = [None if t == p.ENGINE_NEVER else t for t in cfg.thresholds]

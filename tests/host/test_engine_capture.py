@@ -4,6 +4,7 @@ percentiles those of their HdrHistogram, and the run directory says what is comp
 
 import json
 
+import engine_reference as ref
 import jsonschema
 import numpy as np
 import pytest
@@ -108,9 +109,10 @@ def test_on_rig_with_raw_edges_agrees_with_the_host_pairing(tmp_path):
 
 
 def test_on_rig_overflow_is_counted_and_in_no_percentile(tmp_path):
-    # Windows beyond 2**24 ticks (0.2% of the samples): their ISR values are in the overflow bin.
+    # Windows beyond 2**24 ticks (0.2% of the samples): their ISR values are in the overflow bin
+    # (intervals of 2**25 ticks, so that the deadline the engine takes is longer than those windows).
     rig = EngineRig(seed=3, overflow_windows=6)
-    run_dir, doc = capture(rig, tmp_path)
+    run_dir, doc = capture(rig, tmp_path, "--interval-shift", "25")
     (run,) = doc["runs"]
     row = run["subsets"]["all"]["stim_to_isr"]
     exact, hist = rig.expected("stim_to_isr")
@@ -127,6 +129,50 @@ def test_on_rig_overflow_is_counted_and_in_no_percentile(tmp_path):
     assert run["problems"] == [f"engine: {beyond} stim_to_isr samples of 2**24 ticks or more (the overflow bin): in "
                                "the count, min, max and mean; a percentile that falls among them is not known ('-')"]
     assert json.loads((run_dir / "meta.json").read_text())["results"]["on_rig"] == "complete"
+
+
+def test_on_rig_windows_close_at_the_engines_deadline_limit_in_both_pairings(tmp_path):
+    # No --deadline: the engine takes 2**16 - 2 sweeps at most, so the windows longer than that
+    # (those of the ISRs beyond 2**24 ticks) close before their ISR: a miss for the rig's engine, and
+    # for the host's pairing of the raw edges, now and in a later report.
+    rig = EngineRig(seed=3, overflow_windows=6)
+    run_dir, doc = capture(rig, tmp_path, "--raw")
+    limit = 2**16 - 36880
+    assert rig.config.deadline == limit
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["deadline_ticks"] == limit and meta["engine"]["config"]["deadline"] == limit
+    assert json.loads((run_dir / "engine.json").read_text())["config"]["deadline"] == limit
+    assert meta["results"] == {"on_rig": "complete", "raw": "complete"}
+    check_summary(rig, doc)
+    (run,) = doc["runs"]
+    assert run["deadline_ticks"] == limit
+    isr = run["subsets"]["all"]["stim_to_isr"]
+    assert isr["ticks"]["max"] < limit and run["problems"] == []
+    # The host's pairing of the same edges: the same windows, so the same samples and misses.
+    loaded = runs.load_run(run_dir)
+    assert loaded.deadline_ticks == limit
+    latencies = loaded.pairing.isr_latency
+    assert int((latencies == analysis.MISSING).sum()) == isr["misses"]
+    assert int((latencies != analysis.MISSING).sum()) == isr["count"]
+    stored = next(runs.iter_store(run_dir / "samples" / "stim_to_isr.bin", runs.SAMPLES_MAGIC, runs.SAMPLE_DTYPE,
+                                  1 << 20))
+    assert int((stored["ticks"] == analysis.MISSING).sum()) == isr["misses"]
+    # Without the deadline these windows' ISRs would be samples beyond 2**24 ticks.
+    unlimited = ref.reference_samples(rig.edges, ref.roles(), end_tick=int(rig.edges[0][-1]) + 1)
+    assert (unlimited.binned[0] & (unlimited.value[0] >= 1 << 24)).sum() >= 5
+
+
+def test_on_rig_deadline_within_the_engines_limit(tmp_path, capsys):
+    rig = EngineRig()
+    capture(rig, tmp_path, "--deadline", "28656")
+    assert rig.config.deadline == 28656
+    with FakeRig(EngineRig().script) as fake:
+        why = usage_error(["capture", fake.url, "--on-rig", "--deadline", "600us", "--interval-shift", "16",
+                           "--out", str(tmp_path / "refused"), "--no-progress"], capsys)
+    assert ("deadline 600 us (30000 ticks): with --on-rig at interval shift 16 the engine takes at most "
+            "573.1 us (28656 ticks)") in why
+    assert "give a larger --interval-shift (17 takes it)" in why
+    assert not (tmp_path / "refused").exists()
 
 
 def test_engine_frames_lost_make_the_run_partial(tmp_path):

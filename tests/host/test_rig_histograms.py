@@ -283,9 +283,33 @@ def test_config_from_roles():
     # An inverted stimulus and an active-low ISR: their active edges are falls.
     low = engine.EngineConfig.from_roles(roles(active_low=["in0"], inverted=True), raw=True,
                                          trigger=engine.Trigger(4000, "task", width=10, on_late=True))
+    # No deadline given: the longest the engine takes at this interval shift.
     assert low.message() == p.EngineConfig(p.ENGINE_ENABLE | p.ENGINE_RAW | p.ENGINE_TRIGGER_ON_LATE, 0, 0, 2, 0,
-                                           3, 1, 5, 1, 0, 0, 24, [p.ENGINE_NEVER] * 3, p.ENGINE_TRIGGER_TASK,
-                                           4000, 10)
+                                           3, 1, 5, 1, 2**24 - 36880, 0, 24, [p.ENGINE_NEVER] * 3,
+                                           p.ENGINE_TRIGGER_TASK, 4000, 10)
+
+
+def test_deadline_limit_is_the_gateware_s():
+    """The host's copy of the engine's sweep time and deadline limit: the gateware's own."""
+    from gateware import engine as gateware_engine
+
+    assert engine.SWEEP_TICKS == gateware_engine.BANK_WORDS * gateware_engine.SLOT == 18440
+    assert engine.INTERVAL_SHIFT_MAX == gateware_engine.INTERVAL_SHIFT_MAX
+    for shift in range(gateware_engine.INTERVAL_SHIFT_MIN, gateware_engine.INTERVAL_SHIFT_MAX + 1):
+        assert engine.deadline_limit(shift) == gateware_engine.deadline_limit(shift) == 2**shift - 36880
+    assert engine.shift_for_deadline(engine.deadline_limit(20)) == 20
+    assert engine.shift_for_deadline(engine.deadline_limit(20) + 1) == 21
+    assert engine.shift_for_deadline(2**31) is None
+
+
+def test_config_deadline_within_the_limit():
+    for shift in (16, 20, 31):
+        limit = engine.deadline_limit(shift)
+        assert engine.EngineConfig.from_roles(roles(), interval_shift=shift).message().deadline == limit
+        assert engine.EngineConfig.from_roles(roles(), interval_shift=shift, deadline=limit).message().deadline == limit
+        for bad in (0, limit + 1):
+            with pytest.raises(ValueError, match=f"engine deadline {bad} ticks out of 1..{limit}"):
+                engine.EngineConfig.from_roles(roles(), interval_shift=shift, deadline=bad).message()
 
 
 def test_config_refuses_what_the_wire_or_the_engine_cannot_take():
