@@ -78,11 +78,12 @@ class CaptureSettings:
     chunk_records: int | None = None
     # The rig's measurement engine: on_rig measures there (the built-in kinds of the stimulus), raw
     # streams the edges too (an on-rig capture without it sends none); intervals of 2**shift ticks;
-    # outlier records for samples above {kind: ticks}.
+    # outlier records for samples above {kind: ticks}; the trigger-out pin (an engine.Trigger, ticks).
     on_rig: bool = False
     raw: bool = True
     engine_interval_shift: int = 24
     outlier_thresholds: dict = field(default_factory=dict)
+    trigger: object = None
 
 
 STIMULUS_SETTING_NAMES = [f.name for f in dataclasses.fields(StimulusSettings)]
@@ -119,6 +120,8 @@ def plan(settings, ident):
         raise ValueError(f"a measurement name is given twice: {', '.join(names)}")
     if s.no_stimulus and not defined:
         raise ValueError("a capture with no stimulus measures nothing by default: give --measure")
+    if s.trigger is not None and not s.on_rig:
+        raise ValueError("the trigger-out pin is the rig's engine's: --trigger goes with --on-rig")
     if s.on_rig:
         _check_on_rig(s, ident, roles, defined)
     fired = {} if s.no_stimulus else {roles.stimulus: s.stimulus}
@@ -161,7 +164,25 @@ def _check_on_rig(settings, ident, roles, defined):
         raise ValueError(f"deadline {engine.duration_text(deadline, ident.ts_hz)}: with --on-rig at interval shift "
                          f"{shift} the engine takes at most {engine.duration_text(max(limit, 0), ident.ts_hz)} (a "
                          f"window may not stay open across two interval boundaries); {hint}")
+    if settings.trigger is not None:
+        _check_trigger(settings.trigger, effective_deadline(settings), ident.ts_hz)
     engine.EngineConfig.from_roles(roles)  # an isr and a task channel
+
+
+def _check_trigger(trigger, deadline, ts_hz):
+    from hilat import engine
+
+    def time(ticks):
+        return engine.duration_text(ticks, ts_hz)
+
+    if trigger.threshold < 1:
+        raise ValueError(f"trigger at {time(trigger.threshold)}: the engine's trigger needs 1 tick at least")
+    if trigger.threshold >= deadline:
+        raise ValueError(f"trigger at {time(trigger.threshold)}: every window closes at the deadline, "
+                         f"{time(deadline)}, before that, so the pin would never pulse; give a shorter --trigger "
+                         "(or a longer --deadline)")
+    if not 1 <= trigger.width <= 0xFFFF:
+        raise ValueError(f"trigger width {time(trigger.width)}: the engine's pulse is 1 to {time(0xFFFF)}")
 
 
 class _RollingHlog:
@@ -326,6 +347,7 @@ class Capture:
         self.interim_summaries = 0
         self.engine_config = None  # engine.EngineConfig of an on-rig capture, once configured
         self.rig_histograms = None # engine.RigHistograms of an on-rig capture, from its start on
+        self.engine_limits = None  # the engine's ENGINE_STATS before the run (its limits, trigger delay)
         self._roles = None         # analysis.Channels, once the rig identified
         self._measures = []        # measures.Measure, once the rig identified
         self._fired = {}           # {stimulus channel: StimulusSettings} fired by this capture
@@ -379,7 +401,7 @@ class Capture:
         try:
             config = engine.EngineConfig.from_roles(
                 self._roles, deadline=self.deadline_ticks, offset=int(self.offset_ticks),
-                interval_shift=s.engine_interval_shift, raw=s.raw,
+                interval_shift=s.engine_interval_shift, raw=s.raw, trigger=s.trigger,
                 thresholds=tuple(s.outlier_thresholds.get(kind) for kind in engine.KINDS))
             config.check_limits(limits)
             config.message()
@@ -387,6 +409,7 @@ class Capture:
             raise RigError(str(e)) from None
         session.configure_engine(config)
         self.engine_config = config
+        self.engine_limits = limits
 
     @property
     def _fired_mask(self):
@@ -668,10 +691,22 @@ class Capture:
         if self.engine_config is None:
             return None
         return {"config": dataclasses.asdict(self.engine_config.message()),
+                "trigger": self._trigger_meta(),
                 "intervals": rig.intervals_complete + rig.intervals_incomplete if rig else 0,
                 "outliers": rig.outliers if rig else 0,
                 "problems": rig.problems() if rig else ["the engine never started"],
                 "notes": rig.notes() if rig else []}
+
+    def _trigger_meta(self):
+        """The trigger-out as configured: in ticks and ns, and the pin's delay after the threshold."""
+        trigger = self.engine_config.trigger
+        if trigger is None:
+            return None
+        tick_ns = 1e9 / self.ts_hz
+        return {"response": trigger.response, "threshold_ticks": trigger.threshold,
+                "threshold_ns": trigger.threshold * tick_ns, "width_ticks": trigger.width,
+                "width_ns": trigger.width * tick_ns, "on_late": trigger.on_late,
+                "delay_ticks": self.engine_limits.trigger_delay}
 
     def _write(self, decoder):
         if self.identity is None:

@@ -104,6 +104,16 @@ def _outlier_setting(text):
     return kind.strip(), TimeValue(value)
 
 
+def _trigger_setting(text):
+    """[RESPONSE=]TIME -> (response, TimeValue): the engine's trigger-out when RESPONSE (isr, the
+    default, or task) has not come TIME after the stimulus."""
+    response, sep, value = text.rpartition("=")
+    response = response.strip() if sep else "isr"
+    if response not in ("isr", "task"):
+        raise argparse.ArgumentTypeError(f"--trigger [isr=|task=]TIME (e.g. 50us, task=200us), got {text!r}")
+    return response, TimeValue(value)
+
+
 def _dut_setting(text):
     if not re.fullmatch(r"[a-z_0-9]+=[0-9]+", text):
         raise argparse.ArgumentTypeError(f"DUT setting must be NAME=NUMBER, got {text!r}")
@@ -188,6 +198,14 @@ def _add_capture_options(parser, default_count=2000):
     e.add_argument("--outlier", action="append", type=_outlier_setting, default=[], metavar="KIND=TIME",
                    help="with --on-rig: the engine records every sample above TIME in KIND (stim_to_isr, "
                         "stim_to_task, isr_to_task) in outliers.bin (repeatable)")
+    e.add_argument("--trigger", type=_trigger_setting, metavar="[isr=|task=]TIME",
+                   help="with --on-rig: pulse the rig's trigger-out pin (docs/wiring.md) when the ISR (or the "
+                        "task) has not come TIME after a stimulus, e.g. 50us, task=200us; the pin rises the "
+                        "engine's trigger delay (hilat info) after that moment. TIME is below the deadline")
+    e.add_argument("--trigger-on-late", action="store_true",
+                   help="with --trigger: also pulse when that response comes later than TIME")
+    e.add_argument("--trigger-width", type=TimeValue, metavar="TIME",
+                   help="with --trigger: the pulse's width, 1 to 65535 ticks (default 1us)")
     s = parser.add_argument_group("stimulus (the channel with the stimulus role)")
     s.add_argument("--mode", choices=["periodic", "dither", "random", "burst", "oneshot"], default="dither")
     s.add_argument("--period", type=TimeValue, default=TimeValue("100us"),
@@ -227,9 +245,18 @@ def _capture_settings(args, ts_hz, default_count=2000):
         raise UsageError("--no-stimulus measures nothing by itself: give at least one --measure")
     if args.raw and not args.on_rig:
         raise UsageError("--raw goes with --on-rig (without it a capture streams the raw edges anyway)")
+    if (args.trigger_on_late or args.trigger_width is not None) and args.trigger is None:
+        raise UsageError("--trigger-on-late and --trigger-width go with --trigger")
+    trigger = None
+    if args.trigger is not None:
+        from hilat.engine import Trigger
+
+        response, threshold = args.trigger
+        trigger = Trigger(threshold=threshold.ticks(ts_hz), response=response,
+                          width=(args.trigger_width or TimeValue("1us")).ticks(ts_hz), on_late=args.trigger_on_late)
     return CaptureSettings(on_rig=args.on_rig, raw=args.raw or not args.on_rig,
                            engine_interval_shift=args.interval_shift,
-                           outlier_thresholds={kind: t.ticks(ts_hz) for kind, t in args.outlier},
+                           outlier_thresholds={kind: t.ticks(ts_hz) for kind, t in args.outlier}, trigger=trigger,
                            roles=roles, active_low=list(args.active_low), measures=list(args.measure),
                            no_stimulus=args.no_stimulus, also_fire=list(args.also_fire),
                            count=count, duration_ticks=args.duration.ticks(ts_hz) if args.duration else None,

@@ -175,6 +175,46 @@ def test_on_rig_deadline_within_the_engines_limit(tmp_path, capsys):
     assert not (tmp_path / "refused").exists()
 
 
+def test_trigger_out_is_configured_and_recorded(tmp_path):
+    rig = EngineRig()
+    run_dir, _ = capture(rig, tmp_path / "task", "--trigger", "task=2us", "--trigger-on-late", "--trigger-width", "10")
+    cfg = rig.config
+    assert (cfg.trigger_response, cfg.trigger_threshold, cfg.trigger_width) == (p.ENGINE_TRIGGER_TASK, 100, 10)
+    assert cfg.flags == p.ENGINE_ENABLE | p.ENGINE_TRIGGER_ON_LATE
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["settings"]["trigger"] == {"threshold": 100, "response": "task", "width": 10, "on_late": True}
+    assert meta["engine"]["trigger"] == {"response": "task", "threshold_ticks": 100, "threshold_ns": 2000.0,
+                                         "width_ticks": 10, "width_ns": 200.0, "on_late": True, "delay_ticks": 6}
+    # The ISR by default, a pulse of 1 us, only when the response has not come.
+    run_dir, _ = capture(rig, tmp_path / "isr", "--trigger", "50us")
+    cfg = rig.config
+    assert (cfg.trigger_response, cfg.trigger_threshold, cfg.trigger_width) == (p.ENGINE_TRIGGER_ISR, 2500, 50)
+    assert cfg.flags == p.ENGINE_ENABLE
+    assert json.loads((run_dir / "meta.json").read_text())["engine"]["trigger"]["on_late"] is False
+    # No --trigger: no trigger.
+    run_dir, _ = capture(rig, tmp_path / "none")
+    assert (rig.config.trigger_threshold, rig.config.trigger_width) == (0, 0)
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["settings"]["trigger"] is None and meta["engine"]["trigger"] is None
+
+
+@pytest.mark.parametrize("extra, why", [
+    (["--trigger", "5us"], "--trigger goes with --on-rig"),
+    (["--on-rig", "--trigger-on-late"], "--trigger-on-late and --trigger-width go with --trigger"),
+    (["--on-rig", "--trigger-width", "5"], "--trigger-on-late and --trigger-width go with --trigger"),
+    (["--on-rig", "--trigger", "dma=5us"], "--trigger [isr=|task=]TIME"),
+    (["--on-rig", "--trigger", "0"], "trigger at 0 ns (0 ticks): the engine's trigger needs 1 tick at least"),
+    (["--on-rig", "--trigger", "5us", "--trigger-width", "2ms"],
+     "trigger width 2 ms (100000 ticks): the engine's pulse is 1 to 1.311 ms (65535 ticks)"),
+    (["--on-rig", "--deadline", "1000", "--trigger", "20us"],
+     "trigger at 20 us (1000 ticks): every window closes at the deadline, 20 us (1000 ticks), before that"),
+])
+def test_trigger_usage_errors(tmp_path, capsys, extra, why):
+    with FakeRig(EngineRig().script) as fake:
+        assert why in usage_error(["capture", fake.url, *extra, "--out", str(tmp_path), "--no-progress"], capsys)
+    assert not list(tmp_path.iterdir())
+
+
 def test_engine_frames_lost_make_the_run_partial(tmp_path):
     class Lossy(EngineRig):
         def _run(self, start, state):
