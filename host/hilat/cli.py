@@ -442,6 +442,11 @@ def cmd_export(args):
         raise UsageError("say what to export: --csv, --parquet, --hlog and/or --vcd")
     if args.hlog is not None and args.kind not in run.kind_titles:
         raise UsageError(f"--kind {args.kind}: the run has no such kind (kinds: {', '.join(run.kind_titles)})")
+    missing = export.needs_raw_edges(run, wanted)
+    if missing:
+        raise UsageError(f"{run.path}: the run has on-rig results only (the engine's histograms; no raw edges, "
+                         f"capture with --on-rig --raw to keep them): {', '.join('--' + m for m in missing)} "
+                         "need the raw edges; --hlog exports the engine's histograms")
     defaults = {"csv": "samples.csv", "parquet": "samples.parquet", "hlog": f"{args.kind}.hlog", "vcd": "edges.vcd"}
     for what, target in wanted.items():
         path = Path(target) if target else run.path / defaults[what]
@@ -449,9 +454,17 @@ def cmd_export(args):
             export.write_csv(run, path)
         elif what == "parquet":
             export.write_parquet(run, path)
+        elif what == "hlog" and not run.has_raw_edges:
+            try:
+                n = export.write_rig_hlog(run, path, kind=args.kind, interval_s=args.interval)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+            log.info("%d intervals of %g s (the engine's, from hlog/rig.hlog)", n,
+                     args.interval or export.engine_interval_s(run))
         elif what == "hlog":
-            n = export.write_hlog(run, path, kind=args.kind, interval_s=args.interval)
-            log.info("%d intervals of %g s", n, args.interval)
+            interval = args.interval or 1.0
+            n = export.write_hlog(run, path, kind=args.kind, interval_s=interval)
+            log.info("%d intervals of %g s", n, interval)
         else:
             export.write_vcd(run, path, unit_fs=args.vcd_timescale)
         print(path)
@@ -727,14 +740,17 @@ def build_parser():
     c.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
     c.set_defaults(func=cmd_compare)
 
-    e = sub.add_parser("export", help="samples (CSV, Parquet), HDR interval log, VCD of the raw edges")
+    e = sub.add_parser("export", help="samples (CSV, Parquet), HDR interval log, VCD of the raw edges (an on-rig "
+                       "run without raw edges: the HDR interval log of the engine's bins only)")
     e.add_argument("run", type=Path, metavar="RUN")
     for what, default in (("csv", "samples.csv"), ("parquet", "samples.parquet"), ("hlog", "KIND.hlog"),
                           ("vcd", "edges.vcd")):
         e.add_argument(f"--{what}", nargs="?", const="", metavar="FILE", help=f"default RUN/{default}")
     e.add_argument("--kind", default="stim_to_isr", help="kind in the .hlog, built-in or defined with --measure "
                    "(default stim_to_isr)")
-    e.add_argument("--interval", type=_seconds, default=1.0, help="HDR log interval in rig time (default 1s)")
+    e.add_argument("--interval", type=_seconds, default=None,
+                   help="HDR log interval in rig time (default 1s; an on-rig run without raw edges: the engine's "
+                        "intervals, or their merge per this much)")
     e.add_argument("--vcd-timescale", type=_vcd_unit, default=None, metavar="UNIT",
                    help="VCD time unit, e.g. 1fs, 10ps, 1ns (default: the coarsest exact one, else 1ns rounded)")
     e.set_defaults(func=cmd_export)

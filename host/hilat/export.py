@@ -1,6 +1,11 @@
 """``hilat export``: a run's samples as CSV or Parquet, its latencies as an HdrHistogram interval log,
-and its raw edges as a VCD that GTKWave and PulseView open."""
+and its raw edges as a VCD that GTKWave and PulseView open.
 
+An on-rig run without raw edges (``hilat capture --on-rig``) has the engine's histograms only: its
+interval log comes from them (``write_rig_hlog``: hlog/rig.hlog), and the exports that need samples
+or edges are refused (``needs_raw_edges``)."""
+
+import math
 from datetime import datetime
 
 import numpy as np
@@ -134,6 +139,61 @@ def write_hlog(run, path, kind="stim_to_isr", interval_s=1.0, significant_figure
     finally:
         writer.close()
     return written
+
+
+# The exports made of samples or edges, which an on-rig run without raw edges does not have.
+RAW_EXPORTS = ("csv", "parquet", "vcd")
+
+
+def needs_raw_edges(run, wanted):
+    """The exports of ``wanted`` that this run cannot give (it has no raw edges), in the order given."""
+    return [] if run.has_raw_edges else [what for what in wanted if what in RAW_EXPORTS]
+
+
+def engine_interval_s(run):
+    """The length of an on-rig run's engine intervals (its rig.hlog lines), in seconds of rig time."""
+    return 2 ** run.meta["engine"]["config"]["interval_shift"] / run.ts_hz
+
+
+def write_rig_hlog(run, path, kind="stim_to_isr", interval_s=None):
+    """HdrHistogram interval log of one kind of an on-rig run, straight from the engine's bins
+    (hlog/rig.hlog: values in ns, each bin at its highest equivalent value): one interval per engine
+    interval that has samples of the kind, or, with ``interval_s`` (no shorter than an engine
+    interval), the engine's intervals merged per ``interval_s`` of rig time from the run's start, each
+    spanning its engine intervals. Lines untagged, as ``write_hlog`` writes them. Returns the number of
+    intervals written; ValueError names what cannot be done."""
+    from hilat import hdr
+    from hilat.runs import RunError
+
+    if kind not in run.kind_titles:
+        raise ValueError(f"the run has no kind {kind!r} (kinds: {', '.join(run.kind_titles)})")
+    engine_s = engine_interval_s(run)
+    if interval_s is not None and interval_s < engine_s * (1 - 1e-9):
+        raise ValueError(f"--interval {interval_s:g} s: the engine binned this run in intervals of {engine_s:.6g} s "
+                         "(2**--interval-shift ticks), an interval log cannot be finer; give at least that")
+    source = run.path / "hlog" / "rig.hlog"
+    try:
+        log = hdr.read_hlog(source)
+    except hdr.HdrFormatError as e:
+        raise RunError(f"{e} (the engine's interval log of this on-rig run)") from None
+    groups = []  # [start_s, end_s, histogram]
+    for iv in log.intervals:
+        if iv.tag != kind:
+            continue
+        group = None if interval_s is None else math.floor(iv.start_s / interval_s + 1e-9)
+        if groups and group is not None and groups[-1][3] == group:
+            groups[-1][1] = iv.start_s + iv.length_s
+            groups[-1][2].add(iv.histogram)
+        else:
+            groups.append([iv.start_s, iv.start_s + iv.length_s, iv.histogram.copy(), group])
+    writer = hdr.HlogWriter(path, start_time=log.start_time, base_time=log.base_time, max_value_unit_ratio=1e6,
+                            comments=[f"hilat on-rig engine, {kind}: bins at their highest equivalent value, in ns"])
+    try:
+        for start_s, end_s, histogram, _group in groups:
+            writer.interval(start_s, end_s - start_s, histogram)
+    finally:
+        writer.close()
+    return len(groups)
 
 
 _VCD_UNITS = ["fs", "ps", "ns", "us", "ms", "s"]

@@ -302,6 +302,12 @@ class Run:
         return (self.meta.get("results") or {}).get("on_rig", "none") != "none"
 
     @property
+    def has_raw_edges(self):
+        """Whether the capture streamed the raw edges: every run but an on-rig one without --raw, whose
+        results are the engine's histograms only."""
+        return (self.meta.get("results") or {}).get("raw", "complete") != "none"
+
+    @property
     def kind_titles(self):
         titles = analysis.kind_titles(self.roles, self.measures, self.builtin)
         if self.on_rig:  # the engine measures the stimulus -> ISR/task kinds
