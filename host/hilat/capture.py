@@ -390,7 +390,7 @@ class Capture:
 
             self.rig_histograms = engine.RigHistograms(
                 self.engine_config.interval_shift, self.ts_hz, run_dir=self.run_dir, origin_tick=self.start_tick,
-                start_time=self._t0, with_tag=self._roles.tag is not None)
+                start_time=self._t0, with_tag=self._roles.tag is not None, on_interval=self.live.engine_interval)
             session.engine_sink = self.rig_histograms.feed
 
     def _configure_engine(self, session):
@@ -432,8 +432,8 @@ class Capture:
             self.hlog = _RollingHlog(self.run_dir / "hlog" / "capture.hlog", kinds, self.ts_hz,
                                      self.settings.hlog_interval_s, self._t0)
         if self.live is None:
-            # Without raw edges the live view has nothing to show: the engine's bins come per interval.
-            self.live = live_view.LiveView(enabled=self.settings.progress and self.settings.raw)
+            # On-rig without raw edges it shows the engine's intervals as they come.
+            self.live = live_view.LiveView(enabled=self.settings.progress)
         self.live.begin(self, kinds)
         self.stream = _Stream(self.writer, self._roles, self._measures, builtin, self.deadline_ticks,
                               self.offset_ticks, self._pace, self.ts_hz, hlog=self.hlog,

@@ -580,3 +580,23 @@ def engine_percentiles(counts: np.ndarray, ps) -> list[int | None]:
     low = _LAYOUT.value_from_index(np.minimum(index, HDR_BINS - 1))
     value = np.where(ps == 0.0, low, _LAYOUT.highest_equivalent_value(low))
     return [None if i >= OVERFLOW_BIN else int(v) for i, v in zip(index.tolist(), value.tolist())]
+
+
+def bin_value(index: int) -> int:
+    """The value (ticks) HdrHistogram reports for the rig's bin ``index`` (below OVERFLOW_BIN): its
+    highest equivalent value."""
+    return int(_LAYOUT.highest_equivalent_value(_LAYOUT.value_from_index(index)))
+
+
+def bin_figures(counts: np.ndarray, percentiles=analysis.PERCENTILES) -> dict:
+    """What the rig's bins alone say (ticks, bin resolution; the live view of an on-rig capture):
+    count, max (the highest bin's value; None when empty or the overflow bin holds samples), the
+    overflow bin's count, and the percentiles (labels as ``analysis.percentile_label``; None where the
+    count does not support them or they fall in the overflow bin)."""
+    n = int(counts.sum())
+    nz = np.flatnonzero(counts)
+    top = None if not n or nz[-1] == OVERFLOW_BIN else bin_value(int(nz[-1]))
+    values = engine_percentiles(counts, [100 * q for q in percentiles])
+    return {"count": n, "max": top, "overflow": int(counts[OVERFLOW_BIN]),
+            "percentiles": {analysis.percentile_label(q): v if n >= analysis.samples_needed(q) else None
+                            for q, v in zip(percentiles, values)}}

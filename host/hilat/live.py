@@ -4,18 +4,29 @@ On a terminal, a ``rich`` table on stderr refreshed a few times a second: stimul
 measurement kind min / p50 / p99 / p99.9 / max so far, misses, duplicates, losses. Otherwise
 (a log, CI), a plain line every few seconds, as cyclictest prints. Both print a line for every new
 maximum. Figures come from the streaming aggregates: an update costs the same at any run length.
+
+An on-rig capture without raw edges has no edges to pair: its view shows the rig's interval
+histograms as they arrive (``engine_interval``, from ``engine.RigHistograms``): per kind the samples,
+p50 / p99 / p99.9 and max of the intervals in so far and of the last one, at the bins' resolution.
 """
 
 import sys
 import time
 
-from hilat import analysis
+from hilat import analysis, engine
 
 _PERCENTILES = (0.5, 0.99, 0.999)
 
 
 def _us(ticks, tick_ns):
     return "-" if ticks is None else f"{ticks * tick_ns / 1000:.3f}"
+
+
+def _max_us(figures, tick_ns):
+    """The max of ``engine.bin_figures``: '>' the bins' range when the overflow bin holds samples."""
+    if figures is None:
+        return "-"
+    return f">{_us(1 << 24, tick_ns)}" if figures["overflow"] else _us(figures["max"], tick_ns)
 
 
 class LiveView:
@@ -33,10 +44,16 @@ class LiveView:
         self._console = None
         self._last = 0.0
         self._t0 = time.monotonic()
+        self.on_rig = False          # the rig's interval histograms, not the host's pairing
+        self.intervals = 0           # engine intervals in so far
+        self.last_interval = None    # the latest engine.EngineInterval
+        self._shown_bin = {}         # per kind, the highest bin shown as a new maximum
+        self._closed = False
 
     def begin(self, capture, kinds):
         self.capture = capture
-        self.kinds = list(kinds)
+        self.on_rig = capture.settings.on_rig and not capture.settings.raw
+        self.kinds = list(engine.KINDS) if self.on_rig else list(kinds)
         self._t0 = time.monotonic()
         if not self.enabled or not self.tty:
             return
@@ -50,17 +67,21 @@ class LiveView:
 
     # ---- figures ----
 
+    def _lost(self):
+        c = self.capture
+        decoder = c.session.decoder_counters if c.session else {}
+        status = c.status
+        return {"frames lost": decoder.get("lost", 0), "frames corrupt": decoder.get("corrupt", 0),
+                "frames malformed": decoder.get("malformed", 0),
+                "gateware drops": sum(status.dropped) if status else 0,
+                "overflow markers": c.session.overflows if c.session else 0}
+
     def _state(self):
         c = self.capture
         stream = c.stream
         agg = stream.aggregator
         elapsed = max(time.monotonic() - self._t0, 1e-9)
-        decoder = c.session.decoder_counters if c.session else {}
-        status = c.status
-        lost = {"frames lost": decoder.get("lost", 0), "frames corrupt": decoder.get("corrupt", 0),
-                "frames malformed": decoder.get("malformed", 0),
-                "gateware drops": sum(status.dropped) if status else 0,
-                "overflow markers": c.session.overflows if c.session else 0}
+        lost = self._lost()
         rows = []
         for kind in self.kinds:
             st = agg.stats("all", kind, percentiles=_PERCENTILES)
@@ -92,6 +113,66 @@ class LiveView:
         table.caption_justify = "left"
         return table
 
+    def _engine_state(self):
+        """The rig's intervals in so far: per kind (kind, figures of all of them, of the last one)."""
+        c = self.capture
+        rig = c.rig_histograms
+        last = self.last_interval
+        rows = []
+        for k, kind in enumerate(self.kinds):
+            so_far = engine.bin_figures(rig.counts(kind), _PERCENTILES) if rig is not None else None
+            latest = engine.bin_figures(last.counts[k].sum(axis=0), _PERCENTILES) if last is not None else None
+            rows.append((kind, so_far, latest))
+        lost = self._lost()
+        if rig is not None and rig.intervals_incomplete:
+            lost["engine intervals incomplete"] = rig.intervals_incomplete
+        origin = rig.origin_tick if rig is not None else 0
+        return {"elapsed": max(time.monotonic() - self._t0, 1e-9), "intervals": self.intervals,
+                "rig_s": (last.end_tick - origin) / c.ts_hz if last is not None else 0.0,
+                "interval_ms": (1 << rig.shift) / c.ts_hz * 1e3 if rig is not None else None,
+                "rows": rows, "lost": lost, "tick_ns": 1e9 / c.ts_hz}
+
+    def _engine_table(self, s):
+        from rich import box
+        from rich.table import Table
+
+        length = f" of {s['interval_ms']:.4g} ms" if s["interval_ms"] else ""
+        table = Table(title=f"hilat capture --on-rig: {s['intervals']} intervals{length} from the rig, "
+                            f"{s['rig_s']:.3f} s of rig time, {s['elapsed']:.1f} s; latencies in us "
+                            "(the engine's bins, 2 digits)",
+                      title_justify="left", box=box.SIMPLE_HEAD)
+        table.add_column("kind", no_wrap=True, min_width=max(len(k) for k in self.kinds))
+        for name in ("samples", "p50", "p99", "p99.9", "max", "last n", "last p99", "last max"):
+            table.add_column(name, justify="right", no_wrap=True)
+        tick_ns = s["tick_ns"]
+        for kind, so_far, latest in s["rows"]:
+            cells = []
+            for figures, labels in ((so_far, _PERCENTILES), (latest, _PERCENTILES[1:2])):
+                cells += [str(figures["count"]) if figures else "-",
+                          *(_us(figures and figures["percentiles"][analysis.percentile_label(p)], tick_ns)
+                            for p in labels), _max_us(figures, tick_ns)]
+            table.add_row(kind, *cells)
+        table.caption = "lost: " + ", ".join(f"{what} {n}" for what, n in s["lost"].items())
+        table.caption_justify = "left"
+        return table
+
+    def _engine_line(self, s):
+        tick_ns = s["tick_ns"]
+        parts = [f"T: {s['elapsed']:7.1f} s I: {s['intervals']} intervals ({s['rig_s']:.3f} s rig time)"]
+        for kind, so_far, latest in s["rows"]:
+            if so_far is None:
+                parts.append(f"{kind} -")
+                continue
+            pct = so_far["percentiles"]
+            text = (f"{kind} n {so_far['count']} P50 {_us(pct['p50'], tick_ns)} P99 {_us(pct['p99'], tick_ns)} "
+                    f"P99.9 {_us(pct['p99.9'], tick_ns)} Max {_max_us(so_far, tick_ns)} us")
+            if latest is not None:
+                text += (f" (last interval n {latest['count']} P99 {_us(latest['percentiles']['p99'], tick_ns)} "
+                         f"Max {_max_us(latest, tick_ns)})")
+            parts.append(text)
+        parts.append(f"lost {sum(s['lost'].values())}")
+        return " | ".join(parts)
+
     def _line(self, s):
         parts = [f"T: {s['elapsed']:7.1f} s C: {s['paced']}{s['total']} {s['counted']} ({s['rate']:,.0f} records/s)"]
         for kind, _starts, st, misses, dups in s["rows"]:
@@ -111,20 +192,47 @@ class LiveView:
         if not force and now - self._last < self.refresh_s:
             return
         self._last = now
-        s = self._state()
-        if self._live is not None:
-            self._live.update(self._table(s), refresh=True)
+        if self.on_rig:
+            s = self._engine_state()
+            table, line = self._engine_table, self._engine_line
         else:
-            self.file.write(self._line(s) + "\n")
+            s = self._state()
+            table, line = self._table, self._line
+        if self._live is not None:
+            self._live.update(table(s), refresh=True)
+        else:
+            self.file.write(line(s) + "\n")
             self.file.flush()
+
+    def engine_interval(self, interval):
+        """An interval of the rig's engine came in (``engine.RigHistograms``' ``on_interval``): shown at
+        the next update; a kind whose highest bin is above all before prints a new-maximum line."""
+        if not self.enabled or not self.on_rig or self._closed:
+            return
+        self.intervals += 1
+        self.last_interval = interval
+        rig = self.capture.rig_histograms
+        origin = rig.origin_tick if rig is not None else interval.start_tick
+        for k, kind in enumerate(self.kinds):
+            filled = (interval.counts[k].sum(axis=0) != 0).nonzero()[0]
+            if not len(filled) or filled[-1] <= self._shown_bin.get(kind, -1):
+                continue
+            self._shown_bin[kind] = top = int(filled[-1])
+            tick_ns = 1e9 / self.capture.ts_hz
+            value = (f"beyond {_us(1 << 24, tick_ns)} us (the overflow bin)" if top == engine.OVERFLOW_BIN
+                     else f"{_us(engine.bin_value(top), tick_ns)} us (bin up to {engine.bin_value(top)} ticks)")
+            start_s = max(interval.start_tick - origin, 0) / self.capture.ts_hz
+            self._say(f"new max {kind}: {value} in the rig's interval from {start_s:.3f} s")
 
     def new_max(self, kind, worst):
         if not self.enabled or self.capture is None:
             return
         tick_ns = 1e9 / self.capture.ts_hz
         what = "stimulus" if kind in dict(analysis.KINDS) else "sample"
-        text = (f"new max {kind}: {_us(worst['ticks'], tick_ns)} us ({worst['ticks']} ticks) at {what} "
-                f"#{worst['index']}, tick {worst['start_tick']}" + (", tagged" if worst["tagged"] else ""))
+        self._say(f"new max {kind}: {_us(worst['ticks'], tick_ns)} us ({worst['ticks']} ticks) at {what} "
+                  f"#{worst['index']}, tick {worst['start_tick']}" + (", tagged" if worst["tagged"] else ""))
+
+    def _say(self, text):
         if self._console is not None:
             self._console.print(text, highlight=False)
         else:
@@ -136,3 +244,6 @@ class LiveView:
             self.update(force=True)
             self._live.stop()
             self._live = None
+        elif self.on_rig:
+            self.update(force=True)  # the last intervals come with the flush, after the last refresh
+        self._closed = True

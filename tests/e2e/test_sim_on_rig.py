@@ -5,6 +5,8 @@ The DUT writes every latency it injects; the summary must state exactly their co
 and misses, and their HdrHistogram's median and percentiles, at a stimulus rate the raw path cannot carry."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +18,9 @@ from targets import sim
 
 N_STIMULI = 20_000
 PERIOD = 200  # ticks: 250,000 stimuli/s at 50 MHz, about 1.5 M edges/s, far beyond the UART
+# A DUT that answers well within the period: the ISR 5..36 ticks after the stimulus, the task 4..19 after it.
+DUT = {"seed": 5, "isr_base": 5, "isr_spread_bits": 5, "isr_width": 3, "resched_base": 4, "resched_spread_bits": 4,
+       "task_width": 3, "tag_per1024": 128, "miss_per1024": 12, "mask_per1024": 0}
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +31,7 @@ def engine_sim_dir():
 @pytest.mark.parametrize("raw", [False, True])
 def test_on_rig_summary_is_the_injected_latencies(engine_sim_dir, tmp_path, raw):
     dut_log = tmp_path / "injected.csv"
-    dut = {"seed": 5, "isr_base": 5, "isr_spread_bits": 5, "isr_width": 3, "resched_base": 4,
-           "resched_spread_bits": 4, "task_width": 3, "tag_per1024": 128, "miss_per1024": 12, "mask_per1024": 0}
-    with sim.SimulatedRig(engine_sim_dir, tmp_path / "sim", dut_args=dut, dut_log=dut_log) as rig:
+    with sim.SimulatedRig(engine_sim_dir, tmp_path / "sim", dut_args=DUT, dut_log=dut_log) as rig:
         code = main(["capture", rig.url, "--on-rig", *(["--raw"] if raw else []), "--count", str(N_STIMULI),
                      "--mode", "periodic", "--period", str(PERIOD), "--jitter", "0", "--out", str(tmp_path / "runs"),
                      "--no-progress", "--no-calibration", "--interval-shift", "18"])
@@ -60,3 +63,28 @@ def test_on_rig_summary_is_the_injected_latencies(engine_sim_dir, tmp_path, raw)
                 assert ticks["percentiles"][analysis.percentile_label(q)] == want, (kind, subset, q)
         assert run["subsets"]["all"][kind]["misses"] == missed.sum()
         assert run["tagged"][kind] == int(((injected[:, 4] == 1) & ~missed).sum())
+
+
+def test_live_view_shows_the_rigs_intervals(engine_sim_dir, tmp_path):
+    """Without raw edges the live view (plain lines off a terminal) shows the engine's intervals as they
+    come; the last line, after the flush, has every sample the summary counts, and its maximum."""
+    out = tmp_path / "runs"
+    with sim.SimulatedRig(engine_sim_dir, tmp_path / "sim", dut_args={**DUT, "seed": 9}) as rig:
+        done = subprocess.run([sys.executable, "-m", "hilat", "capture", rig.url, "--on-rig", "--count", "5000",
+                               "--mode", "periodic", "--period", str(PERIOD), "--jitter", "0", "--out", str(out),
+                               "--no-calibration", "--interval-shift", "18"],
+                              capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    progress = [line for line in lines if line.startswith("T: ")]
+    (run_dir,) = out.iterdir()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    run = json.loads((run_dir / "summary.json").read_text())["runs"][0]
+    assert meta["results"]["on_rig"] == "complete" and meta["engine"]["intervals"] > 3
+    assert progress and f" I: {meta['engine']['intervals']} intervals " in progress[-1], done.stderr
+    tick_us = 1e6 / meta["rig"]["ts_hz"]
+    for kind in ("stim_to_isr", "stim_to_task", "isr_to_task"):
+        row = run["subsets"]["all"][kind]
+        top = HdrHistogram(1, 2**24 - 1, 2).highest_equivalent_value(row["ticks"]["max"])
+        assert f"{kind} n {row['count']} " in progress[-1] and f"Max {top * tick_us:.3f} us" in progress[-1]
+        assert any(line.startswith(f"new max {kind}: {top * tick_us:.3f} us") for line in lines)
