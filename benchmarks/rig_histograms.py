@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 from hilat import protocol as p
-from hilat.engine import ENGINE_HDR
+from hilat.engine import ENGINE_HDR, deadline_limit
 from hilat.hdr import HdrHistogram
 from hilat.rig import Rig
 from hilat.transport import Transport
@@ -77,7 +77,9 @@ def run(args):
                                          for ch in range(identity.n_stimulus + identity.n_inputs)]))
             rig.command(p.EngineConfig(flags=p.ENGINE_ENABLE, start_channel=STIM, start_level=1,
                                        isr_channel=ISR, isr_level=1, task_channel=TASK, task_level=1,
-                                       tag_channel=TAG, tag_level=1, interval_shift=args.shift))
+                                       tag_channel=TAG, tag_level=1, interval_shift=args.shift,
+                                       # The next stimulus closes each window long before this.
+                                       deadline=deadline_limit(args.shift)))
             rig.command(p.StimConfig(channel=0, mode=0, invert=0, width=5, period=args.period, jitter=0,
                                      probability=0, burst_count=1, burst_spacing=10, count=args.stimuli, seed=1))
             first = rig.now() + 300_000

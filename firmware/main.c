@@ -397,6 +397,11 @@ static const char *check_engine_config(const hilat_engine_config_t *c)
         return "engine: deadline below the minimum spacing";
     if (c->interval_shift < HILAT_ENGINE_INTERVAL_SHIFT_MIN || c->interval_shift > HILAT_ENGINE_INTERVAL_SHIFT_MAX)
         return "engine: interval shift out of range";
+    /* A window open across two interval boundaries would hold back the first one's sweep while
+       samples of the third arrive: every window must close within 2**shift - 2 sweeps. */
+    if ((c->flags & HILAT_ENGINE_ENABLE)
+        && (c->deadline == 0 || c->deadline > (1u << c->interval_shift) - 2u * HILAT_ENGINE_SWEEP_TICKS))
+        return "engine: deadline 0 or above 2**shift - 2 sweeps (docs/engine.md)";
     if (c->trigger_threshold != 0 && c->trigger_width == 0)
         return "engine: trigger width must be >= 1";
     return 0;

@@ -71,7 +71,8 @@ class BaseSoC(RigSoC):
 # Build --------------------------------------------------------------------------------------------
 
 def make_parser():
-    # The engine does not fit the LFE5U-25F yet (docs/engine.md, "Room on the FPGA"): off by default.
+    # With the engine the LFE5U-25F does not route at 140 MHz yet (docs/engine.md, "Room on the
+    # FPGA"): off by default.
     return board_flow.make_parser(colorlight_i5.Platform, BOARD, "hilat rig on Colorlight i5",
                                   SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD, engine_default=False)
 

@@ -73,8 +73,10 @@ class BaseSoC(RigSoC):
 # Build --------------------------------------------------------------------------------------------
 
 def make_parser():
+    # The engine fits the LFE5U-45F but does not meet timing yet (docs/engine.md, "Room on the
+    # FPGA"): off by default.
     parser = board_flow.make_parser(radiona_ulx3s.Platform, BOARD, "hilat rig on ULX3S",
-                                    SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD)
+                                    SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD, engine_default=False)
     parser.add_target_argument("--device", default="LFE5U-45F",
                                help="FPGA device (LFE5U-25F, LFE5U-45F or LFE5U-85F).")
     parser.add_target_argument("--revision", default="2.0", help="Board revision (2.0 or 1.7).")
