@@ -236,6 +236,9 @@ async def start_stimulus(tb, *cfgs):
 def default_config(tag=True, **settings):
     """(EngineConfig, roles) for the rig's default roles (stim0, isr in0, task in1, tag in3)."""
     roles = em.rig_roles()
+    # Deadline 0 (none) unless given: the gateware keeps that mode, though the firmware and the host
+    # now always set one (hilat.engine.deadline_limit).
+    settings.setdefault("deadline", 0)
     cfg = EngineConfig.from_roles(roles, **settings)
     if not tag:
         cfg = EngineConfig(**{**cfg.__dict__, "tag": None})
@@ -249,6 +252,7 @@ def custom_config(start, isr, task, **settings):
     base = em.rig_roles()
     roles = Channels(stimulus=start, isr=isr, task=task, tag=None, names=base.names,
                      default_roles=base.default_roles)
+    settings.setdefault("deadline", 0)
     return EngineConfig(start=(start, 1), isr=(isr, 1), task=(task, 1), **settings), roles
 
 
