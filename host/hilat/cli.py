@@ -345,7 +345,8 @@ def cmd_demo(args):
     sim = _sim()
 
     log.info("building the simulated rig (cached after the first run)")
-    sim_dir = sim.build(dut_model=args.dut_model, dut_top=args.dut_top)
+    # --on-rig: the simulated rig with the measurement engine (a separate, cached build).
+    sim_dir = sim.build(dut_model=args.dut_model, dut_top=args.dut_top, with_engine=args.on_rig)
     run_tmp = Path(tempfile.mkdtemp(prefix="hilat-sim-"))
     dut_log = run_tmp / "dut_injected.csv"
     rig = sim.SimulatedRig(sim_dir, run_tmp, dut_args=_dut_args(args), dut_log=dut_log)

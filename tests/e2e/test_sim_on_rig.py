@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hilat import analysis
 from hilat.cli import main
+from hilat.engine import RigHistograms
 from hilat.hdr import HdrHistogram
 
 from targets import sim
@@ -88,3 +89,22 @@ def test_live_view_shows_the_rigs_intervals(engine_sim_dir, tmp_path):
         top = HdrHistogram(1, 2**24 - 1, 2).highest_equivalent_value(row["ticks"]["max"])
         assert f"{kind} n {row['count']} " in progress[-1] and f"Max {top * tick_us:.3f} us" in progress[-1]
         assert any(line.startswith(f"new max {kind}: {top * tick_us:.3f} us") for line in lines)
+
+
+def test_demo_on_rig_builds_the_engine_and_reports_from_its_bins(engine_sim_dir, tmp_path):
+    """`hilat demo --on-rig` runs against the simulated rig with the engine (the same cached build as
+    `engine_sim_dir`) and its run holds the rig's histograms, complete."""
+    argv = ["demo", "--on-rig", "--count", "2000", "--period", str(PERIOD), "--jitter", "0",
+            "--out", str(tmp_path / "runs"), "--label", "onrig", "--no-progress"]
+    for key, value in DUT.items():
+        argv += ["--dut", f"{key}={value}"]
+    assert main(argv) == 0
+    (run_dir,) = (tmp_path / "runs").glob("*-onrig")
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["results"]["on_rig"] == "complete"
+    assert (run_dir / "hlog" / "rig.hlog").stat().st_size > 0
+    injected = sim.read_dut_log(run_dir / "dut_injected.csv")
+    answered = injected[:, 1] == 0
+    rig = RigHistograms.from_json(json.loads((run_dir / "engine.json").read_text()))
+    assert rig.exact("stim_to_isr")["count"] == int(answered.sum()) > 1900
+    assert int(rig.counts("stim_to_isr").sum()) == int(answered.sum())
