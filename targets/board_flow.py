@@ -55,9 +55,11 @@ def rig_io(pins, n_inputs=N_INPUTS):
     return io
 
 
-def trigger_io(where):
-    """Platform extension: the engine's trigger-out pin (docs/engine.md, "Trigger-out")."""
-    return [("trigger", 0, Pins(where), IOStandard("LVCMOS33"), Misc("SLEWRATE=FAST"), Misc("DRIVE=8"))]
+def request_trigger_pad(platform, trigger):
+    """The engine's trigger-out pin (docs/engine.md, "Trigger-out"); ``trigger``: (pin, header position)."""
+    platform.add_extension([("trigger", 0, Pins(trigger[0]), IOStandard("LVCMOS33"), Misc("SLEWRATE=FAST"),
+                             Misc("DRIVE=8"))])
+    return platform.request("trigger")
 
 
 def request_rig_pads(platform, n_inputs=N_INPUTS):

@@ -62,8 +62,7 @@ class BaseSoC(RigSoC):
         # Rig SoC ----------------------------------------------------------------------------------
         stimulus_pads, capture_pads = board_flow.request_rig_pads(platform, n_inputs)
         if kwargs.get("with_engine"):
-            platform.add_extension(board_flow.trigger_io(TRIGGER[0]))
-            kwargs["trigger_pad"] = platform.request("trigger")
+            kwargs["trigger_pad"] = board_flow.request_trigger_pad(platform, TRIGGER)
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                         board=BOARD, **kwargs)
 

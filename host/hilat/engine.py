@@ -28,6 +28,7 @@ from hilat.hdr import HdrHistogram, HlogWriter
 
 # The histogram the rig indexes into: 1 tick .. 2**24 - 1 ticks, 2 significant digits.
 ENGINE_HDR = dict(lowest=1, highest=2**24 - 1, significant_figures=2)
+OVERFLOW_FROM = ENGINE_HDR["highest"] + 1  # ticks: the overflow bin's values, and above
 KINDS = p.ENGINE_KINDS
 TAGS = ("untagged", "tagged")
 HDR_BINS = p.ENGINE_HDR_BINS
@@ -75,10 +76,10 @@ def bin_of(values) -> np.ndarray:
     bucket = max(bit_length(v | 255) - 8, 0), bin = (bucket << 7) + (v >> bucket); OVERFLOW_BIN
     for v >= 2**24."""
     v = np.asarray(values, dtype=np.int64)
-    inside = np.minimum(v, (1 << 24) - 1)
+    inside = np.minimum(v, OVERFLOW_FROM - 1)
     bit_length = np.frexp((inside | 255).astype(np.float64))[1]  # exact: below 2**53
     bucket = np.maximum(bit_length - 8, 0)
-    return np.where(v >= 1 << 24, OVERFLOW_BIN, (bucket << 7) + (inside >> bucket))
+    return np.where(v >= OVERFLOW_FROM, OVERFLOW_BIN, (bucket << 7) + (inside >> bucket))
 
 
 # ---- configuration ----------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ def _max_us(figures, tick_ns):
     """The max of ``engine.bin_figures``: '>' the bins' range when the overflow bin holds samples."""
     if figures is None:
         return "-"
-    return f">{_us(1 << 24, tick_ns)}" if figures["overflow"] else _us(figures["max"], tick_ns)
+    return f">{_us(engine.OVERFLOW_FROM, tick_ns)}" if figures["overflow"] else _us(figures["max"], tick_ns)
 
 
 class LiveView:
@@ -219,7 +219,7 @@ class LiveView:
                 continue
             self._shown_bin[kind] = top = int(filled[-1])
             tick_ns = 1e9 / self.capture.ts_hz
-            value = (f"beyond {_us(1 << 24, tick_ns)} us (the overflow bin)" if top == engine.OVERFLOW_BIN
+            value = (f"beyond {_us(engine.OVERFLOW_FROM, tick_ns)} us (the overflow bin)" if top == engine.OVERFLOW_BIN
                      else f"{_us(engine.bin_value(top), tick_ns)} us (bin up to {engine.bin_value(top)} ticks)")
             start_s = max(interval.start_tick - origin, 0) / self.capture.ts_hz
             self._say(f"new max {kind}: {value} in the rig's interval from {start_s:.3f} s")
