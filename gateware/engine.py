@@ -9,7 +9,7 @@ raw and on-rig results describe the same edges. Definitions, interval rules and 
 - ``_Pairing``: one response window at a time; emits a sample when it closes, and a close pulse per
   interval once none of its samples can still come; drives the trigger pin;
 - ``_SampleValues``: the three kinds' values (offset subtracted), misses, below-range, outliers;
-- ``_Binning`` (per kind): HdrHistogram's bucket index of a value, the bank address;
+- ``_Binning`` (per kind): HdrHistogram's bucket index of a value, its block RAM address;
 - ``_HistogramBank`` (per kind): block RAM of 36-bit words (35-bit count, epoch bit); one operation
   every ``SLOT`` ticks: a sample's increment, a sweep step, or a clear step;
 - ``_Statistics`` (per kind): exact run totals.
@@ -330,13 +330,14 @@ class _SampleValues(LiteXModule):
 # Binning -------------------------------------------------------------------------------------------
 
 class _Binning(LiteXModule):
-    """HdrHistogram's bin of a value, then the bank address (tagged bins after the untagged), and
-    where the bank keeps it: its block RAM address, or ``overflow`` (the bin is a register)."""
+    """HdrHistogram's bin of a value and where the bank keeps it: its block RAM address (tagged
+    bins after the untagged), or ``overflow`` (the bin is a register)."""
     latency = 2
 
     def __init__(self, valid, value, tag, interval, clock_domain):
         self.valid    = Signal()
-        self.address  = Signal(max=BANK_WORDS)
+        self.bin      = Signal(max=TAG_BINS)
+        self.tag      = Signal()
         self.ram_address = Signal(max=BANK_RAM_WORDS)
         self.overflow = Signal()
         self.interval = Signal(32)
@@ -357,13 +358,17 @@ class _Binning(LiteXModule):
             tag1.eq(tag), valid1.eq(valid), interval1.eq(interval),
         ]
         # Stage 2: (bucket << 7) + (v >> bucket), or the overflow bin; tagged half after untagged.
+        # Above bucket 0 the top bit of v >> bucket is the leading one, so the sum is only the
+        # high part: (bucket + sub[7]) << 7 | sub[:7] (5-bit adds, not 12-bit ones).
         sub = Signal(8)
         self.comb += Case(bucket, {b: sub.eq(v1[b:b + 8]) for b in range(VALUE_BITS - 8 + 1)})
-        index = Signal(max=TAG_BINS)
-        self.comb += index.eq(Mux(over, OVERFLOW_BIN, (bucket << SUB_BUCKET_HALF_MAGNITUDE) + sub))
+        high = Signal(5)
+        tag_high = HDR_BINS >> SUB_BUCKET_HALF_MAGNITUDE   # the tagged half's offset, in 128s
+        self.comb += high.eq(bucket + sub[7])
         sync += [
-            self.address.eq(index + Mux(tag1, TAG_BINS, 0)),
-            self.ram_address.eq(index[:len(self.ram_address)] + Mux(tag1, HDR_BINS, 0)),
+            self.bin.eq(Mux(over, OVERFLOW_BIN, Cat(sub[:SUB_BUCKET_HALF_MAGNITUDE], high))),
+            self.tag.eq(tag1),
+            self.ram_address.eq(Cat(sub[:SUB_BUCKET_HALF_MAGNITUDE], high + Mux(tag1, tag_high, 0))),
             self.overflow.eq(over),
             self.valid.eq(valid1), self.interval.eq(interval1),
         ]
@@ -375,7 +380,7 @@ class _HistogramBank(LiteXModule):
     """One kind's bins (untagged, then tagged): increments, interval sweeps, clears (docs/engine.md,
     "Intervals without stopping"). ``close`` pulses, one per interval in order from ``first``;
     ``source``: bins and closes of this kind."""
-    def __init__(self, kind, valid, address, ram_address, overflow, interval, clock_domain, out_depth=16):
+    def __init__(self, kind, valid, bin, tag, ram_address, overflow, interval, clock_domain, out_depth=16):
         self.close    = Signal()    # pulse: the next interval is complete (all its samples are in)
         self.begin    = Signal()    # pulse: a run starts; intervals from `first`
         self.first    = Signal(32)
@@ -406,14 +411,14 @@ class _HistogramBank(LiteXModule):
         scan_tag   = Signal()
         scan_bin   = Signal(max=TAG_BINS + 1)
         # The waiting sample (at most one: samples come >= MIN_SPACING apart).
-        pending, pending_address, pending_epoch = Signal(), Signal(max=BANK_WORDS), Signal()
+        pending, pending_bin, pending_tag, pending_epoch = Signal(), Signal(12), Signal(), Signal()
         pending_ram, pending_ovf = Signal(max=BANK_RAM_WORDS), Signal(2)
 
         # Operation slots: phase 0 issues (address to the read port), 1 the word arrives, 2
         # computes, 3 writes and emits. The next read comes after the write: no hazard.
         phase = Signal(2)
         OP_NONE, OP_INC, OP_SWEEP, OP_CLEAR = range(4)
-        op, op_address, op_epoch = Signal(2), Signal(max=BANK_WORDS), Signal()
+        op, op_epoch = Signal(2), Signal()
         op_ram, op_ovf = Signal(max=BANK_RAM_WORDS), Signal(2)
         overflow_words = [Signal(1 + COUNT_BITS, name=f"overflow_word{t}") for t in range(2)]
         op_tag, op_bin = Signal(), Signal(12)
@@ -442,9 +447,9 @@ class _HistogramBank(LiteXModule):
                 If(pending & ~take | ~inc_in_range,
                     If(self.samples_lost != 0xFFFFFFFF, self.samples_lost.eq(self.samples_lost + 1)),
                 ).Else(
-                    pending.eq(1), pending_address.eq(address), pending_epoch.eq(interval[0]),
+                    pending.eq(1), pending_bin.eq(bin), pending_tag.eq(tag), pending_epoch.eq(interval[0]),
                     pending_ram.eq(ram_address),
-                    pending_ovf.eq(Mux(overflow, Mux(address >= TAG_BINS, 0b10, 0b01), 0)),
+                    pending_ovf.eq(Mux(overflow, Mux(tag, 0b10, 0b01), 0)),
                 ),
             ),
         ]
@@ -467,12 +472,11 @@ class _HistogramBank(LiteXModule):
                 0: [
                     op.eq(OP_NONE),
                     If(pending,
-                        op.eq(OP_INC), op_address.eq(pending_address), op_epoch.eq(pending_epoch),
+                        op.eq(OP_INC), op_epoch.eq(pending_epoch),
                         op_ram.eq(pending_ram), op_ovf.eq(pending_ovf),
-                        op_tag.eq(pending_address >= TAG_BINS),
-                        op_bin.eq(pending_address - Mux(pending_address >= TAG_BINS, TAG_BINS, 0)),
+                        op_tag.eq(pending_tag), op_bin.eq(pending_bin),
                     ).Elif(clearing,
-                        op.eq(OP_CLEAR), op_address.eq(scan), op_ram.eq(scan_ram), op_ovf.eq(scan_ovf),
+                        op.eq(OP_CLEAR), op_ram.eq(scan_ram), op_ovf.eq(scan_ovf),
                         *scan_advance, If(scan_last, clearing.eq(0)),
                     ).Elif(sweeping,
                         If(scan == BANK_WORDS,
@@ -481,7 +485,7 @@ class _HistogramBank(LiteXModule):
                                 sweeping.eq(0), out_close.eq(1),
                             ),
                         ).Elif(room,
-                            op.eq(OP_SWEEP), op_address.eq(scan), op_tag.eq(scan_tag), op_bin.eq(scan_bin),
+                            op.eq(OP_SWEEP), op_tag.eq(scan_tag), op_bin.eq(scan_bin),
                             op_ram.eq(scan_ram), op_ovf.eq(scan_ovf),
                             *scan_advance,
                             If(scan_bin == TAG_BINS - 1,
@@ -694,8 +698,8 @@ class MeasurementEngine(LiteXModule):
         for k in range(3):
             binning = _Binning(values.valid & values.present[k], values.value[k], values.tag, values.interval,
                                clock_domain)
-            bank = _HistogramBank(k, binning.valid, binning.address, binning.ram_address, binning.overflow,
-                                  binning.interval, clock_domain)
+            bank = _HistogramBank(k, binning.valid, binning.bin, binning.tag, binning.ram_address,
+                                  binning.overflow, binning.interval, clock_domain)
             stats = _Statistics(values.valid, values.present[k], values.below[k], values.value[k], values.tag,
                                 values.dups[k], clock_domain)
             self.add_module(f"binning{k}", binning)

