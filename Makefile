@@ -33,7 +33,7 @@ VERILATOR_WAIVE := -Wno-DECLFILENAME -Wno-UNUSEDSIGNAL -Wno-COMBDLY -Wno-PROCASS
 lint: verilog
 	.venv/bin/ruff check .
 	scripts/verilator --lint-only -Wall $(VERILATOR_WAIVE) --top-module hilat_timing_cores \
-	    $(BUILD)/verilog/hilat_timing_cores.v gateware/sim_models/MULT18X18D.v
+	    $(BUILD)/verilog/hilat_timing_cores.v gateware/sim_models/*.v
 
 clean:
 	rm -rf $(BUILD) tests/gateware/sim_build runs

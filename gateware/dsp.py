@@ -12,7 +12,8 @@ from pathlib import Path
 from litex.gen import LiteXModule
 from migen import ClockSignal, Instance, Signal
 
-SIM_MODELS = [str(Path(__file__).parent / "sim_models" / "MULT18X18D.v")]
+# Every vendor block the rig instantiates (this multiplier, gateware.bram's block RAM), modelled.
+SIM_MODELS = sorted(str(p) for p in (Path(__file__).parent / "sim_models").glob("*.v"))
 
 WIDTH = 18
 

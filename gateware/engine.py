@@ -25,6 +25,7 @@ from migen import *
 from migen.genlib.cdc import MultiReg
 from migen.genlib.roundrobin import SP_CE, RoundRobin
 
+from gateware.bram import RegisteredRAM36
 from gateware.cdc import ConfigCommit, Snapshot, StreamAsyncFIFO
 
 KINDS = ("stim_to_isr", "stim_to_task", "isr_to_task")
@@ -195,14 +196,17 @@ class _Pairing(LiteXModule):
         final      = Signal(32)     # after a flush: close every interval before this one
 
         age_next = Signal(32)
+        age_full = Signal()         # age has saturated (decided a tick ahead: no 32-bit AND before the add)
         live     = Signal()         # the open window includes this tick
         close_now = Signal()
         opens    = Signal()
         closable = Signal(32)       # every interval before this one is complete
-        has_deadline = Signal()
+        # Settings derived once (the settings hold still during a run), off the per-tick paths.
+        has_deadline  = Signal()
+        deadline_last = Signal(32)  # the last tick of a window, as an age: deadline - 1
+        sync += [has_deadline.eq(cfg.deadline != 0), deadline_last.eq(cfg.deadline - 1)]
         self.comb += [
-            has_deadline.eq(cfg.deadline != 0),
-            age_next.eq(age + (age != 0xFFFFFFFF)),
+            age_next.eq(age + (age_full == 0)),   # not ~age_full: Verilog widens it before inverting
             live.eq(opened & (~has_deadline | in_deadline)),
             opens.eq(self.running & ~self.flushed & ~self.flush & d.start),
             close_now.eq(opened & (d.start | ~live | self.flush)),
@@ -233,7 +237,7 @@ class _Pairing(LiteXModule):
             If(opens,
                 opened.eq(1),
                 start.eq(d.tick), start_iv.eq(d.interval),
-                age.eq(1),
+                age.eq(1), age_full.eq(0),
                 in_deadline.eq(cfg.deadline != 1),
                 found_isr.eq(d.isr), lat_isr.eq(0), dup_isr.eq(0),
                 found_task.eq(d.task), lat_task.eq(0), dup_task.eq(0),
@@ -242,7 +246,9 @@ class _Pairing(LiteXModule):
                 opened.eq(0),
             ).Else(
                 age.eq(age_next),
-                in_deadline.eq(in_deadline & (age_next != cfg.deadline)),
+                If(age == 0xFFFFFFFE, age_full.eq(1)),
+                # age_next == deadline, compared without the add in front.
+                in_deadline.eq(in_deadline & (age != deadline_last)),
                 respond(d.isr, found_isr, lat_isr, dup_isr),
                 respond(d.task, found_task, lat_task, dup_task),
                 If(live & d.tag_edge, tag_in.eq(1)),
@@ -393,10 +399,8 @@ class _HistogramBank(LiteXModule):
         # # #
 
         sync = getattr(self.sync, clock_domain)
-        memory = Memory(1 + COUNT_BITS, BANK_RAM_WORDS)  # not an attribute: no CSR memory of it
-        rd = memory.get_port(clock_domain=clock_domain)
-        wr = memory.get_port(write_capable=True, clock_domain=clock_domain)
-        self.specials += memory, rd, wr
+        self.ram = ram = RegisteredRAM36(BANK_RAM_WORDS, clock_domain)
+        assert ram.latency == SLOT - 1
         self.out = out = ClockDomainsRenamer(clock_domain)(stream.SyncFIFO(bins_layout(), out_depth))
         self.comb += out.source.connect(self.source)
 
@@ -414,8 +418,11 @@ class _HistogramBank(LiteXModule):
         pending, pending_bin, pending_tag, pending_epoch = Signal(), Signal(12), Signal(), Signal()
         pending_ram, pending_ovf = Signal(max=BANK_RAM_WORDS), Signal(2)
 
-        # Operation slots: phase 0 issues (address to the read port), 1 the word arrives, 2
-        # computes, 3 writes and emits. The next read comes after the write: no hazard.
+        # Operation slots: phase 0 issues (address to the read port) and writes and emits the
+        # previous slot's result; 1 and 2 the block RAM's pipeline (output register, then the
+        # block's word picked), 2 also picks an overflow word or the word the previous slot just
+        # wrote; 3 computes. A read issued at the edge that writes its own word would read the old
+        # word: that case takes the written word instead (the bypass).
         phase = Signal(2)
         OP_NONE, OP_INC, OP_SWEEP, OP_CLEAR = range(4)
         op, op_epoch = Signal(2), Signal()
@@ -423,6 +430,8 @@ class _HistogramBank(LiteXModule):
         overflow_words = [Signal(1 + COUNT_BITS, name=f"overflow_word{t}") for t in range(2)]
         op_tag, op_bin = Signal(), Signal(12)
         word = Signal(1 + COUNT_BITS)
+        alt_word, use_alt = Signal(1 + COUNT_BITS), Signal()      # overflow or bypassed word
+        wrote, wrote_ram = Signal(), Signal(max=BANK_RAM_WORDS)   # the previous slot's RAM write
         new_word, write, emit = Signal(1 + COUNT_BITS), Signal(), Signal()
         emit_count, emit_interval, emit_tag, emit_bin = Signal(COUNT_BITS), Signal(32), Signal(), Signal(12)
         w_count, w_epoch = word[:COUNT_BITS], word[COUNT_BITS]
@@ -475,6 +484,9 @@ class _HistogramBank(LiteXModule):
                         op.eq(OP_INC), op_epoch.eq(pending_epoch),
                         op_ram.eq(pending_ram), op_ovf.eq(pending_ovf),
                         op_tag.eq(pending_tag), op_bin.eq(pending_bin),
+                        # It marks its epoch as it is issued: that interval has counts to sweep
+                        # (no sweep decision can come between the issue and the write).
+                        If(pending_epoch, dirty[1].eq(1)).Else(dirty[0].eq(1)),
                     ).Elif(clearing,
                         op.eq(OP_CLEAR), op_ram.eq(scan_ram), op_ovf.eq(scan_ovf),
                         *scan_advance, If(scan_last, clearing.eq(0)),
@@ -503,8 +515,11 @@ class _HistogramBank(LiteXModule):
                         ),
                     ),
                 ],
-                1: word.eq(Mux(op_ovf[0], overflow_words[0], Mux(op_ovf[1], overflow_words[1], rd.dat_r))),
                 2: [
+                    use_alt.eq((op_ovf != 0) | (wrote & (wrote_ram == op_ram))),
+                    alt_word.eq(Mux(op_ovf[0], overflow_words[0], Mux(op_ovf[1], overflow_words[1], new_word))),
+                ],
+                3: [
                     write.eq(0), emit.eq(0),
                     Case(op, {
                         OP_INC: [
@@ -525,18 +540,18 @@ class _HistogramBank(LiteXModule):
                     }),
                     emit_tag.eq(op_tag), emit_bin.eq(op_bin),
                 ],
-                3: [
-                    If(write & (op != OP_NONE),
-                        If(op_ovf[0], overflow_words[0].eq(new_word)),
-                        If(op_ovf[1], overflow_words[1].eq(new_word)),
-                    ),
-                    # An increment marks its epoch: that interval has counts to sweep.
-                    If(op == OP_INC, If(op_epoch, dirty[1].eq(1)).Else(dirty[0].eq(1))),
-                    If((op == OP_INC) & emit & ~out.sink.ready,
-                        If(self.bins_lost != 0xFFFFFFFF, self.bins_lost.eq(self.bins_lost + 1)),
-                    ),
-                ],
             }),
+            # Phase 0: the previous slot's result (`op` and the rest still describe that slot).
+            If(phase == 0,
+                wrote.eq(write & (op != OP_NONE) & (op_ovf == 0)), wrote_ram.eq(op_ram),
+                If(write & (op != OP_NONE),
+                    If(op_ovf[0], overflow_words[0].eq(new_word)),
+                    If(op_ovf[1], overflow_words[1].eq(new_word)),
+                ),
+                If((op == OP_INC) & emit & ~out.sink.ready,
+                    If(self.bins_lost != 0xFFFFFFFF, self.bins_lost.eq(self.bins_lost + 1)),
+                ),
+            ),
             If(out_close,
                 interval_k.eq(interval_k + 1),
             ),
@@ -552,11 +567,12 @@ class _HistogramBank(LiteXModule):
         ]
 
         self.comb += [
-            rd.adr.eq(Mux(phase == 0, Mux(pending, pending_ram, scan_ram), op_ram)),
-            wr.adr.eq(op_ram),
-            wr.dat_w.eq(new_word),
-            wr.we.eq((phase == 3) & write & (op != OP_NONE) & (op_ovf == 0)),
-            out.sink.valid.eq(((phase == 3) & emit & (op != OP_NONE) & (op != OP_CLEAR)) | out_close),
+            word.eq(Mux(use_alt, alt_word, ram.dat_r)),
+            ram.read_address.eq(Mux(phase == 0, Mux(pending, pending_ram, scan_ram), op_ram)),
+            ram.write_address.eq(op_ram),
+            ram.dat_w.eq(new_word),
+            ram.we.eq((phase == 0) & write & (op != OP_NONE) & (op_ovf == 0)),
+            out.sink.valid.eq(((phase == 0) & emit & (op != OP_NONE) & (op != OP_CLEAR)) | out_close),
             out.sink.type.eq(Mux(out_close, ENTRY_CLOSE, ENTRY_BIN)),
             out.sink.kind.eq(kind),
             out.sink.tag.eq(emit_tag),
