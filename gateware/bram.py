@@ -37,8 +37,8 @@ class RegisteredRAM36(LiteXModule):
         sync = getattr(self.sync, clock_domain)
         clk = ClockSignal(clock_domain)
         outputs = [Signal(WIDTH, name=f"block{b}_out") for b in range(blocks)]
+        write_word, read_word = self.write_address[:word_bits], self.read_address[:word_bits]
         for b in range(blocks):
-            write_word, read_word = self.write_address[:word_bits], self.read_address[:word_bits]
             ports = dict(
                 i_CLKA=clk, i_CEA=self.we & (self.write_address[word_bits:] == b), i_OCEA=0, i_WEA=1,
                 i_RSTA=0, i_CSA0=0, i_CSA1=0, i_CSA2=0,

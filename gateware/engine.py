@@ -41,7 +41,7 @@ BANK_WORDS    = 2 * TAG_BINS
 # exactly nine 512 x 36 blocks (docs/engine.md, "Room on the FPGA").
 BANK_RAM_WORDS = 2 * HDR_BINS
 COUNT_BITS    = 35
-SLOT          = 4                   # ticks per bank operation (read, data, compute, write)
+SLOT          = 4                   # ticks per bank operation (issue and write back, RAM pipeline x2, compute)
 MIN_SPACING   = 2 * SLOT            # shortest stimulus spacing (and deadline) the engine takes
 SWEEP_TICKS   = BANK_WORDS * SLOT   # one interval's sweep of a bank, at most (ticks)
 INTERVAL_SHIFT_MIN = 16
@@ -432,6 +432,7 @@ class _HistogramBank(LiteXModule):
         word = Signal(1 + COUNT_BITS)
         alt_word, use_alt = Signal(1 + COUNT_BITS), Signal()      # overflow or bypassed word
         wrote, wrote_ram = Signal(), Signal(max=BANK_RAM_WORDS)   # the previous slot's RAM write
+        writes_word, writes_ram = Signal(), Signal()              # this slot's result is written: anywhere, to RAM
         new_word, write, emit = Signal(1 + COUNT_BITS), Signal(), Signal()
         emit_count, emit_interval, emit_tag, emit_bin = Signal(COUNT_BITS), Signal(32), Signal(), Signal(12)
         w_count, w_epoch = word[:COUNT_BITS], word[COUNT_BITS]
@@ -543,8 +544,8 @@ class _HistogramBank(LiteXModule):
             }),
             # Phase 0: the previous slot's result (`op` and the rest still describe that slot).
             If(phase == 0,
-                wrote.eq(write & (op != OP_NONE) & (op_ovf == 0)), wrote_ram.eq(op_ram),
-                If(write & (op != OP_NONE),
+                wrote.eq(writes_ram), wrote_ram.eq(op_ram),
+                If(writes_word,
                     If(op_ovf[0], overflow_words[0].eq(new_word)),
                     If(op_ovf[1], overflow_words[1].eq(new_word)),
                 ),
@@ -571,7 +572,9 @@ class _HistogramBank(LiteXModule):
             ram.read_address.eq(Mux(phase == 0, Mux(pending, pending_ram, scan_ram), op_ram)),
             ram.write_address.eq(op_ram),
             ram.dat_w.eq(new_word),
-            ram.we.eq((phase == 0) & write & (op != OP_NONE) & (op_ovf == 0)),
+            writes_word.eq(write & (op != OP_NONE)),
+            writes_ram.eq(writes_word & (op_ovf == 0)),
+            ram.we.eq((phase == 0) & writes_ram),
             out.sink.valid.eq(((phase == 0) & emit & (op != OP_NONE) & (op != OP_CLEAR)) | out_close),
             out.sink.type.eq(Mux(out_close, ENTRY_CLOSE, ENTRY_BIN)),
             out.sink.kind.eq(kind),
