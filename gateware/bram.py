@@ -1,12 +1,13 @@
-"""ECP5 block RAM with the output register on, for tables the ``ts`` domain reads every few cycles.
+"""ECP5 block RAM for the engine's histogram banks: 512 x 36 pseudo-dual-port DP16KD blocks.
 
-A DP16KD without its output register gives its data about 5.8 ns after the clock (speed grade 6):
-with the route to the next register that alone fills a 140 MHz cycle, and a word spread over
-several blocks adds a multiplexer on top. yosys infers blocks only that way, so ``RegisteredRAM36``
-instantiates them: 512 x 36 pseudo-dual-port blocks with ``REGMODE_B = "OUTREG"`` (the data two
-edges after the address), and the word of a deep table picked from its block a cycle later, from
-registers. Simulation uses ``sim_models/DP16KD.v`` (see ``gateware.dsp.SIM_MODELS``), written from
-Lattice's memory usage guide for this subset.
+``RAM36`` instantiates the blocks instead of leaving a ``Memory`` to yosys, so a bank is exactly
+``depth / 512`` blocks in their 36-bit form (what the build report counts), with port A writing and
+port B reading. The blocks run without their output register: the data comes about 5.8 ns after the
+clock (speed grade 6), which the ``sys`` domain (20 ns) absorbs with the block multiplexer and the
+bank's compute behind it. (Were the register wanted at a faster clock: in the 36-bit form the low
+half leaves on DOA, whose register is REGMODE_A's, not REGMODE_B's.) Simulation uses
+``sim_models/DP16KD.v`` (see ``gateware.dsp.SIM_MODELS``), written from Lattice's memory usage guide
+for this subset.
 """
 
 from litex.gen import LiteXModule
@@ -16,11 +17,11 @@ BLOCK_WORDS = 512
 WIDTH       = 36
 
 
-class RegisteredRAM36(LiteXModule):
+class RAM36(LiteXModule):
     """``depth`` words of 36 bits in ``depth / 512`` blocks. Write: ``we``, ``write_address`` and
     ``dat_w`` of one cycle write the word at its end. Read: ``read_address`` of cycle c gives
     ``dat_r`` in cycle c + ``latency`` (a word written at the read's own edge reads as before)."""
-    latency = 3
+    latency = 1
 
     def __init__(self, depth, clock_domain):
         assert depth % BLOCK_WORDS == 0
@@ -42,7 +43,7 @@ class RegisteredRAM36(LiteXModule):
             ports = dict(
                 i_CLKA=clk, i_CEA=self.we & (self.write_address[word_bits:] == b), i_OCEA=0, i_WEA=1,
                 i_RSTA=0, i_CSA0=0, i_CSA1=0, i_CSA2=0,
-                i_CLKB=clk, i_CEB=1, i_OCEB=1, i_WEB=0, i_RSTB=0, i_CSB0=0, i_CSB1=0, i_CSB2=0,
+                i_CLKB=clk, i_CEB=1, i_OCEB=0, i_WEB=0, i_RSTB=0, i_CSB0=0, i_CSB1=0, i_CSB2=0,
             )
             # AD*0-3: byte enables (write) / unused (read); AD*4: unused; AD*5-13: the word.
             for i in range(14):
@@ -54,15 +55,15 @@ class RegisteredRAM36(LiteXModule):
                 ports[f"o_DOA{i}"] = outputs[b][i]
                 ports[f"o_DOB{i}"] = outputs[b][18 + i]
             self.specials += Instance("DP16KD",
-                p_DATA_WIDTH_A=36, p_DATA_WIDTH_B=36, p_REGMODE_A="NOREG", p_REGMODE_B="OUTREG",
+                p_DATA_WIDTH_A=36, p_DATA_WIDTH_B=36, p_REGMODE_A="NOREG", p_REGMODE_B="NOREG",
                 p_RESETMODE="SYNC", p_ASYNC_RESET_RELEASE="SYNC", p_CSDECODE_A="0b000",
                 p_CSDECODE_B="0b000", p_WRITEMODE_A="NORMAL", p_WRITEMODE_B="NORMAL", p_GSR="DISABLED",
                 **ports)
-        # The block of each read, as its data leaves the output registers, then the word.
-        block = Signal(max=max(blocks, 2))
-        block_at_output = Signal(max=max(blocks, 2))
-        sync += [
-            block.eq(self.read_address[word_bits:]),
-            block_at_output.eq(block),
-            self.dat_r.eq(Array(outputs)[block_at_output] if blocks > 1 else outputs[0]),
-        ]
+        # The block of each read, registered with the address the block takes: its word is picked
+        # from the block outputs in the cycle they hold it.
+        if blocks > 1:
+            block = Signal(max=blocks)
+            sync += block.eq(self.read_address[word_bits:])
+            self.comb += self.dat_r.eq(Array(outputs)[block])
+        else:
+            self.comb += self.dat_r.eq(outputs[0])

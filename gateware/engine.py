@@ -2,17 +2,21 @@
 
 It taps the capture core's record register (the edges the raw path records, in the same cycle), so
 raw and on-rig results describe the same edges. Definitions, interval rules and limits:
-``docs/engine.md``. Structure, one stage per sub-module, all in ``clock_domain``:
+``docs/engine.md``. Two halves: what needs every tick runs in ``clock_domain`` (``ts``), the rest in
+``sys``, where a 140 MHz timestamp clock does not bound its logic:
 
-- ``_RecordDecode``: the run-time roles (start, isr, task, tag) picked out of each record, and the
-  interval number of its tick (``tick >> interval_shift``);
-- ``_Pairing``: one response window at a time; emits a sample when it closes, and a close pulse per
-  interval once none of its samples can still come; drives the trigger pin;
-- ``_SampleValues``: the three kinds' values (offset subtracted), misses, below-range, outliers;
-- ``_Binning`` (per kind): HdrHistogram's bucket index of a value, its block RAM address;
-- ``_HistogramBank`` (per kind): block RAM of 36-bit words (35-bit count, epoch bit); one operation
-  every ``SLOT`` ticks: a sample's increment, a sweep step, or a clear step;
-- ``_Statistics`` (per kind): exact run totals.
+- ``_RecordDecode`` (ts): the run-time roles (start, isr, task, tag) picked out of each record, and
+  the interval number of its tick (``tick >> interval_shift``);
+- ``_Pairing`` (ts): one response window at a time; emits a sample when it closes, and a close
+  pulse per interval once none of its samples can still come; drives the trigger pin;
+- ``_Crossing`` (ts -> sys): samples, closes and the run's begin, flush and clear, in order, through
+  an asynchronous FIFO; a sample that finds it full is lost and counted; ``sys`` takes one sample
+  every ``2 * SLOT`` cycles at most, so the banks always have free slots for their sweeps;
+- ``_SampleValues`` (sys): the three kinds' values (offset subtracted), misses, below-range;
+- ``_Binning`` (sys, per kind): HdrHistogram's bucket index of a value, its block RAM address;
+- ``_HistogramBank`` (sys, per kind): block RAM of 36-bit words (35-bit count, epoch bit); one
+  operation every ``SLOT`` cycles: a sample's increment, a sweep step, or a clear step;
+- ``_Statistics`` (sys, per kind): exact run totals.
 """
 
 from functools import reduce
@@ -25,7 +29,7 @@ from migen import *
 from migen.genlib.cdc import MultiReg
 from migen.genlib.roundrobin import SP_CE, RoundRobin
 
-from gateware.bram import RegisteredRAM36
+from gateware.bram import RAM36
 from gateware.cdc import ConfigCommit, Snapshot, StreamAsyncFIFO
 
 KINDS = ("stim_to_isr", "stim_to_task", "isr_to_task")
@@ -41,9 +45,16 @@ BANK_WORDS    = 2 * TAG_BINS
 # exactly nine 512 x 36 blocks (docs/engine.md, "Room on the FPGA").
 BANK_RAM_WORDS = 2 * HDR_BINS
 COUNT_BITS    = 35
-SLOT          = 4                   # ticks per bank operation (issue and write back, RAM pipeline x2, compute)
-MIN_SPACING   = 2 * SLOT            # shortest stimulus spacing (and deadline) the engine takes
-SWEEP_TICKS   = BANK_WORDS * SLOT   # one interval's sweep of a bank, at most (ticks)
+SLOT          = 2                   # sys cycles per bank operation (issue and write back, read and compute)
+# The sys half keeps up with a ts clock up to this many times its own frequency (both boards: 140
+# MHz over 50 MHz); the limits below are in ticks for that ratio, and a build above it is refused.
+MAX_TS_PER_SYS = 3
+CROSSING_DEPTH = 16                 # entries of the ts -> sys FIFO
+# One sample every 2 * SLOT sys cycles, half the bank's slots: the other half is the sweeps'.
+MIN_SPACING   = 2 * SLOT * MAX_TS_PER_SYS   # shortest sustained stimulus spacing (and deadline), ticks
+# One interval's sweep of a bank at most, in ticks: every word, plus the crossing's entries and the
+# pipeline ahead of the close (deadline_limit counts it twice: samples may take every other slot).
+SWEEP_TICKS   = (BANK_WORDS + CROSSING_DEPTH + 8) * SLOT * MAX_TS_PER_SYS
 INTERVAL_SHIFT_MIN = 16
 INTERVAL_SHIFT_MAX = 31
 
@@ -87,18 +98,21 @@ class _Config:
         ("trigger_threshold", 32), ("trigger_width", 16),
     ]
 
+    SYS_ONLY = ("offset", "threshold0", "threshold1", "threshold2")   # not needed in clock_domain
+
     def __init__(self):
         for name, width in self.FIELDS:
             setattr(self, name, Signal(width, name=name))
 
-    def signals(self):
-        return [getattr(self, name) for name, _ in self.FIELDS]
+    def ts_fields(self):
+        return [name for name, _ in self.FIELDS if name not in self.SYS_ONLY]
 
-    @classmethod
-    def from_signals(cls, signals):
-        cfg = cls.__new__(cls)
-        for (name, _), s in zip(cls.FIELDS, signals):
-            setattr(cfg, name, s)
+    def with_copies(self, names, signals):
+        """This configuration with ``names`` read from ``signals`` (their clock-domain copies)."""
+        cfg = _Config.__new__(_Config)
+        cfg.__dict__.update(self.__dict__)
+        for name, signal in zip(names, signals):
+            setattr(cfg, name, signal)
         return cfg
 
 
@@ -293,7 +307,8 @@ class _Pairing(LiteXModule):
 # Values --------------------------------------------------------------------------------------------
 
 class _SampleValues(LiteXModule):
-    """A closed window's three values: present, below range, value (ticks), tag; an outlier flag."""
+    """A closed window's three values: present, below range, value (ticks), tag; its interval (of
+    the start tick, ``interval_shift`` in ``cfg``), also for entries that are not samples."""
     latency = 1
 
     def __init__(self, s, cfg, clock_domain):
@@ -318,8 +333,10 @@ class _SampleValues(LiteXModule):
             raw[2].eq(Cat(s.task, C(0, 1)) - s.isr),
         ]
         found = [s.found_isr, s.found_task, s.found_isr & s.found_task]
+        shifts = {shift - INTERVAL_SHIFT_MIN: self.interval.eq(s.start[shift:shift + 32])
+                  for shift in range(INTERVAL_SHIFT_MIN, INTERVAL_SHIFT_MAX + 1)}
         sync += [
-            self.valid.eq(s.valid), self.start.eq(s.start), self.interval.eq(s.interval),
+            self.valid.eq(s.valid), self.start.eq(s.start), Case(cfg.interval_shift, shifts),
             self.tag_at.eq(s.tag_at), self.tag.eq(s.tag_in),
             self.dups[0].eq(s.dup_isr), self.dups[1].eq(s.dup_task), self.dups[2].eq(0),
         ]
@@ -331,6 +348,112 @@ class _SampleValues(LiteXModule):
             ]
             self.comb += self.outlier_values[32*k:32*(k + 1)].eq(
                 Mux(self.present[k], self.value[k], Mux(self.below[k], BELOW_VALUE, MISS_VALUE)))
+
+
+# Crossing ------------------------------------------------------------------------------------------
+
+E_SAMPLE, E_CLOSE, E_BEGIN, E_FLUSHED, E_CLEAR = range(5)
+
+
+def crossing_layout():
+    return [("type", 3), ("tick", 64), ("found_isr", 1), ("found_task", 1), ("isr", 32), ("task", 32),
+            ("dup_isr", 16), ("dup_task", 16), ("tag_at", 1), ("tag_in", 1), ("lost", 32)]
+
+
+class _Crossing(LiteXModule):
+    """The pairing's output to ``sys``, in order: samples, interval closes, and the run's begin (with
+    its first tick), flush completion and clear. In ``clock_domain`` a sample is written the cycle it
+    comes or lost (counted, and the count rides on the next entry written, so ``sys`` adds every
+    loss exactly once); closes owed wait for cycles without a sample, and the run's events for the
+    closes before them. In ``sys``, ``sample`` gives one entry a cycle (its ``valid`` only for
+    samples) and the pulses the others; a sample is taken at most every ``2 * SLOT`` cycles."""
+    latency = 1   # sys: from the FIFO's output to `sample` and the pulses
+
+    def __init__(self, pairing, begin, begin_tick, clear, clock_domain, depth=CROSSING_DEPTH):
+        self.sample   = _Sample()       # sys; `start` is the tick of a begin too
+        self.close    = Signal()        # sys pulses
+        self.begin    = Signal()
+        self.flushed  = Signal()
+        self.clear    = Signal()
+        self.lost     = Signal(32)      # sys: windows lost since the previous entry
+        self.pending  = Signal()        # sys: entries on their way
+        self.windows_lost = Signal(32)  # clock_domain: lost and not yet carried (for tests)
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
+        self.fifo = fifo = ClockDomainsRenamer({"write": clock_domain, "read": "sys"})(
+            StreamAsyncFIFO(crossing_layout(), depth))
+        sink, s = fifo.sink, pairing.sample
+        owed = Signal(16)   # closes not yet written
+        begin_p, flushed_p, clear_p = Signal(), Signal(), Signal()
+        first_tick = Signal(64)
+        closing_seen = Signal()
+        event = Signal(3)
+        self.comb += [
+            event.eq(Mux(s.valid, E_SAMPLE, Mux(owed != 0, E_CLOSE,
+                     Mux(flushed_p, E_FLUSHED, Mux(clear_p, E_CLEAR, E_BEGIN))))),
+            sink.valid.eq(s.valid | (owed != 0) | flushed_p | clear_p | begin_p),
+            sink.type.eq(event),
+            sink.tick.eq(Mux(event == E_BEGIN, first_tick, s.start)),
+            sink.found_isr.eq(s.found_isr), sink.found_task.eq(s.found_task),
+            sink.isr.eq(s.isr), sink.task.eq(s.task),
+            sink.dup_isr.eq(s.dup_isr), sink.dup_task.eq(s.dup_task),
+            sink.tag_at.eq(s.tag_at), sink.tag_in.eq(s.tag_in),
+            sink.lost.eq(self.windows_lost),
+        ]
+        written = Signal()
+        self.comb += written.eq(sink.valid & sink.ready)
+        sync += [
+            If(pairing.close & ~(written & (event == E_CLOSE)),
+                owed.eq(owed + 1),
+            ).Elif(~pairing.close & written & (event == E_CLOSE),
+                owed.eq(owed - 1),
+            ),
+            If(written,
+                self.windows_lost.eq(0),
+            ).Elif(s.valid & (self.windows_lost != 0xFFFFFFFF),
+                self.windows_lost.eq(self.windows_lost + 1),
+            ),
+            closing_seen.eq(pairing.closing_done),
+            If(pairing.closing_done & ~closing_seen, flushed_p.eq(1)),
+            If(clear, clear_p.eq(1)),
+            If(begin, begin_p.eq(1), first_tick.eq(begin_tick)),
+            If(written,
+                If(event == E_FLUSHED, flushed_p.eq(0)),
+                If(event == E_CLEAR, clear_p.eq(0)),
+                If(event == E_BEGIN, begin_p.eq(0)),
+            ),
+        ]
+
+        # sys: a sample at most every 2 * SLOT cycles; the other entries as they come.
+        src = fifo.source
+        gap = Signal(max=2 * SLOT)
+        take = Signal()
+        self.comb += [
+            take.eq(src.valid & ((src.type != E_SAMPLE) | (gap == 0))),
+            src.ready.eq(take),
+            self.pending.eq(src.valid),
+        ]
+        o = self.sample
+        self.sync += [
+            If(take & (src.type == E_SAMPLE),
+                gap.eq(2 * SLOT - 1),
+            ).Elif(gap != 0,
+                gap.eq(gap - 1),
+            ),
+            o.valid.eq(take & (src.type == E_SAMPLE)),
+            self.close.eq(take & (src.type == E_CLOSE)),
+            self.begin.eq(take & (src.type == E_BEGIN)),
+            self.flushed.eq(take & (src.type == E_FLUSHED)),
+            self.clear.eq(take & (src.type == E_CLEAR)),
+            self.lost.eq(Mux(take, src.lost, 0)),
+            o.start.eq(src.tick),
+            o.found_isr.eq(src.found_isr), o.found_task.eq(src.found_task),
+            o.isr.eq(src.isr), o.task.eq(src.task),
+            o.dup_isr.eq(src.dup_isr), o.dup_task.eq(src.dup_task),
+            o.tag_at.eq(src.tag_at), o.tag_in.eq(src.tag_in),
+        ]
 
 
 # Binning -------------------------------------------------------------------------------------------
@@ -399,7 +522,7 @@ class _HistogramBank(LiteXModule):
         # # #
 
         sync = getattr(self.sync, clock_domain)
-        self.ram = ram = RegisteredRAM36(BANK_RAM_WORDS, clock_domain)
+        self.ram = ram = RAM36(BANK_RAM_WORDS, clock_domain)
         assert ram.latency == SLOT - 1
         self.out = out = ClockDomainsRenamer(clock_domain)(stream.SyncFIFO(bins_layout(), out_depth))
         self.comb += out.source.connect(self.source)
@@ -414,16 +537,15 @@ class _HistogramBank(LiteXModule):
         scan_ovf   = Signal(2)                    # it is the untagged (0) or tagged (1) overflow word
         scan_tag   = Signal()
         scan_bin   = Signal(max=TAG_BINS + 1)
-        # The waiting sample (at most one: samples come >= MIN_SPACING apart).
+        # The waiting sample (at most one: the crossing gives one every 2 * SLOT cycles at most).
         pending, pending_bin, pending_tag, pending_epoch = Signal(), Signal(12), Signal(), Signal()
         pending_ram, pending_ovf = Signal(max=BANK_RAM_WORDS), Signal(2)
 
         # Operation slots: phase 0 issues (address to the read port) and writes and emits the
-        # previous slot's result; 1 and 2 the block RAM's pipeline (output register, then the
-        # block's word picked), 2 also picks an overflow word or the word the previous slot just
-        # wrote; 3 computes. A read issued at the edge that writes its own word would read the old
-        # word: that case takes the written word instead (the bypass).
-        phase = Signal(2)
+        # previous slot's result; phase 1 has the word (from the block RAM, an overflow register, or
+        # the word the previous slot just wrote) and computes. A read issued at the edge that writes
+        # its own word would read the old word: that case takes the written word instead (the bypass).
+        phase = Signal(max=SLOT)
         OP_NONE, OP_INC, OP_SWEEP, OP_CLEAR = range(4)
         op, op_epoch = Signal(2), Signal()
         op_ram, op_ovf = Signal(max=BANK_RAM_WORDS), Signal(2)
@@ -516,11 +638,7 @@ class _HistogramBank(LiteXModule):
                         ),
                     ),
                 ],
-                2: [
-                    use_alt.eq((op_ovf != 0) | (wrote & (wrote_ram == op_ram))),
-                    alt_word.eq(Mux(op_ovf[0], overflow_words[0], Mux(op_ovf[1], overflow_words[1], new_word))),
-                ],
-                3: [
+                1: [
                     write.eq(0), emit.eq(0),
                     Case(op, {
                         OP_INC: [
@@ -568,6 +686,8 @@ class _HistogramBank(LiteXModule):
         ]
 
         self.comb += [
+            use_alt.eq((op_ovf != 0) | (wrote & (wrote_ram == op_ram))),
+            alt_word.eq(Mux(op_ovf[0], overflow_words[0], Mux(op_ovf[1], overflow_words[1], new_word))),
             word.eq(Mux(use_alt, alt_word, ram.dat_r)),
             ram.read_address.eq(Mux(phase == 0, Mux(pending, pending_ram, scan_ram), op_ram)),
             ram.write_address.eq(op_ram),
@@ -590,7 +710,7 @@ class _HistogramBank(LiteXModule):
 
 class _Statistics(LiteXModule):
     """One kind's exact run totals: misses, duplicates, below range; per tag (untagged, tagged)
-    count, min, max and sum of the binned values. Samples come >= MIN_SPACING ticks apart, so the
+    count, min, max and sum of the binned values. Samples come >= 2 * SLOT cycles apart, so the
     compares are registered a cycle ahead of the updates and the 64-bit sum carries through a
     register between its halves."""
     def __init__(self, valid, present, below, value, tag, dups, clock_domain):
@@ -667,13 +787,16 @@ class MeasurementEngine(LiteXModule):
         self.bins     = stream.Endpoint(bins_layout())      # sys
         self.outliers = stream.Endpoint(outlier_layout())   # sys
         self.trigger  = Signal()             # clock_domain: the trigger-out pin
-        self.outliers_lost = Signal(32)      # clock_domain
+        self.outliers_lost = Signal(32)      # sys
 
         # # #
 
         sync = getattr(self.sync, clock_domain)
-        self.apply = ConfigCommit(self.config.signals(), clock_domain)
-        cfg = _Config.from_signals(self.apply.outputs)
+        # clock_domain: the settings it uses, copied on start; sys reads its own (offset, thresholds,
+        # interval shift) from the CSRs, which hold still during a run.
+        ts_names = self.config.ts_fields()
+        self.apply = ConfigCommit([getattr(self.config, n) for n in ts_names], clock_domain)
+        cfg = self.config.with_copies(ts_names, self.apply.outputs)
         self.flush_sync = ConfigCommit([], clock_domain)
         self.clear_sync = ConfigCommit([], clock_domain)
         self.comb += [
@@ -684,12 +807,10 @@ class MeasurementEngine(LiteXModule):
 
         self.decode  = _RecordDecode(record, record_tick, cfg, clock_domain)
         self.pairing = _Pairing(self.decode, cfg, clock_domain)
-        self.values  = values = _SampleValues(self.pairing.sample, cfg, clock_domain)
         # The run begins once the decode stage has seen the new settings (the interval number
-        # of its first tick is taken under the new shift); the banks take `first_interval` after.
-        begin, begin_banks = Signal(), Signal()
-        applied_seen = Signal()
-        sync += [applied_seen.eq(self.apply.applied), begin.eq(applied_seen), begin_banks.eq(begin)]
+        # of its first tick is taken under the new shift).
+        begin, applied_seen = Signal(), Signal()
+        sync += [applied_seen.eq(self.apply.applied), begin.eq(applied_seen)]
         self.comb += [
             self.pairing.begin.eq(begin),
             self.pairing.flush.eq(self.flush_sync.applied),
@@ -705,43 +826,55 @@ class MeasurementEngine(LiteXModule):
         )
         self.comb += self.trigger.eq(remaining != 0)
 
-        # Per kind: binning, bank, statistics. Closes follow the samples through the same stages.
-        close = self.pairing.close
-        closes_in_flight = [close]   # on their way to the banks (not yet in their `busy`)
-        for _ in range(_SampleValues.latency + _Binning.latency):
-            delayed = Signal()
-            sync += delayed.eq(close)
-            close = delayed
-            closes_in_flight.append(close)
+        # To sys, in order.
+        self.crossing = crossing = _Crossing(self.pairing, begin, self.decode.tick, self.clear_sync.applied,
+                                             clock_domain)
+        self.values = values = _SampleValues(crossing.sample, self.config, "sys")
+
+        # Per kind: binning, bank, statistics. The run's events follow the samples through the same
+        # stages (a close after its interval's samples, a begin or clear after what came before).
+        close, begin_banks, clear_banks, flushed = crossing.close, crossing.begin, crossing.clear, crossing.flushed
+        in_flight = [close, begin_banks, clear_banks, flushed]   # on their way (not yet in the banks' `busy`)
+        first_interval = Signal(32)
+        for stage in range(_SampleValues.latency + _Binning.latency):
+            delayed = [Signal() for _ in range(4)]
+            self.sync += [d.eq(x) for d, x in zip(delayed, (close, begin_banks, clear_banks, flushed))]
+            close, begin_banks, clear_banks, flushed = delayed
+            in_flight += delayed
+            if stage == _SampleValues.latency - 1:
+                # The begin's tick has just been through the values stage: its interval.
+                self.sync += If(begin_banks, first_interval.eq(values.interval))
         self.banks, self.stats = [], []
         for k in range(3):
             binning = _Binning(values.valid & values.present[k], values.value[k], values.tag, values.interval,
-                               clock_domain)
+                               "sys")
             bank = _HistogramBank(k, binning.valid, binning.bin, binning.tag, binning.ram_address,
-                                  binning.overflow, binning.interval, clock_domain)
+                                  binning.overflow, binning.interval, "sys")
             stats = _Statistics(values.valid, values.present[k], values.below[k], values.value[k], values.tag,
-                                values.dups[k], clock_domain)
+                                values.dups[k], "sys")
             self.add_module(f"binning{k}", binning)
             self.add_module(f"bank{k}", bank)
             self.add_module(f"stats{k}", stats)
             self.comb += [
-                bank.close.eq(close), bank.first.eq(self.pairing.first_interval),
-                bank.clear.eq(self.clear_sync.applied), stats.clear.eq(self.clear_sync.applied),
+                bank.close.eq(close), bank.begin.eq(begin_banks), bank.first.eq(first_interval),
+                bank.clear.eq(clear_banks), stats.clear.eq(clear_banks),
             ]
             self.banks.append(bank)
             self.stats.append(stats)
-        self.comb += [bank.begin.eq(begin_banks) for bank in self.banks]
 
         self.samples = Signal(40)
-        sync += [
+        self.windows_lost = Signal(32)   # samples lost at the crossing (whole windows)
+        lost_sum = Signal(33)
+        self.comb += lost_sum.eq(self.windows_lost + crossing.lost)
+        self.sync += [
             If(values.valid, self.samples.eq(self.samples + 1)),
-            If(self.clear_sync.applied, self.samples.eq(0)),
+            self.windows_lost.eq(Mux(lost_sum[32], 0xFFFFFFFF, lost_sum[:32])),
+            If(clear_banks, self.samples.eq(0), self.windows_lost.eq(0)),
         ]
 
-        # Bins of the three banks, round robin, to sys.
-        self.arbiter = ClockDomainsRenamer(clock_domain)(RoundRobin(3, SP_CE))
-        self.bins_fifo = bins_fifo = ClockDomainsRenamer({"write": clock_domain, "read": "sys"})(
-            StreamAsyncFIFO(bins_layout(), bins_depth))
+        # Bins of the three banks, round robin.
+        self.arbiter = RoundRobin(3, SP_CE)
+        self.bins_fifo = bins_fifo = stream.SyncFIFO(bins_layout(), bins_depth, buffered=True)
         cases = {}
         for k, bank in enumerate(self.banks):
             self.comb += self.arbiter.request[k].eq(bank.source.valid)
@@ -753,34 +886,40 @@ class MeasurementEngine(LiteXModule):
         ]
 
         # Outliers: a sample above any kind's threshold.
-        self.outlier_fifo = outlier_fifo = ClockDomainsRenamer({"write": clock_domain, "read": "sys"})(
-            StreamAsyncFIFO(outlier_layout(), outlier_depth))
-        thresholds = [cfg.threshold0, cfg.threshold1, cfg.threshold2]
+        self.outlier_fifo = outlier_fifo = stream.SyncFIFO(outlier_layout(), outlier_depth)
+        thresholds = [self.config.threshold0, self.config.threshold1, self.config.threshold2]
         above = Signal()
         record_out = Signal(64 + 96 + 2)
         self.comb += above.eq(reduce(or_, [values.valid & values.present[k] & (values.value[k] > thresholds[k])
                                         for k in range(3)]))
-        sync += [
+        self.sync += [
             outlier_fifo.sink.valid.eq(above),
             record_out.eq(Cat(values.start, values.outlier_values, values.tag_at, values.tag)),
             If(outlier_fifo.sink.valid & ~outlier_fifo.sink.ready,
                 If(self.outliers_lost != 0xFFFFFFFF, self.outliers_lost.eq(self.outliers_lost + 1)),
             ),
-            If(self.clear_sync.applied, self.outliers_lost.eq(0)),
+            If(clear_banks, self.outliers_lost.eq(0)),
         ]
         self.comb += [
             Cat(outlier_fifo.sink.start, outlier_fifo.sink.values, outlier_fifo.sink.flags).eq(record_out),
             outlier_fifo.source.connect(self.outliers),
         ]
 
-        # Status, in clock_domain.
+        # Status, in sys. A clear is under way from its strobe until its entry reaches the banks; a
+        # flush is complete once its entry has come through and the banks are idle.
         self.busy    = Signal()
         self.flushed = Signal()
         self.running = Signal()
+        clearing, flush_seen = Signal(), Signal()
+        self.sync += [
+            If(self.clear, clearing.eq(1)).Elif(clear_banks, clearing.eq(0)),
+            If(self.start | self.clear, flush_seen.eq(0)).Elif(flushed, flush_seen.eq(1)),
+        ]
+        self.specials += MultiReg(self.pairing.running, self.running)
         self.comb += [
-            self.busy.eq(reduce(or_, [bank.busy for bank in self.banks] + closes_in_flight)),
-            self.flushed.eq(self.pairing.closing_done & ~self.busy),
-            self.running.eq(self.pairing.running),
+            self.busy.eq(reduce(or_, [bank.busy for bank in self.banks] + in_flight
+                                + [clearing, crossing.pending, values.valid])),
+            self.flushed.eq(flush_seen & ~self.busy),
         ]
 
         if with_csr:
@@ -848,8 +987,12 @@ class MeasurementEngine(LiteXModule):
             sources.append(signal)
             names.append((name, len(signal), description))
         stat("samples", self.samples, "Windows closed (samples), count.")
-        stat("samples_lost", reduce(lambda a, b: a + b, [bank.samples_lost for bank in self.banks])[:32],
-             "Samples not binned: closer than the minimum spacing, or beyond the sweep (count, all kinds).")
+        samples_lost = Signal(32)
+        self.sync += samples_lost.eq(reduce(lambda a, b: a + b, [self.windows_lost]
+                                            + [bank.samples_lost for bank in self.banks])[:32])
+        stat("samples_lost", samples_lost,
+             "Samples not counted: windows lost at the crossing to sys (stimuli closer than the minimum "
+             "spacing for longer than its FIFO holds), plus a kind's values beyond the sweep (count).")
         stat("bins_lost", reduce(lambda a, b: a + b, [bank.bins_lost for bank in self.banks])[:32],
              "Spilled bin counts that found the bins FIFO full (count).")
         stat("outliers_lost", self.outliers_lost, "Outlier records that found their FIFO full (count).")
@@ -864,16 +1007,12 @@ class MeasurementEngine(LiteXModule):
                 stat(f"k{k}_t{t}_min", st.min[t], f"{kind}, {which}: smallest value, ticks (0xFFFFFFFF: none).")
                 stat(f"k{k}_t{t}_max", st.max[t], f"{kind}, {which}: largest value, ticks.")
                 stat(f"k{k}_t{t}_sum", st.sum[t], f"{kind}, {which}: sum of the values, ticks.")
-        self.snapshot = Snapshot(sources, self.clock_domain)
+        self.snapshot = Snapshot(sources, "sys")
         for (name, width, description), output in zip(names, self.snapshot.outputs):
             csr = CSRStatus(width, name=name, description=description + " At the last snapshot.")
             setattr(self, f"_{name}", csr)
             self.comb += csr.status.eq(output)
 
-        busy, flushed, running = Signal(), Signal(), Signal()
-        self.specials += [
-            MultiReg(self.busy, busy), MultiReg(self.flushed, flushed), MultiReg(self.running, running),
-        ]
         self._status = CSRStatus(fields=[
             CSRField("valid",   size=1, description="Statistics snapshot complete."),
             CSRField("busy",    size=1, description="Clearing, sweeping, or bins still to go out."),
@@ -883,9 +1022,9 @@ class MeasurementEngine(LiteXModule):
         self.comb += [
             self.snapshot.request.eq(self._control.fields.snapshot),
             self._status.fields.valid.eq(self.snapshot.valid),
-            self._status.fields.busy.eq(busy),
-            self._status.fields.flushed.eq(flushed),
-            self._status.fields.running.eq(running),
+            self._status.fields.busy.eq(self.busy),
+            self._status.fields.flushed.eq(self.flushed),
+            self._status.fields.running.eq(self.running),
         ]
 
     def add_csr_reader(self):

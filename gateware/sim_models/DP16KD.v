@@ -3,9 +3,10 @@
 // here in its 512 x 36 pseudo-dual-port form, port A writing and port B reading. In that form
 // DIA0-17 / DIB0-17 carry the low / high halves of a written word and DOA0-17 / DOB0-17 those of the
 // read word; AD*13..5 address the word, and ADA0-3 enable its four 9-bit bytes. A read takes the
-// word at the CLKB edge (CEB high) into the block's data latch; REGMODE_B "OUTREG" adds the output
-// register, loaded from the latch at the next CLKB edge with OCEB high, so the data appears two
-// edges after the address instead of one.
+// word at the CLKB edge (CEB high) into the block's data latch; "OUTREG" adds the output register,
+// loaded from the latch at the next CLKB edge with OCEB high, so the data appears two edges after the
+// address instead of one. In this form the low half leaves on DOA, so REGMODE_A names its register
+// and REGMODE_B the high half's: the model takes them only equal.
 //
 // The subset modelled is what gateware/bram.py drives: DATA_WIDTH_A = DATA_WIDTH_B = 36, chip selects
 // decoded to 0b000 and tied low, no resets, write mode NORMAL, and a read of a word written at the
@@ -41,7 +42,8 @@ module DP16KD #(
 );
     initial begin
         if (DATA_WIDTH_A != 36 || DATA_WIDTH_B != 36 || CSDECODE_A != "0b000" || CSDECODE_B != "0b000"
-                || WRITEMODE_A != "NORMAL" || (REGMODE_B != "NOREG" && REGMODE_B != "OUTREG"))
+                || WRITEMODE_A != "NORMAL" || REGMODE_A != REGMODE_B
+                || (REGMODE_B != "NOREG" && REGMODE_B != "OUTREG"))
             $fatal(1, "DP16KD model: settings outside the modelled subset");
     end
 

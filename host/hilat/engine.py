@@ -35,9 +35,10 @@ HDR_BINS = p.ENGINE_HDR_BINS
 OVERFLOW_BIN = p.ENGINE_OVERFLOW_BIN
 BINS = p.ENGINE_BINS_PER_HISTOGRAM
 MAX_COUNT = (1 << 35) - 1  # a bank word's counter: a larger count is no count the rig can send
-# One interval's sweep of a bank takes at most SWEEP_TICKS: its 2 x 2305 words, one every 4 ticks
-# (gateware.engine's BANK_WORDS * SLOT, written out so that the host needs no gateware).
-SWEEP_TICKS = 4610 * 4
+# One interval's sweep of a bank takes at most SWEEP_TICKS: its 2 x 2305 words and the 16 + 8
+# entries that may wait ahead of the close, one every 2 sys cycles, at up to 3 ticks per sys cycle
+# (gateware.engine's SWEEP_TICKS, written out so that the host needs no gateware).
+SWEEP_TICKS = (4610 + 16 + 8) * 2 * 3
 INTERVAL_SHIFT_MAX = 31  # the engine's interval shift field: 16 + 4 bits
 
 

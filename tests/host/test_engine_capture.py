@@ -137,7 +137,7 @@ def test_on_rig_windows_close_at_the_engines_deadline_limit_in_both_pairings(tmp
     # for the host's pairing of the raw edges, now and in a later report.
     rig = EngineRig(seed=3, overflow_windows=6)
     run_dir, doc = capture(rig, tmp_path, "--raw")
-    limit = 2**16 - 36880
+    limit = 2**16 - 55608
     assert rig.config.deadline == limit
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["deadline_ticks"] == limit and meta["engine"]["config"]["deadline"] == limit
@@ -164,13 +164,13 @@ def test_on_rig_windows_close_at_the_engines_deadline_limit_in_both_pairings(tmp
 
 def test_on_rig_deadline_within_the_engines_limit(tmp_path, capsys):
     rig = EngineRig()
-    capture(rig, tmp_path, "--deadline", "28656")
-    assert rig.config.deadline == 28656
+    capture(rig, tmp_path, "--deadline", "9928")
+    assert rig.config.deadline == 9928
     with FakeRig(EngineRig().script) as fake:
-        why = usage_error(["capture", fake.url, "--on-rig", "--deadline", "600us", "--interval-shift", "16",
+        why = usage_error(["capture", fake.url, "--on-rig", "--deadline", "200us", "--interval-shift", "16",
                            "--out", str(tmp_path / "refused"), "--no-progress"], capsys)
-    assert ("deadline 600 us (30000 ticks): with --on-rig at interval shift 16 the engine takes at most "
-            "573.1 us (28656 ticks)") in why
+    assert ("deadline 200 us (10000 ticks): with --on-rig at interval shift 16 the engine takes at most "
+            "198.6 us (9928 ticks)") in why
     assert "give a larger --interval-shift (17 takes it)" in why
     assert not (tmp_path / "refused").exists()
 

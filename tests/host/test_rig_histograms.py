@@ -285,7 +285,7 @@ def test_config_from_roles():
                                          trigger=engine.Trigger(4000, "task", width=10, on_late=True))
     # No deadline given: the longest the engine takes at this interval shift.
     assert low.message() == p.EngineConfig(p.ENGINE_ENABLE | p.ENGINE_RAW | p.ENGINE_TRIGGER_ON_LATE, 0, 0, 2, 0,
-                                           3, 1, 5, 1, 2**24 - 36880, 0, 24, [p.ENGINE_NEVER] * 3,
+                                           3, 1, 5, 1, 2**24 - 55608, 0, 24, [p.ENGINE_NEVER] * 3,
                                            p.ENGINE_TRIGGER_TASK, 4000, 10)
 
 
@@ -293,10 +293,10 @@ def test_deadline_limit_is_the_gateware_s():
     """The host's copy of the engine's sweep time and deadline limit: the gateware's own."""
     from gateware import engine as gateware_engine
 
-    assert engine.SWEEP_TICKS == gateware_engine.BANK_WORDS * gateware_engine.SLOT == 18440
+    assert engine.SWEEP_TICKS == gateware_engine.SWEEP_TICKS == 27804
     assert engine.INTERVAL_SHIFT_MAX == gateware_engine.INTERVAL_SHIFT_MAX
     for shift in range(gateware_engine.INTERVAL_SHIFT_MIN, gateware_engine.INTERVAL_SHIFT_MAX + 1):
-        assert engine.deadline_limit(shift) == gateware_engine.deadline_limit(shift) == 2**shift - 36880
+        assert engine.deadline_limit(shift) == gateware_engine.deadline_limit(shift) == 2**shift - 55608
     assert engine.shift_for_deadline(engine.deadline_limit(20)) == 20
     assert engine.shift_for_deadline(engine.deadline_limit(20) + 1) == 21
     assert engine.shift_for_deadline(2**31) is None
