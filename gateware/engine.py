@@ -386,14 +386,15 @@ class _Crossing(LiteXModule):
             StreamAsyncFIFO(crossing_layout(), depth))
         sink, s = fifo.sink, pairing.sample
         owed = Signal(16)   # closes not yet written
+        owing = Signal()    # owed != 0, kept as a register (the event is picked from registers only)
         begin_p, flushed_p, clear_p = Signal(), Signal(), Signal()
         first_tick = Signal(64)
         closing_seen = Signal()
         event = Signal(3)
         self.comb += [
-            event.eq(Mux(s.valid, E_SAMPLE, Mux(owed != 0, E_CLOSE,
+            event.eq(Mux(s.valid, E_SAMPLE, Mux(owing, E_CLOSE,
                      Mux(flushed_p, E_FLUSHED, Mux(clear_p, E_CLEAR, E_BEGIN))))),
-            sink.valid.eq(s.valid | (owed != 0) | flushed_p | clear_p | begin_p),
+            sink.valid.eq(s.valid | owing | flushed_p | clear_p | begin_p),
             sink.type.eq(event),
             sink.tick.eq(Mux(event == E_BEGIN, first_tick, s.start)),
             sink.found_isr.eq(s.found_isr), sink.found_task.eq(s.found_task),
@@ -402,13 +403,16 @@ class _Crossing(LiteXModule):
             sink.tag_at.eq(s.tag_at), sink.tag_in.eq(s.tag_in),
             sink.lost.eq(self.windows_lost),
         ]
-        written = Signal()
-        self.comb += written.eq(sink.valid & sink.ready)
+        written, close_written = Signal(), Signal()
+        self.comb += [
+            written.eq(sink.valid & sink.ready),
+            close_written.eq(~s.valid & owing & sink.ready),
+        ]
         sync += [
-            If(pairing.close & ~(written & (event == E_CLOSE)),
-                owed.eq(owed + 1),
-            ).Elif(~pairing.close & written & (event == E_CLOSE),
-                owed.eq(owed - 1),
+            If(pairing.close & ~close_written,
+                owed.eq(owed + 1), owing.eq(1),
+            ).Elif(~pairing.close & close_written,
+                owed.eq(owed - 1), owing.eq(owed != 1),
             ),
             If(written,
                 self.windows_lost.eq(0),
@@ -643,20 +647,20 @@ class _HistogramBank(LiteXModule):
                     Case(op, {
                         OP_INC: [
                             write.eq(1),
-                            If(w_epoch == op_epoch,
-                                new_word.eq(Cat(w_count + 1, op_epoch)),
-                            ).Else(
-                                # The word still holds the previous interval's count: spill it.
-                                new_word.eq(Cat(C(1, COUNT_BITS), op_epoch)),
-                                emit.eq(w_count != 0), emit_count.eq(w_count), emit_interval.eq(interval_k),
-                            ),
+                            # A word still holding the previous interval's count spills it.
+                            new_word.eq(Mux(w_epoch == op_epoch, Cat(w_count + 1, op_epoch),
+                                            Cat(C(1, COUNT_BITS), op_epoch))),
+                            emit.eq((w_epoch != op_epoch) & (w_count != 0)),
                         ],
-                        OP_SWEEP: If((w_epoch == sweep_epoch) & (w_count != 0),
-                            write.eq(1), new_word.eq(Cat(C(0, COUNT_BITS), ~sweep_epoch)),
-                            emit.eq(1), emit_count.eq(w_count), emit_interval.eq(interval_k),
-                        ),
+                        OP_SWEEP: [
+                            write.eq((w_epoch == sweep_epoch) & (w_count != 0)),
+                            new_word.eq(Cat(C(0, COUNT_BITS), ~sweep_epoch)),
+                            emit.eq((w_epoch == sweep_epoch) & (w_count != 0)),
+                        ],
                         OP_CLEAR: [write.eq(1), new_word.eq(0)],
                     }),
+                    # Taken whatever the word (no enable from the block RAM's data: it comes late).
+                    emit_count.eq(w_count), emit_interval.eq(interval_k),
                     emit_tag.eq(op_tag), emit_bin.eq(op_bin),
                 ],
             }),

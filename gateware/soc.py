@@ -72,6 +72,9 @@ class RigSoC(SoCCore):
         self.capture.add_csr_reader()
         self.comb += [pad.eq(pin) for pad, pin in zip(stimulus_pads, self.stimulus.pins)]
         if with_engine:
+            # The engine's limits in ticks (minimum spacing, sweep time) hold for ts up to this ratio.
+            assert ts_clk_freq <= engine.MAX_TS_PER_SYS * sys_clk_freq, \
+                f"engine: ts {ts_clk_freq / 1e6} MHz above {engine.MAX_TS_PER_SYS} x sys {sys_clk_freq / 1e6} MHz"
             self.engine = engine.MeasurementEngine(self.capture.record, self.capture.record.timestamp,
                                                    self.capture.RECORD_DELAY, clock_domain="ts")
             self.engine.add_csr_reader()
