@@ -62,6 +62,9 @@ class RAM36(LiteXModule):
         # The block of each read, registered with the address the block takes: its word is picked
         # from the block outputs in the cycle they hold it.
         if blocks > 1:
+            # One multiplexer for every reader of dat_r: without `keep`, synthesis copies it into
+            # each path that reads the word (three times the LUTs of a bank).
+            self.dat_r.attr.add(("keep", "true"))
             block = Signal(max=blocks)
             sync += block.eq(self.read_address[word_bits:])
             self.comb += self.dat_r.eq(Array(outputs)[block])

@@ -307,8 +307,8 @@ class _Pairing(LiteXModule):
 # Values --------------------------------------------------------------------------------------------
 
 class _SampleValues(LiteXModule):
-    """A closed window's three values: present, below range, value (ticks), tag; its interval (of
-    the start tick, ``interval_shift`` in ``cfg``), also for entries that are not samples."""
+    """A closed window's three values: present, below range, value (ticks), tag; its interval
+    (passed on for every entry: a begin's first interval too)."""
     latency = 1
 
     def __init__(self, s, cfg, clock_domain):
@@ -333,10 +333,8 @@ class _SampleValues(LiteXModule):
             raw[2].eq(Cat(s.task, C(0, 1)) - s.isr),
         ]
         found = [s.found_isr, s.found_task, s.found_isr & s.found_task]
-        shifts = {shift - INTERVAL_SHIFT_MIN: self.interval.eq(s.start[shift:shift + 32])
-                  for shift in range(INTERVAL_SHIFT_MIN, INTERVAL_SHIFT_MAX + 1)}
         sync += [
-            self.valid.eq(s.valid), self.start.eq(s.start), Case(cfg.interval_shift, shifts),
+            self.valid.eq(s.valid), self.start.eq(s.start), self.interval.eq(s.interval),
             self.tag_at.eq(s.tag_at), self.tag.eq(s.tag_in),
             self.dups[0].eq(s.dup_isr), self.dups[1].eq(s.dup_task), self.dups[2].eq(0),
         ]
@@ -356,21 +354,21 @@ E_SAMPLE, E_CLOSE, E_BEGIN, E_FLUSHED, E_CLEAR = range(5)
 
 
 def crossing_layout():
-    return [("type", 3), ("tick", 64), ("found_isr", 1), ("found_task", 1), ("isr", 32), ("task", 32),
+    return [("type", 3), ("tick", 64), ("interval", 32), ("found_isr", 1), ("found_task", 1), ("isr", 32), ("task", 32),
             ("dup_isr", 16), ("dup_task", 16), ("tag_at", 1), ("tag_in", 1), ("lost", 32)]
 
 
 class _Crossing(LiteXModule):
     """The pairing's output to ``sys``, in order: samples, interval closes, and the run's begin (with
-    its first tick), flush completion and clear. In ``clock_domain`` a sample is written the cycle it
+    its first interval), flush completion and clear. In ``clock_domain`` a sample is written the cycle it
     comes or lost (counted, and the count rides on the next entry written, so ``sys`` adds every
     loss exactly once); closes owed wait for cycles without a sample, and the run's events for the
     closes before them. In ``sys``, ``sample`` gives one entry a cycle (its ``valid`` only for
     samples) and the pulses the others; a sample is taken at most every ``2 * SLOT`` cycles."""
     latency = 1   # sys: from the FIFO's output to `sample` and the pulses
 
-    def __init__(self, pairing, begin, begin_tick, clear, clock_domain, depth=CROSSING_DEPTH):
-        self.sample   = _Sample()       # sys; `start` is the tick of a begin too
+    def __init__(self, pairing, begin, clear, clock_domain, depth=CROSSING_DEPTH):
+        self.sample   = _Sample()       # sys; `interval` is a begin's first interval too
         self.close    = Signal()        # sys pulses
         self.begin    = Signal()
         self.flushed  = Signal()
@@ -388,7 +386,6 @@ class _Crossing(LiteXModule):
         owed = Signal(16)   # closes not yet written
         owing = Signal()    # owed != 0, kept as a register (the event is picked from registers only)
         begin_p, flushed_p, clear_p = Signal(), Signal(), Signal()
-        first_tick = Signal(64)
         closing_seen = Signal()
         event = Signal(3)
         self.comb += [
@@ -396,7 +393,9 @@ class _Crossing(LiteXModule):
                      Mux(flushed_p, E_FLUSHED, Mux(clear_p, E_CLEAR, E_BEGIN))))),
             sink.valid.eq(s.valid | owing | flushed_p | clear_p | begin_p),
             sink.type.eq(event),
-            sink.tick.eq(Mux(event == E_BEGIN, first_tick, s.start)),
+            # A begin's first interval is the pairing's, which holds still from the begin on.
+            sink.tick.eq(s.start),
+            sink.interval.eq(Mux(s.valid, s.interval, pairing.first_interval)),
             sink.found_isr.eq(s.found_isr), sink.found_task.eq(s.found_task),
             sink.isr.eq(s.isr), sink.task.eq(s.task),
             sink.dup_isr.eq(s.dup_isr), sink.dup_task.eq(s.dup_task),
@@ -422,7 +421,7 @@ class _Crossing(LiteXModule):
             closing_seen.eq(pairing.closing_done),
             If(pairing.closing_done & ~closing_seen, flushed_p.eq(1)),
             If(clear, clear_p.eq(1)),
-            If(begin, begin_p.eq(1), first_tick.eq(begin_tick)),
+            If(begin, begin_p.eq(1)),
             If(written,
                 If(event == E_FLUSHED, flushed_p.eq(0)),
                 If(event == E_CLEAR, clear_p.eq(0)),
@@ -452,7 +451,7 @@ class _Crossing(LiteXModule):
             self.flushed.eq(take & (src.type == E_FLUSHED)),
             self.clear.eq(take & (src.type == E_CLEAR)),
             self.lost.eq(Mux(take, src.lost, 0)),
-            o.start.eq(src.tick),
+            o.start.eq(src.tick), o.interval.eq(src.interval),
             o.found_isr.eq(src.found_isr), o.found_task.eq(src.found_task),
             o.isr.eq(src.isr), o.task.eq(src.task),
             o.dup_isr.eq(src.dup_isr), o.dup_task.eq(src.dup_task),
@@ -831,8 +830,7 @@ class MeasurementEngine(LiteXModule):
         self.comb += self.trigger.eq(remaining != 0)
 
         # To sys, in order.
-        self.crossing = crossing = _Crossing(self.pairing, begin, self.decode.tick, self.clear_sync.applied,
-                                             clock_domain)
+        self.crossing = crossing = _Crossing(self.pairing, begin, self.clear_sync.applied, clock_domain)
         self.values = values = _SampleValues(crossing.sample, self.config, "sys")
 
         # Per kind: binning, bank, statistics. The run's events follow the samples through the same
@@ -846,7 +844,7 @@ class MeasurementEngine(LiteXModule):
             close, begin_banks, clear_banks, flushed = delayed
             in_flight += delayed
             if stage == _SampleValues.latency - 1:
-                # The begin's tick has just been through the values stage: its interval.
+                # The begin's first interval has just been through the values stage.
                 self.sync += If(begin_banks, first_interval.eq(values.interval))
         self.banks, self.stats = [], []
         for k in range(3):
