@@ -25,7 +25,7 @@ BANKS             = ["timebase", "stimulus", "capture", "engine"]
 
 class TimingCores(LiteXModule):
     def __init__(self, n_stimulus=2, n_inputs=4, fifo_depth=256, glitch_max=15, reset_value=0,
-                 event_port="stream", with_engine=False):
+                 event_port="stream", with_engine=False, engine_port="stream"):
         assert event_port in ("stream", "csr")
         self.cd_sys = ClockDomain()
         self.cd_ts  = ClockDomain()
@@ -68,21 +68,19 @@ class TimingCores(LiteXModule):
                          self.ev_levels, self.ev_kind}
 
         if with_engine:
-            # The engine's bins and outliers as ports (the firmware reads them through CSRs), and
-            # its trigger pin.
+            # The engine and its trigger pin; its bins and outliers as ports (for the testbench) or
+            # through CSRs (as the firmware reads them).
             self.engine = MeasurementEngine(self.capture.record, self.capture.record.timestamp,
                                             self.capture.RECORD_DELAY, clock_domain="ts")
             self.trigger = Signal()
             self.comb += self.trigger.eq(self.engine.trigger)
             self.ios |= {self.trigger}
-            for name, endpoint in (("bins", self.engine.bins), ("outlier", self.engine.outliers)):
-                for field, _ in endpoint.description.payload_layout:
-                    port = Signal(len(getattr(endpoint, field)), name=f"{name}_{field}")
-                    self.comb += port.eq(getattr(endpoint, field))
-                    self.ios.add(port)
-                valid, ready = Signal(name=f"{name}_valid"), Signal(name=f"{name}_ready")
-                self.comb += [valid.eq(endpoint.valid), endpoint.ready.eq(ready)]
-                self.ios |= {valid, ready}
+            if engine_port == "csr":
+                # As in a SoC (and few enough pins for a whole-device build): bins and outliers
+                # read through CSRs.
+                self.engine.add_csr_reader()
+            else:
+                self._engine_ports()
 
         # CSR bus: one bank per core, as a LiteX SoC maps them.
         self.bus = csr_bus.Interface(data_width=CSR_DATA_WIDTH, address_width=CSR_ADDRESS_WIDTH)
@@ -96,6 +94,17 @@ class TimingCores(LiteXModule):
             pin_to_stamp_delay=self.capture.PIN_TO_STAMP_DELAY, with_engine=with_engine,
             trigger_delay=self.engine.TRIGGER_DELAY if with_engine else None,
             n_channels=self.capture.n_channels)
+
+    def _engine_ports(self):
+        """The engine's bins and outliers as ports (the testbench reads them)."""
+        for name, endpoint in (("bins", self.engine.bins), ("outlier", self.engine.outliers)):
+            for field, _ in endpoint.description.payload_layout:
+                port = Signal(len(getattr(endpoint, field)), name=f"{name}_{field}")
+                self.comb += port.eq(getattr(endpoint, field))
+                self.ios.add(port)
+            valid, ready = Signal(name=f"{name}_valid"), Signal(name=f"{name}_ready")
+            self.comb += [valid.eq(endpoint.valid), endpoint.ready.eq(ready)]
+            self.ios |= {valid, ready}
 
     @staticmethod
     def _bank_number(name, memory):
