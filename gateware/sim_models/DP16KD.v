@@ -8,7 +8,10 @@
 // address instead of one. In this form the low half leaves on DOA, so REGMODE_A names its register
 // and REGMODE_B the high half's: the model takes them only equal.
 //
-// The subset modelled is what gateware/bram.py drives: DATA_WIDTH_A = DATA_WIDTH_B = 36, chip selects
+// Also the 2048 x 9 form (DATA_WIDTH_A = DATA_WIDTH_B = 9): DIA0-8 write, DOB0-8 read, AD*13..3 address
+// the word (AD*2..0 unused).
+//
+// The subset modelled is what gateware/bram.py drives: DATA_WIDTH_A = DATA_WIDTH_B = 36 or 9, chip selects
 // decoded to 0b000 and tied low, no resets, write mode NORMAL, and a read of a word written at the
 // same edge returns the old word (the gateware never depends on it). Other settings stop the
 // simulation at time 0 rather than simulate something else.
@@ -41,7 +44,8 @@ module DP16KD #(
     output DOB15, DOB16, DOB17
 );
     initial begin
-        if (DATA_WIDTH_A != 36 || DATA_WIDTH_B != 36 || CSDECODE_A != "0b000" || CSDECODE_B != "0b000"
+        if (!((DATA_WIDTH_A == 36 && DATA_WIDTH_B == 36) || (DATA_WIDTH_A == 9 && DATA_WIDTH_B == 9))
+                || CSDECODE_A != "0b000" || CSDECODE_B != "0b000"
                 || WRITEMODE_A != "NORMAL" || REGMODE_A != REGMODE_B
                 || (REGMODE_B != "NOREG" && REGMODE_B != "OUTREG"))
             $fatal(1, "DP16KD model: settings outside the modelled subset");
@@ -54,6 +58,11 @@ module DP16KD #(
     wire [8:0] write_word = {ADA13, ADA12, ADA11, ADA10, ADA9, ADA8, ADA7, ADA6, ADA5};
     wire [3:0] byte_enable = {ADA3, ADA2, ADA1, ADA0};
     wire [8:0] read_word = {ADB13, ADB12, ADB11, ADB10, ADB9, ADB8, ADB7, ADB6, ADB5};
+    // x9: the 9-bit word a is kept as byte a[1:0] of the 36-bit word a[10:2] (the block's own
+    // arrangement is not observable through one form).
+    wire [10:0] write_byte = {ADA13, ADA12, ADA11, ADA10, ADA9, ADA8, ADA7, ADA6, ADA5, ADA4, ADA3};
+    wire [10:0] read_byte = {ADB13, ADB12, ADB11, ADB10, ADB9, ADB8, ADB7, ADB6, ADB5, ADB4, ADB3};
+    localparam NARROW = DATA_WIDTH_A == 9;
     wire selected_a = !CSA0 && !CSA1 && !CSA2;
     wire selected_b = !CSB0 && !CSB1 && !CSB2;
 
@@ -65,22 +74,27 @@ module DP16KD #(
     initial for (b = 0; b < 512; b = b + 1) words[b] = 36'd0;
 
     always @(posedge CLKA) begin
-        if (CEA && WEA && selected_a)
-            for (b = 0; b < 4; b = b + 1)
-                if (byte_enable[b])
-                    words[write_word][9*b +: 9] <= din[9*b +: 9];
+        if (CEA && WEA && selected_a) begin
+            if (NARROW)
+                words[write_byte[10:2]][9*write_byte[1:0] +: 9] <= din[8:0];
+            else
+                for (b = 0; b < 4; b = b + 1)
+                    if (byte_enable[b])
+                        words[write_word][9*b +: 9] <= din[9*b +: 9];
+        end
     end
 
     always @(posedge CLKB) begin
         if (CEB && selected_b)
-            latch <= words[read_word];
+            latch <= NARROW ? {27'd0, words[read_byte[10:2]][9*read_byte[1:0] +: 9]} : words[read_word];
         if (OCEB)
             out_register <= latch;
     end
 
     wire [35:0] dout = (REGMODE_B == "OUTREG") ? out_register : latch;
+    // x36: the high half on DOB, the low on DOA; x9: the word on DOB0-8 (port A only writes).
     assign {DOB17, DOB16, DOB15, DOB14, DOB13, DOB12, DOB11, DOB10, DOB9, DOB8, DOB7, DOB6, DOB5, DOB4,
-            DOB3, DOB2, DOB1, DOB0} = dout[35:18];
+            DOB3, DOB2, DOB1, DOB0} = NARROW ? dout[17:0] : dout[35:18];
     assign {DOA17, DOA16, DOA15, DOA14, DOA13, DOA12, DOA11, DOA10, DOA9, DOA8, DOA7, DOA6, DOA5, DOA4,
-            DOA3, DOA2, DOA1, DOA0} = dout[17:0];
+            DOA3, DOA2, DOA1, DOA0} = NARROW ? 18'd0 : dout[17:0];
 endmodule
