@@ -215,10 +215,13 @@ class _Pairing(LiteXModule):
         close_now = Signal()
         opens    = Signal()
         closable = Signal(32)       # every interval before this one is complete
+        behind   = Signal()         # next_close != closable, a cycle ago
         # Settings derived once (the settings hold still during a run), off the per-tick paths.
         has_deadline  = Signal()
         deadline_last = Signal(32)  # the last tick of a window, as an age: deadline - 1
-        sync += [has_deadline.eq(cfg.deadline != 0), deadline_last.eq(cfg.deadline - 1)]
+        trigger_on = Signal()
+        sync += [has_deadline.eq(cfg.deadline != 0), deadline_last.eq(cfg.deadline - 1),
+                 trigger_on.eq(cfg.trigger_threshold != 0)]
         self.comb += [
             age_next.eq(age + (age_full == 0)),   # not ~age_full: Verilog widens it before inverting
             live.eq(opened & (~has_deadline | in_deadline)),
@@ -267,10 +270,12 @@ class _Pairing(LiteXModule):
                 respond(d.task, found_task, lat_task, dup_task),
                 If(live & d.tag_edge, tag_in.eq(1)),
             ),
-            # Closes: one interval per cycle, each after its last sample (a sample leaves this stage
-            # the cycle its window closes; `closable` moves on only from the next cycle).
+            # Closes: each after its interval's last sample (a sample leaves this stage the cycle its
+            # window closes; `closable` moves on only from the next cycle). The compare is registered
+            # (`behind`), so it lags a close by a cycle: a close at most every other cycle.
+            behind.eq(self.running & (next_close != closable)),
             self.close.eq(0),
-            If(self.running & (next_close != closable),
+            If(behind & ~self.close & self.running,
                 self.close.eq(1),
                 next_close.eq(next_close + 1),
             ),
@@ -300,7 +305,7 @@ class _Pairing(LiteXModule):
             late.eq(age > cfg.trigger_threshold),
         ]
         sync += self.trigger.eq(
-            self.running & (cfg.trigger_threshold != 0) & live & ~d.start & waiting &
+            self.running & trigger_on & live & ~d.start & waiting &
             (at_threshold | (cfg.trigger_on_late & arrives & late)))
 
 
