@@ -380,7 +380,7 @@ class _Crossing(LiteXModule):
         self.clear    = Signal()
         self.lost     = Signal(32)      # sys: windows lost since the previous entry
         self.pending  = Signal()        # sys: entries on their way
-        self.windows_lost = Signal(32)  # clock_domain: lost and not yet carried (for tests)
+        self.windows_lost = Signal(32)  # clock_domain: lost and not yet carried by an entry
 
         # # #
 
@@ -800,8 +800,8 @@ class MeasurementEngine(LiteXModule):
         # # #
 
         sync = getattr(self.sync, clock_domain)
-        # clock_domain: the settings it uses, copied on start; sys reads its own (offset, thresholds,
-        # interval shift) from the CSRs, which hold still during a run.
+        # clock_domain: the settings it uses, copied on start; sys reads its own (offset, thresholds)
+        # from the CSRs, which hold still during a run.
         ts_names = self.config.ts_fields()
         self.apply = ConfigCommit([getattr(self.config, n) for n in ts_names], clock_domain)
         cfg = self.config.with_copies(ts_names, self.apply.outputs)
