@@ -80,27 +80,24 @@ class RAM36(LiteXModule):
             for lane in range(4):
                 self.specials += _dp16kd(clk, 9, we, self.write_address[:group_bits],
                     self.read_address[:group_bits], self.dat_w[9*lane:9*(lane + 1)], lanes[lane])
+        first_single = groups * GROUP_WORDS // BLOCK_WORDS   # in units of 512 words
         for b in range(singles):
             out = Signal(WIDTH, name=f"block{b}_out")
             sources.append(out)
-            first = groups * GROUP_WORDS // BLOCK_WORDS + b   # in units of 512 words
-            we = self.we & (self.write_address[block_bits:] == first)
+            we = self.we & (self.write_address[block_bits:] == first_single + b)
             self.specials += _dp16kd(clk, 36, we, self.write_address[:block_bits],
                                      self.read_address[:block_bits], self.dat_w, out)
         # The source of each read, registered with the address the blocks take: its word is picked
         # from their outputs in the cycle they hold it.
-        source_of = {}
-        for unit in range(depth // BLOCK_WORDS):
-            first_single = groups * GROUP_WORDS // BLOCK_WORDS
-            source_of[unit] = unit // (GROUP_WORDS // BLOCK_WORDS) if unit < first_single else \
-                groups + unit - first_single
+        source_of = [unit // (GROUP_WORDS // BLOCK_WORDS) if unit < first_single else groups + unit - first_single
+                     for unit in range(depth // BLOCK_WORDS)]
         if len(sources) > 1:
             # One multiplexer for every reader of dat_r: without `keep`, synthesis copies it into
             # each path that reads the word.
             self.dat_r.attr.add(("keep", "true"))
             source = Signal(max=len(sources))
             unit = self.read_address[block_bits:]
-            sync += source.eq(Array(source_of[u] for u in range(len(source_of)))[unit])
+            sync += source.eq(Array(source_of)[unit])
             self.comb += self.dat_r.eq(Array(sources)[source])
         else:
             self.comb += self.dat_r.eq(sources[0])
