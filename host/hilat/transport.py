@@ -12,7 +12,14 @@ import select
 import socket
 import tempfile
 
-import serial
+from hilat.extras import MissingExtra
+
+try:
+    import serial
+except ImportError:
+    # Serial ports need pyserial (the `serial` extra) or labgrid's fork pyserial-labgrid (the
+    # `labgrid` extra), which installs the same module; socket:// (the simulated rig) needs neither.
+    serial = None
 
 
 class TransportError(Exception):
@@ -74,6 +81,11 @@ class Transport:
                 self._release_lock()
                 raise TransportError(f"cannot open {url}: {e}") from None
             return
+        if serial is None:
+            self._release_lock()
+            raise MissingExtra(f"the rig on {url} (a serial port) needs pyserial, which is not installed: "
+                               "pip install 'hilat[serial]' (or 'hilat[labgrid]', whose pyserial-labgrid "
+                               "provides it)")
         try:
             kwargs = dict(baudrate=baudrate, timeout=timeout, write_timeout=5, do_not_open=True)
             self.port = serial.serial_for_url(url, **kwargs)
