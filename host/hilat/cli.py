@@ -220,49 +220,47 @@ def _add_capture_options(parser, default_count=2000):
     s.add_argument("--invert", action="store_true", help="active-low stimulus")
 
 
-def _capture_settings(args, ts_hz, default_count=2000):
-    from hilat.capture import CaptureSettings, StimulusSettings
+def _duration(value):
+    """A TimeValue as the API takes it: a string with a unit, or whole ticks as "N ticks"."""
+    if value is None:
+        return None
+    return f"{int(value.value)} ticks" if value.unit.startswith("tick") else value.text
 
-    period = args.period.ticks(ts_hz)
-    probability = 0
-    if args.mode == "random":
-        if args.mean is None:
-            raise UsageError("--mode random needs --mean (the mean interval)")
-        mean = args.mean.ticks(ts_hz)
-        if mean <= period:
-            raise UsageError("--mean must be longer than --period (the hold-off)")
-        # interval = hold-off + geometric(p) failures: mean = P + (1-p)/p  =>  p = 1/(mean - P + 1)
-        probability = min(int(round(2**32 / (mean - period + 1))), 2**32 - 1)
-    count = args.count if args.count is not None else (None if args.duration else default_count)
-    stim = StimulusSettings(mode=args.mode, period=period, jitter=args.jitter.ticks(ts_hz) if args.mode == "dither"
-                            else 0, width=args.width.ticks(ts_hz), probability=probability,
-                            burst_count=args.burst_count, burst_spacing=args.burst_spacing.ticks(ts_hz),
-                            seed=args.seed, invert=args.invert)
+
+def _capture_kwargs(args, default_count=2000):
+    """The API's capture settings (``hilat.api.capture_settings``) from the command's options."""
     roles = dict(args.role)
     if len(roles) != len(args.role):
         raise UsageError("a role is given twice in --role")
+    # Combinations checked here too, so the message names the options (the API names its arguments).
+    if args.mode == "random" and args.mean is None:
+        raise UsageError("--mode random needs --mean (the mean interval)")
     if args.no_stimulus and not args.measure:
         raise UsageError("--no-stimulus measures nothing by itself: give at least one --measure")
     if args.raw and not args.on_rig:
         raise UsageError("--raw goes with --on-rig (without it a capture streams the raw edges anyway)")
     if (args.trigger_on_late or args.trigger_width is not None) and args.trigger is None:
         raise UsageError("--trigger-on-late and --trigger-width go with --trigger")
-    trigger = None
-    if args.trigger is not None:
-        from hilat.engine import Trigger
+    return dict(count=args.count, duration=_duration(args.duration), deadline=_duration(args.deadline),
+                mode=args.mode, period=_duration(args.period), jitter=_duration(args.jitter),
+                mean=_duration(args.mean), width=_duration(args.width), burst_count=args.burst_count,
+                burst_spacing=_duration(args.burst_spacing), seed=args.seed, invert=args.invert, glitch=args.glitch,
+                roles=roles, active_low=list(args.active_low), measures=list(args.measure),
+                no_stimulus=args.no_stimulus, also_fire=list(args.also_fire), on_rig=args.on_rig,
+                raw=args.raw or None, interval_shift=args.interval_shift,
+                outliers={kind: _duration(t) for kind, t in args.outlier},
+                trigger=None if args.trigger is None else (args.trigger[0], _duration(args.trigger[1])),
+                trigger_on_late=args.trigger_on_late, trigger_width=_duration(args.trigger_width),
+                label=args.label, out_dir=args.out, progress=not args.no_progress, default_count=default_count)
 
-        response, threshold = args.trigger
-        trigger = Trigger(threshold=threshold.ticks(ts_hz), response=response,
-                          width=(args.trigger_width or TimeValue("1us")).ticks(ts_hz), on_late=args.trigger_on_late)
-    return CaptureSettings(on_rig=args.on_rig, raw=args.raw or not args.on_rig,
-                           engine_interval_shift=args.interval_shift,
-                           outlier_thresholds={kind: t.ticks(ts_hz) for kind, t in args.outlier}, trigger=trigger,
-                           roles=roles, active_low=list(args.active_low), measures=list(args.measure),
-                           no_stimulus=args.no_stimulus, also_fire=list(args.also_fire),
-                           count=count, duration_ticks=args.duration.ticks(ts_hz) if args.duration else None,
-                           deadline_ticks=args.deadline.ticks(ts_hz) if args.deadline else None,
-                           glitch=args.glitch, label=args.label, out_dir=args.out,
-                           progress=not args.no_progress, stimulus=stim)
+
+def _capture_settings(args, ts_hz, default_count=2000):
+    from hilat.api import capture_settings
+
+    try:
+        return capture_settings(ts_hz, **_capture_kwargs(args, default_count))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _identify(url, args):
@@ -286,24 +284,18 @@ def cmd_info(args):
 
 
 def _run_capture(url, args, extra_meta=None):
-    from hilat.capture import Capture, plan
-    from hilat.session import Session
+    from hilat.api import Rig, SettingsError
 
-    # One session: the settings need the rig's tick frequency and channel table (its IDENTIFY), and
-    # roles and measures are checked against them before anything runs.
-    with Session(url, transport=_open(url, args)) as session:
-        settings = _capture_settings(args, session.identity.ts_hz)
-        try:
-            plan(settings, session.identity)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-        if args.no_calibration:
-            settings.no_calibration_reason = "--no-calibration: the user asked for none"
-        else:
-            from hilat import calibration
-            settings.calibration_dir = calibration.resolve_dir(args.calibration_dir)
-        settings.hlog_interval_s = args.hlog_interval
-        capture = Capture(None, settings, extra_meta, session=session).run()
+    rig = Rig(url, baud=getattr(args, "baud", None), calibration_dir=args.calibration_dir,
+              calibrate=not args.no_calibration)
+    if rig.baud is not None and url.startswith("socket://"):
+        log.info("--baud %d ignored: %s has no baud rate", rig.baud, url)
+    try:
+        capture = rig.capture_raw(hlog_interval=args.hlog_interval, extra_meta=extra_meta,
+                                  no_calibration_reason="--no-calibration: the user asked for none",
+                                  **_capture_kwargs(args))
+    except SettingsError as e:
+        raise UsageError(str(e)) from None
     if capture.run_dir:
         log.info("run directory: %s", capture.run_dir)
     if capture.identity is not None:

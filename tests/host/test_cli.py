@@ -76,10 +76,12 @@ def test_baud_reaches_the_serial_port(argv, speed, capsys):
 @pytest.mark.parametrize("command", [["info", "URL"], ["capture", "URL"], ["calibrate", "loopback", "URL"],
                                      ["calibrate", "clock", "URL", "--against", "host"]])
 def test_every_command_that_opens_a_rig_takes_baud(command, monkeypatch):
-    from hilat import cli
+    from hilat import api, cli
 
     opened = []
     monkeypatch.setattr(cli, "_open", lambda url, args: opened.append((url, args.baud)) or _refuse())
+    # capture goes through the Python API's Rig, which opens its own transport
+    monkeypatch.setattr(api.Rig, "_transport", lambda rig: opened.append((rig.url, rig.baud)) or _refuse())
     with pytest.raises(SystemExit):
         main([*command, "--baud", "57600"])
     assert opened == [("URL", 57600)]

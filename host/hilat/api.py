@@ -1,0 +1,766 @@
+"""hilat's Python API: open a rig, capture, and read a run's latency statistics in seconds.
+
+    import hilat
+
+    with hilat.Rig("socket://127.0.0.1:7000") as rig:
+        run = rig.capture(count=2000, period="100us", jitter="20us", deadline="50us")
+    isr = run.stats("stim_to_isr")
+    assert isr.percentile(99.9) < 50e-6 and isr.misses == 0
+
+Everything is in seconds (a float, or a string with a unit: "30us", "1.5ms", "250ns", "2s"; whole
+ticks as "1500 ticks"). The statistics are exact where the run keeps its samples, else from
+HdrHistogram bins (``Stats.resolution`` says which). ``docs/api.md`` has the whole surface; the CLI
+(``hilat.cli``) is a thin layer over this module.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from hilat import analysis
+
+log = logging.getLogger("hilat")
+
+__all__ = ["Rig", "Run", "Stats", "Seconds", "Comparison", "FailRule", "InsufficientSamples", "load", "compare",
+           "simulate", "parse_duration", "parse_fail_rule", "SettingsError", "CaptureError", "SUBSETS"]
+
+_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+SUBSETS = ("all", "untagged", "tagged")
+# Worst samples kept per kind for failure messages and summaries.
+WORST_SHOWN = 5
+
+
+class SettingsError(ValueError):
+    """Capture settings that cannot run on this rig (a bad value, a role or measure it lacks)."""
+
+
+class InsufficientSamples(ValueError):
+    """A percentile the sample count cannot support: fewer than 1/(1-p) samples, so no sample lies
+    above it and its value would just be the maximum."""
+
+
+# ---- durations ---------------------------------------------------------------------------------------
+
+def parse_duration(value: float | int | str, ts_hz: float | None = None) -> float:
+    """Seconds from a number of seconds or a string with a unit ("30us", "1.5 ms", "100ns", "2s");
+    "N ticks" needs ``ts_hz``."""
+    if isinstance(value, bool):
+        raise TypeError(f"a duration is seconds or a string with a unit, not {value!r}")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"a duration cannot be negative: {value!r}")
+        return float(value)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s|ticks?)\s*", str(value))
+    if not m:
+        raise ValueError(f"not a duration: {value!r} (seconds, or a number with ns/us/ms/s or ticks)")
+    number, unit = float(m.group(1)), m.group(2).replace("µ", "u")
+    if unit.startswith("tick"):
+        if ts_hz is None:
+            raise ValueError(f"{value!r}: ticks need the rig's tick frequency")
+        return number / ts_hz
+    return number * _UNITS[unit]
+
+
+def _ticks(value, ts_hz: float) -> int:
+    """Whole ticks of a duration (a tick count given as "N ticks" stays exact)."""
+    m = re.fullmatch(r"\s*([0-9]+)\s*ticks?\s*", value) if isinstance(value, str) else None
+    if m:
+        return int(m.group(1))
+    return int(round(parse_duration(value) * ts_hz))
+
+
+def _format_seconds(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s == float("inf"):
+        return "inf"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(s) >= scale:
+            return f"{s / scale:.4g} {unit}"
+    return f"{s / 1e-9:.4g} ns"
+
+
+class Seconds(float):
+    """A latency in seconds that remembers where it came from (its ``Stats`` and which statistic),
+    so a failed ``assert`` on it can show the whole distribution (the pytest plugin does)."""
+
+    stats: Stats | None
+    statistic: str
+
+    def __new__(cls, value: float, stats: Stats | None = None, statistic: str = ""):
+        obj = super().__new__(cls, value)
+        obj.stats = stats
+        obj.statistic = statistic
+        return obj
+
+    def __repr__(self):
+        return f"{float(self)!r}"
+
+    def describe(self) -> str:
+        where = f"{self.statistic} of {self.stats.kind}" if self.stats is not None else self.statistic
+        return f"{where} = {_format_seconds(float(self))}"
+
+
+# ---- statistics of one kind ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WorstSample:
+    """One of the largest samples: its stimulus (start) tick, value and tag."""
+    start_tick: int
+    ticks: int
+    seconds: float
+    tagged: bool
+
+
+class Stats:
+    """The samples of one measurement kind of a run (one subset: all, untagged or tagged), in seconds.
+
+    ``count`` counts the samples with a value; ``misses`` the windows without one; ``starts`` both.
+    ``min``/``max``/``mean`` are exact; the median and percentiles are exact when the run keeps its
+    samples (``resolution`` "exact"), else HdrHistogram's (the highest value equivalent to the
+    true one, within ``resolution``)."""
+
+    def __init__(self, kind: str, title: str, subset: str, tick_s: float, *, starts: int, misses: int,
+                 duplicates: int, count: int, min_ticks: int | None, max_ticks: int | None,
+                 mean_ticks: float | None, std_ticks: float | None, sorted_ticks: np.ndarray | None = None,
+                 histogram=None, rig_counts: np.ndarray | None = None, worst: list[WorstSample] | None = None,
+                 resolution: str = "exact"):
+        self.kind, self.title, self.subset, self.tick_s = kind, title, subset, tick_s
+        self.starts, self.misses, self.duplicates, self.count = int(starts), int(misses), int(duplicates), int(count)
+        self.min_ticks, self.max_ticks = min_ticks, max_ticks
+        self.mean_ticks, self.std_ticks = mean_ticks, std_ticks
+        self._sorted = sorted_ticks
+        self._hist = histogram
+        self._rig_counts = rig_counts
+        self.worst = list(worst or [])
+        self.resolution = resolution
+
+    @classmethod
+    def from_values(cls, kind: str, values_ticks, tick_s: float, *, misses: int = 0, duplicates: int = 0,
+                    title: str | None = None, subset: str = "all", start_ticks=None, tagged=None) -> Stats:
+        """Exact statistics of valid samples in ticks (misses given apart)."""
+        v = np.asarray(values_ticks, dtype=np.int64)
+        order = np.argsort(v, kind="stable")
+        s = v[order]
+        st = analysis.stats(s, percentiles=[])
+        worst = []
+        if start_ticks is not None and len(v):
+            start_ticks = np.asarray(start_ticks, dtype=np.int64)
+            tags = np.zeros(len(v), bool) if tagged is None else np.asarray(tagged, bool)
+            for i in order[::-1][:WORST_SHOWN]:
+                worst.append(WorstSample(int(start_ticks[i]), int(v[i]), float(v[i] * tick_s), bool(tags[i])))
+        return cls(kind, title or analysis.KIND_TITLES.get(kind, kind), subset, tick_s, starts=len(v) + misses,
+                   misses=misses, duplicates=duplicates, count=len(v), min_ticks=st["min"], max_ticks=st["max"],
+                   mean_ticks=st["mean"], std_ticks=st["std"], sorted_ticks=s, worst=worst)
+
+    # -- values in seconds --
+
+    def _s(self, ticks, statistic) -> Seconds | None:
+        return None if ticks is None else Seconds(ticks * self.tick_s, self, statistic)
+
+    @property
+    def min(self) -> Seconds | None:
+        return self._s(self.min_ticks, "min")
+
+    @property
+    def max(self) -> Seconds | None:
+        return self._s(self.max_ticks, "max")
+
+    @property
+    def mean(self) -> Seconds | None:
+        return self._s(self.mean_ticks, "mean")
+
+    @property
+    def std(self) -> Seconds | None:
+        """Sample standard deviation (None where the run does not have it: on-rig results)."""
+        return self._s(self.std_ticks, "std")
+
+    @property
+    def median(self) -> Seconds | None:
+        return self.percentile(50.0) if self.count else None
+
+    @property
+    def miss_share(self) -> float | None:
+        return self.misses / self.starts if self.starts else None
+
+    def supports(self, percentile: float) -> bool:
+        """Whether the count supports ``percentile`` (in percent): at least one sample above it."""
+        return self.count > 0 and (percentile <= 50.0 or self.count >= analysis.samples_needed(percentile / 100.0))
+
+    def samples_needed(self, percentile: float) -> int:
+        return analysis.samples_needed(percentile / 100.0)
+
+    def percentile_ticks(self, percentile: float) -> int | None:
+        """The ``percentile`` (0..100) in ticks: the smallest sample with that share of samples at or
+        below it; None when it lies in the rig's overflow bin (above its range)."""
+        if not 0.0 <= percentile <= 100.0:
+            raise ValueError(f"a percentile is 0..100, got {percentile!r}")
+        if not self.supports(percentile):
+            raise InsufficientSamples(
+                f"{self.kind}: p{percentile:g} needs at least {self.samples_needed(percentile)} samples, the run has "
+                f"{self.count}; capture more or judge a lower percentile")
+        if self._sorted is not None:
+            return int(analysis.exact_percentile(self._sorted, percentile / 100.0))
+        if self._rig_counts is not None:
+            from hilat.engine import engine_percentiles
+
+            (value,) = engine_percentiles(self._rig_counts, [percentile])
+            return None if value is None else min(int(value), self.max_ticks)
+        return min(int(self._hist.value_at_percentile(percentile)), self.max_ticks)
+
+    def percentile(self, percentile: float) -> Seconds:
+        """The ``percentile`` (0..100, e.g. 99.99) in seconds. Raises ``InsufficientSamples`` where
+        the count cannot support it; inf where it lies above the rig's histogram range."""
+        ticks = self.percentile_ticks(percentile)
+        return Seconds(float("inf") if ticks is None else ticks * self.tick_s, self, f"p{percentile:g}")
+
+    # -- the whole distribution --
+
+    def values_ticks(self) -> np.ndarray | None:
+        """The valid samples in ticks, ascending, when the run keeps them (else None)."""
+        return self._sorted
+
+    def histogram(self):
+        """The distribution as an ``hilat.hdr.HdrHistogram`` in ticks (exact samples are recorded at 3
+        significant digits; on-rig runs give the engine's bins, its overflow bin as out of range)."""
+        from hilat.hdr import HdrHistogram
+
+        if self._hist is not None:
+            return self._hist
+        if self._rig_counts is not None:
+            from hilat.engine import tick_histogram
+
+            self._hist = tick_histogram(self._rig_counts)
+            return self._hist
+        h = HdrHistogram(1, 1 << 40, 3)
+        if self._sorted is not None and len(self._sorted):
+            h.record(self._sorted)
+        self._hist = h
+        return h
+
+    def counts_between(self, edges_s) -> np.ndarray:
+        """Samples in [edges[i], edges[i+1]) for seconds ``edges`` ascending: exact from the samples,
+        else each histogram bucket counted at its highest equivalent value."""
+        edges_ticks = np.asarray(edges_s, dtype=np.float64) / self.tick_s
+        if self._sorted is not None:
+            idx = np.searchsorted(self._sorted, np.ceil(edges_ticks - 1e-9), side="left")
+            return np.diff(idx)
+        b = self.histogram().recorded_buckets()
+        which = np.searchsorted(edges_ticks, b.highest, side="right") - 1
+        out = np.zeros(len(edges_ticks) - 1, np.int64)
+        ok = (which >= 0) & (which < len(out))
+        np.add.at(out, which[ok], b.count[ok])
+        return out
+
+    def ladder(self) -> list[tuple[str, Seconds | None]]:
+        """(label, value) for min, the report percentiles the count supports, and max."""
+        rows = [("min", self.min)]
+        for p in analysis.PERCENTILES:
+            if self.supports(100 * p):
+                rows.append((analysis.percentile_label(p), self.percentile(100 * p)))
+        return rows + [("max", self.max)]
+
+    def describe(self, bars: int = 12) -> str:
+        """A few lines for a human (a failed budget): counts, the percentile ladder, a log-spaced text
+        histogram and the worst samples with their stimulus ticks."""
+        head = (f"{self.kind} ({self.title}, {self.subset}): {self.count} samples, {self.misses} missed of "
+                f"{self.starts}, {self.duplicates} duplicate responses; {self.resolution}")
+        lines = [head]
+        if not self.count:
+            return head
+        lines.append("  " + "  ".join(f"{label} {_format_seconds(v)}" for label, v in self.ladder()))
+        lo, hi = max(self.min_ticks, 1), max(self.max_ticks, 1)
+        if hi > lo:
+            edges = np.unique(np.round(np.geomspace(lo, hi + 1, bars + 1)).astype(np.int64))
+            counts = self.counts_between(edges * self.tick_s)
+            peak = max(int(counts.max()), 1)
+            for a, b, c in zip(edges[:-1], edges[1:], counts):
+                bar = "#" * int(np.ceil(40 * c / peak)) if c else ""
+                lines.append(f"  {_format_seconds(a * self.tick_s):>10} .. {_format_seconds(b * self.tick_s):>10} "
+                             f"{int(c):>9} {bar}")
+        for w in self.worst:
+            lines.append(f"  worst: {_format_seconds(w.seconds)} at stimulus tick {w.start_tick}"
+                         + (" (tagged)" if w.tagged else ""))
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        """Counts, and min/mean/max/percentiles in seconds (percentiles the count supports)."""
+        return {"kind": self.kind, "subset": self.subset, "starts": self.starts, "count": self.count,
+                "misses": self.misses, "duplicates": self.duplicates, "resolution": self.resolution,
+                "seconds": {label: None if v is None else float(v) for label, v in self.ladder()}
+                | {"mean": None if self.mean is None else float(self.mean)}}
+
+    def __repr__(self):
+        if not self.count:
+            return f"<Stats {self.kind} {self.subset}: no samples, {self.misses} missed>"
+        return (f"<Stats {self.kind} {self.subset}: {self.count} samples, {self.misses} missed, min "
+                f"{_format_seconds(self.min)}, max {_format_seconds(self.max)}>")
+
+
+# ---- a run -------------------------------------------------------------------------------------------
+
+class Run:
+    """A run directory (``hilat capture``'s output), read back: its kinds and their statistics."""
+
+    def __init__(self, path: str | Path):
+        from hilat.runs import load_run
+
+        self._run = load_run(Path(path))
+        self._stats: dict[tuple[str, str], Stats] = {}
+        self._source = None
+
+    @property
+    def path(self) -> Path:
+        return Path(self._run.path)
+
+    @property
+    def label(self) -> str:
+        return self._run.label
+
+    @property
+    def kinds(self) -> dict[str, str]:
+        """{kind: title} of every measurement kind of the run, in report order."""
+        return dict(self._run.kind_titles)
+
+    @property
+    def ts_hz(self) -> float:
+        return float(self._run.ts_hz)
+
+    @property
+    def tick_s(self) -> float:
+        return 1.0 / self.ts_hz
+
+    @property
+    def on_rig(self) -> bool:
+        return bool(self._run.on_rig)
+
+    @property
+    def meta(self) -> dict:
+        return self._run.meta
+
+    @property
+    def rig(self) -> dict:
+        """The rig's identity as the run recorded it (board, gateware, firmware, clocks...)."""
+        ident = dict(self._run.meta.get("rig") or {})
+        board, _, git_hash = str(ident.get("gateware", "")).partition(" ")
+        ident["board"] = board if git_hash else None
+        return ident
+
+    @property
+    def losses(self) -> dict:
+        return self._run.losses()
+
+    @property
+    def problems(self) -> list[str]:
+        """What makes the run incomplete or suspect (dropped edges, overflows, errors), one line each."""
+        return list(self._run.problems())
+
+    def _statistics_source(self):
+        if self._source is None:
+            from hilat import report
+
+            if self._run.on_rig:
+                self._source = ("rig", report._on_rig_aggregates(self._run))
+            elif report.use_hdr(self._run):
+                from hilat.aggregate import StreamingAggregator
+
+                agg = StreamingAggregator(self._run.roles, self._run.deadline_ticks, self._run.offset_ticks,
+                                          measures=self._run.measures, builtin=self._run.builtin)
+                for chunk in self._run.iter_edges():
+                    agg.feed(*chunk)
+                self._source = ("hdr", agg.finish())
+            else:
+                self._source = ("exact", self._run.measurements)
+        return self._source
+
+    def stats(self, kind: str, subset: str = "all") -> Stats:
+        """The statistics of ``kind`` (see ``kinds``) over ``subset``: "all", "untagged" (windows
+        that never saw the tag) or "tagged"."""
+        if kind not in self._run.kind_titles:
+            raise KeyError(f"the run has no kind {kind!r} (kinds: {', '.join(self._run.kind_titles)})")
+        if subset not in SUBSETS:
+            raise ValueError(f"subset is one of {', '.join(SUBSETS)}, got {subset!r}")
+        key = (kind, subset)
+        if key not in self._stats:
+            self._stats[key] = self._compute(kind, subset)
+        return self._stats[key]
+
+    def _compute(self, kind, subset) -> Stats:
+        how, source = self._statistics_source()
+        title, tick_s = self._run.kind_titles[kind], self._run.tick_ns * 1e-9
+        if how == "exact":
+            series = source.series[kind]
+            if subset != "all":
+                series = series.take(np.flatnonzero(series.tag_in_window == (1 if subset == "tagged" else 0)))
+            ok = series.values != analysis.MISSING
+            return Stats.from_values(kind, series.values[ok], tick_s, misses=int((~ok).sum()),
+                                     duplicates=int(series.duplicates.sum()), title=title, subset=subset,
+                                     start_ticks=series.start_tick[ok], tagged=series.tag_in_window[ok])
+        if how == "hdr":
+            if subset == "tagged":
+                raise ValueError(f"{self.path}: a streamed (long) run keeps all and untagged, not tagged alone")
+            ex, key = source.exact[(subset, kind)], (subset, kind)
+            w = source.worst.get(kind) if subset == "all" else None
+            worst = [WorstSample(w["start_tick"], w["ticks"], w["ticks"] * tick_s, w["tagged"])] if w else []
+            return Stats(kind, title, subset, tick_s, starts=source.starts[key], misses=source.misses[key],
+                         duplicates=source.duplicates[key], count=ex.n, min_ticks=ex.min, max_ticks=ex.max,
+                         mean_ticks=ex.mean if ex.n else None, std_ticks=ex.std if ex.n else None,
+                         histogram=source.hist[key], worst=worst,
+                         resolution="HdrHistogram, 3 significant digits (streamed: the run is long)")
+        rig = source.rig
+        exact = rig.exact(kind, subset)
+        counts = rig.counts(kind, subset)
+        n = exact["count"] if exact is not None else int(counts.sum())
+        whole = subset == "all" and exact is not None
+        misses = rig.exact(kind)["misses"] if whole else 0
+        below = rig.exact(kind)["below"] if whole else 0
+        w = source.worst.get(kind) if subset == "all" else None
+        worst = [WorstSample(w["start_tick"], w["ticks"], w["ticks"] * tick_s, w["tagged"])] if w else []
+        return Stats(kind, title, subset, tick_s, starts=n + misses + below, misses=misses,
+                     duplicates=rig.exact(kind)["duplicates"] if whole else 0, count=n,
+                     min_ticks=exact["min"] if exact and n else None, max_ticks=exact["max"] if exact and n else None,
+                     mean_ticks=exact["sum"] / n if exact and n else None, std_ticks=None, rig_counts=counts,
+                     worst=worst, resolution="on-rig: the engine's HdrHistogram bins, 2 significant digits")
+
+    def __iter__(self) -> Iterator[Stats]:
+        return (self.stats(k) for k in self.kinds)
+
+    def report(self, format: str = "text") -> str:
+        """The report (``hilat report``) in ``format``: text, markdown, json or csv."""
+        from hilat import report
+
+        return report.format_report(report.build_report([self._run]), format)
+
+    def compare(self, other: Run) -> Comparison:
+        return compare(self, other)
+
+    def __repr__(self):
+        return f"<Run {self.label!r} at {self.path}: {', '.join(self.kinds)}>"
+
+
+def load(path: str | Path) -> Run:
+    """A run directory read back (``runs.RunError`` if it cannot be read)."""
+    return Run(path)
+
+
+# ---- comparisons and fail rules --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FailRule:
+    """B fails against A when ``statistic`` of B exceeds A's by more than ``percent`` % (or by more
+    than ``absolute_s`` seconds); ``statistic``: "max", "mean", "min", or a percentile "p99.9"."""
+    statistic: str
+    percent: float | None = None
+    absolute_s: float | None = None
+    kind: str | None = None          # None: every kind both runs have
+
+    def text(self) -> str:
+        limit = f"{self.percent:g}%" if self.percent is not None else _format_seconds(self.absolute_s).replace(" ", "")
+        return f"{self.kind + ':' if self.kind else ''}{self.statistic}:{limit}"
+
+
+def parse_fail_rule(text: str) -> FailRule:
+    """``[KIND:]STATISTIC:LIMIT``: ``p99.9:10%`` (B's p99.9 more than 10 % above A's fails),
+    ``stim_to_isr:max:500ns`` (more than 500 ns above), ``mean:5%``."""
+    parts = text.strip().split(":")
+    if len(parts) == 2:
+        kind, (statistic, limit) = None, parts
+    elif len(parts) == 3:
+        kind, statistic, limit = parts
+    else:
+        raise ValueError(f"a fail rule is [KIND:]STATISTIC:LIMIT, e.g. p99.9:10% or stim_to_isr:max:500ns; "
+                         f"got {text!r}")
+    statistic = statistic.strip()
+    if not (statistic in ("min", "max", "mean") or re.fullmatch(r"p(100|[0-9]{1,2}(\.[0-9]+)?)", statistic)):
+        raise ValueError(f"{text!r}: the statistic is min, max, mean or a percentile like p99.9")
+    limit = limit.strip()
+    if limit.endswith("%"):
+        try:
+            percent = float(limit[:-1])
+        except ValueError:
+            raise ValueError(f"{text!r}: {limit!r} is not a percentage") from None
+        return FailRule(statistic, percent=percent, kind=kind)
+    try:
+        return FailRule(statistic, absolute_s=parse_duration(limit), kind=kind)
+    except ValueError:
+        raise ValueError(f"{text!r}: the limit is a percentage (10%) or a time (500ns)") from None
+
+
+def _statistic(stats: Stats, statistic: str) -> Seconds | None:
+    if statistic in ("min", "max", "mean"):
+        return getattr(stats, statistic)
+    return stats.percentile(float(statistic[1:]))
+
+
+class Comparison:
+    """Run B against run A: the report's side-by-side rows and fail rules (``check``)."""
+
+    def __init__(self, a: Run, b: Run):
+        from hilat import report
+
+        self.a, self.b = a, b
+        self.document = report.compare_document(report.build_report([a._run, b._run]))
+        self.kinds = [k for k in self.document["kinds"]]
+
+    def text(self, markdown: bool = False) -> str:
+        from hilat import report
+
+        return report.format_compare(self.document, markdown=markdown)
+
+    def check(self, rules: list[FailRule | str]) -> list[str]:
+        """One line per rule that B breaks (empty: B passes). A percentile either run's count cannot
+        support is a failure too: it cannot be judged."""
+        failures = []
+        for rule in (parse_fail_rule(r) if isinstance(r, str) else r for r in rules):
+            kinds = [rule.kind] if rule.kind else self.kinds
+            for kind in kinds:
+                if kind not in self.a.kinds or kind not in self.b.kinds:
+                    failures.append(f"{rule.text()}: {kind} is not in both runs")
+                    continue
+                try:
+                    va = _statistic(self.a.stats(kind), rule.statistic)
+                    vb = _statistic(self.b.stats(kind), rule.statistic)
+                except InsufficientSamples as e:
+                    failures.append(f"{rule.text()}: cannot judge: {e}")
+                    continue
+                if va is None or vb is None:
+                    failures.append(f"{rule.text()}: {kind} has no samples in {'A' if va is None else 'B'}")
+                    continue
+                allowed = va * (1 + rule.percent / 100) if rule.percent is not None else va + rule.absolute_s
+                if vb > allowed:
+                    failures.append(f"{kind} {rule.statistic}: B {_format_seconds(vb)} > A {_format_seconds(va)} "
+                                    f"+ {rule.text().rpartition(':')[2]} = {_format_seconds(allowed)}")
+        return failures
+
+
+def compare(a: Run | str | Path, b: Run | str | Path) -> Comparison:
+    """Run B (new) against run A (reference); paths or ``Run`` objects."""
+    return Comparison(a if isinstance(a, Run) else Run(a), b if isinstance(b, Run) else Run(b))
+
+
+# ---- the rig --------------------------------------------------------------------------------------------
+
+def capture_settings(ts_hz: float, *, count: int | None = None, duration=None, deadline=None, mode: str = "dither",
+                     period="100us", jitter="20us", mean=None, width="10 ticks", burst_count: int = 1,
+                     burst_spacing="10 ticks", seed: int = 1, invert: bool = False, glitch: int = 0,
+                     roles: dict | None = None, active_low=(), measures=(), no_stimulus: bool = False,
+                     also_fire=(), on_rig: bool = False, raw: bool | None = None, interval_shift: int = 24,
+                     outliers: dict | None = None, trigger: tuple | None = None, trigger_on_late: bool = False,
+                     trigger_width=None, label: str = "", out_dir="runs", progress: bool = False,
+                     default_count: int = 2000):
+    """``capture.CaptureSettings`` from typed settings; durations in seconds or with a unit
+    (``parse_duration``), ``trigger`` = (response "isr"/"task", time). Raises ValueError on a
+    combination that cannot run."""
+    from hilat.capture import CaptureSettings, StimulusSettings
+
+    if count is not None and (not isinstance(count, int) or count <= 0):
+        raise ValueError(f"count must be a whole number > 0, got {count!r}")
+    modes = ("periodic", "dither", "random", "burst", "oneshot")
+    if mode not in modes:
+        raise ValueError(f"mode is one of {', '.join(modes)}, got {mode!r}")
+    period_t = _ticks(period, ts_hz)
+    probability = 0
+    if mode == "random":
+        if mean is None:
+            raise ValueError("mode random needs mean (the mean interval)")
+        mean_t = _ticks(mean, ts_hz)
+        if mean_t <= period_t:
+            raise ValueError("mean must be longer than period (the hold-off)")
+        # interval = hold-off + geometric(p) failures: mean = P + (1-p)/p  =>  p = 1/(mean - P + 1)
+        probability = min(int(round(2**32 / (mean_t - period_t + 1))), 2**32 - 1)
+    if no_stimulus and not measures:
+        raise ValueError("no_stimulus measures nothing by itself: give at least one measure")
+    if raw and not on_rig:
+        raise ValueError("raw goes with on_rig (without it a capture streams the raw edges anyway)")
+    if (trigger_on_late or trigger_width is not None) and trigger is None:
+        raise ValueError("trigger_on_late and trigger_width go with trigger")
+    stim = StimulusSettings(mode=mode, period=period_t, jitter=_ticks(jitter, ts_hz) if mode == "dither" else 0,
+                            width=_ticks(width, ts_hz), probability=probability, burst_count=burst_count,
+                            burst_spacing=_ticks(burst_spacing, ts_hz), seed=seed, invert=invert)
+    trig = None
+    if trigger is not None:
+        from hilat.engine import Trigger
+
+        response, threshold = trigger
+        trig = Trigger(threshold=_ticks(threshold, ts_hz), response=response,
+                       width=_ticks(trigger_width if trigger_width is not None else "1us", ts_hz),
+                       on_late=trigger_on_late)
+    return CaptureSettings(on_rig=on_rig, raw=bool(raw) or not on_rig, engine_interval_shift=interval_shift,
+                           outlier_thresholds={k: _ticks(t, ts_hz) for k, t in (outliers or {}).items()},
+                           trigger=trig, roles=dict(roles or {}), active_low=list(active_low),
+                           measures=list(measures), no_stimulus=no_stimulus, also_fire=list(also_fire),
+                           count=count if count is not None else (None if duration is not None else default_count),
+                           duration_ticks=_ticks(duration, ts_hz) if duration is not None else None,
+                           deadline_ticks=_ticks(deadline, ts_hz) if deadline is not None else None,
+                           glitch=glitch, label=label, out_dir=Path(out_dir), progress=progress, stimulus=stim)
+
+
+class CaptureError(RuntimeError):
+    """A capture that stopped on an error; ``run`` is what it captured (kept on disk)."""
+
+    def __init__(self, message: str, run: Run | None):
+        super().__init__(message)
+        self.run = run
+
+
+class Rig:
+    """A rig by URL (``/dev/ttyUSB0``, ``socket://HOST:PORT``, ``rfc2217://HOST:PORT``), as a context
+    manager: entering says HELLO and reads its identity; each ``capture`` opens the link for its run.
+
+    ``calibration_dir``: where this rig's calibration is looked up (default ``$HILAT_CALIBRATION_DIR``
+    or the user's config dir); ``calibrate=False`` applies none."""
+
+    def __init__(self, url: str, *, baud: int | None = None, calibration_dir: str | Path | None = None,
+                 calibrate: bool = True):
+        self.url = url
+        self.baud = baud
+        self.calibration_dir = calibration_dir
+        self.calibrate = calibrate
+        self._ident = None
+        self._status = None
+        self._engine = None
+
+    def _transport(self):
+        from hilat.transport import DEFAULT_BAUDRATE, Transport
+
+        return Transport(self.url, baudrate=self.baud or DEFAULT_BAUDRATE)
+
+    def _session(self):
+        from hilat.session import Session
+
+        return Session(self.url, transport=self._transport())
+
+    def open(self) -> Rig:
+        from hilat import protocol as p
+
+        with self._session() as session:
+            self._ident = session.identity
+            self._status = session.ask_status()
+            self._engine = session.engine_stats() if self._ident.capabilities & p.CAP_ENGINE else None
+        return self
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Rig:
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """The rig's facts, as ``hilat info --json`` prints them."""
+        from hilat import calibration, identity
+
+        if self._ident is None:
+            self.open()
+        resolution = calibration.for_rig(self._ident, self._calibration_dir())
+        return identity.describe(self._ident, self._status, self.url, resolution, self._engine)
+
+    @property
+    def ts_hz(self) -> float:
+        if self._ident is None:
+            self.open()
+        return float(self._ident.ts_hz)
+
+    def _calibration_dir(self):
+        from hilat import calibration
+
+        return calibration.resolve_dir(self.calibration_dir) if self.calibrate else None
+
+    def capture(self, *, hlog_interval="10s", extra_meta: dict | None = None, **settings) -> Run:
+        """Run stimuli and capture (``capture_settings`` names the settings), write the run directory
+        under ``out_dir`` and return it read back. Raises ``CaptureError`` (with the partial run) when
+        the capture stopped on an error, ``KeyboardInterrupt`` when interrupted (the run is kept)."""
+        capture = self.capture_raw(hlog_interval=hlog_interval, extra_meta=extra_meta, **settings)
+        run = Run(capture.run_dir) if capture.run_dir else None
+        if capture.error:
+            raise CaptureError(f"{capture.error} (what was captured is kept in {capture.run_dir})", run)
+        if capture.interrupted:
+            raise KeyboardInterrupt(f"capture interrupted; what was captured is kept in {capture.run_dir}")
+        return run
+
+    def capture_raw(self, *, hlog_interval="10s", extra_meta=None, no_calibration_reason=None, **settings):
+        """The ``capture.Capture`` itself (the CLI prints its report and keeps its exit codes)."""
+        from hilat.capture import Capture, plan
+
+        with self._session() as session:
+            self._ident = session.identity
+            try:
+                cs = capture_settings(session.identity.ts_hz, **settings)
+                plan(cs, session.identity)
+            except SettingsError:
+                raise
+            except ValueError as e:
+                raise SettingsError(str(e)) from None
+            if not self.calibrate:
+                cs.no_calibration_reason = no_calibration_reason or "calibrate=False: none applied"
+            else:
+                cs.calibration_dir = self._calibration_dir()
+            cs.hlog_interval_s = parse_duration(hlog_interval) if hlog_interval not in (0, "0", None) else 0.0
+            return Capture(None, cs, extra_meta, session=session).run()
+
+    def __repr__(self):
+        return f"<Rig {self.url}>"
+
+
+# ---- the simulated rig --------------------------------------------------------------------------------
+
+class Simulation:
+    """The simulated rig and DUT (Verilator), started by ``simulate``: ``url``, ``rig()``, and what
+    the DUT model injected (``injected()``, from its log)."""
+
+    def __init__(self, sim_rig, dut_log: Path):
+        self._sim = sim_rig
+        self.dut_log = dut_log
+
+    @property
+    def url(self) -> str:
+        return self._sim.url
+
+    def rig(self, **kwargs) -> Rig:
+        return Rig(self.url, **kwargs)
+
+    def injected(self) -> list:
+        """The latencies the DUT model injected so far (``targets.sim.read_dut_log`` rows)."""
+        from hilat.extras import require
+
+        return require("targets.sim", "gateware", "the simulated rig").read_dut_log(self.dut_log)
+
+
+class simulate:
+    """``with hilat.simulate() as sim:`` starts the simulated rig and DUT model (built on first use,
+    cached), stops it on exit. ``dut``: DUT model settings ({"isr_base": 80, ...}); ``on_rig``: the
+    build with the measurement engine; ``dut_model``/``dut_top``: a DUT model of your own."""
+
+    def __init__(self, *, dut: dict | None = None, on_rig: bool = False, dut_model: str | Path | None = None,
+                 dut_top: str = "hilat_dut_model", workdir: str | Path | None = None):
+        self.dut, self.on_rig, self.dut_model, self.dut_top = dut or {}, on_rig, dut_model, dut_top
+        self.workdir = workdir
+        self._sim = None
+
+    def __enter__(self) -> Simulation:
+        import tempfile
+
+        from hilat.extras import require
+
+        sim = require("targets.sim", "gateware", "the simulated rig")
+        sim_dir = sim.build(dut_model=self.dut_model or sim.DEFAULT_DUT, dut_top=self.dut_top, with_engine=self.on_rig)
+        work = Path(self.workdir) if self.workdir else Path(tempfile.mkdtemp(prefix="hilat-sim-"))
+        work.mkdir(parents=True, exist_ok=True)
+        dut_log = work / "dut_injected.csv"
+        self._sim = sim.SimulatedRig(sim_dir, work, dut_args={k: str(v) for k, v in self.dut.items()}, dut_log=dut_log)
+        self._sim.__enter__()
+        return Simulation(self._sim, dut_log)
+
+    def __exit__(self, *exc) -> None:
+        if self._sim is not None:
+            self._sim.__exit__(*exc)
+            self._sim = None
