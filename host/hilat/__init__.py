@@ -6,3 +6,16 @@ try:
     __version__ = version("hilat")
 except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.1.0+source"
+
+# The Python API (hilat.api), imported on first use so that `import hilat` stays light.
+_API = ("Rig", "Run", "Stats", "Seconds", "Comparison", "Baseline", "FailRule", "InsufficientSamples", "SettingsError",
+        "CaptureError", "load", "compare", "simulate", "parse_duration", "parse_fail_rule")
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name):
+    if name in _API:
+        from hilat import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'hilat' has no attribute {name!r}")

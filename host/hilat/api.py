@@ -28,7 +28,7 @@ from hilat import analysis
 log = logging.getLogger("hilat")
 
 __all__ = ["Rig", "Run", "Stats", "Seconds", "Comparison", "FailRule", "InsufficientSamples", "load", "compare",
-           "simulate", "parse_duration", "parse_fail_rule", "SettingsError", "CaptureError", "SUBSETS"]
+           "simulate", "parse_duration", "parse_fail_rule", "SettingsError", "CaptureError", "Baseline", "SUBSETS"]
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 SUBSETS = ("all", "untagged", "tagged")
@@ -267,14 +267,17 @@ class Stats:
         return rows + [("max", self.max)]
 
     def describe(self, bars: int = 12) -> str:
-        """A few lines for a human (a failed budget): counts, the percentile ladder, a log-spaced text
-        histogram and the worst samples with their stimulus ticks."""
+        """A few lines for a human (a failed budget): counts, the percentile ladder, the worst samples
+        with their stimulus ticks, then a log-spaced text histogram."""
         head = (f"{self.kind} ({self.title}, {self.subset}): {self.count} samples, {self.misses} missed of "
                 f"{self.starts}, {self.duplicates} duplicate responses; {self.resolution}")
         lines = [head]
         if not self.count:
             return head
         lines.append("  " + "  ".join(f"{label} {_format_seconds(v)}" for label, v in self.ladder()))
+        for w in self.worst:
+            lines.append(f"  worst: {_format_seconds(w.seconds)} at stimulus tick {w.start_tick}"
+                         + (" (tagged)" if w.tagged else ""))
         lo, hi = max(self.min_ticks, 1), max(self.max_ticks, 1)
         if hi > lo:
             edges = np.unique(np.round(np.geomspace(lo, hi + 1, bars + 1)).astype(np.int64))
@@ -284,9 +287,6 @@ class Stats:
                 bar = "#" * int(np.ceil(40 * c / peak)) if c else ""
                 lines.append(f"  {_format_seconds(a * self.tick_s):>10} .. {_format_seconds(b * self.tick_s):>10} "
                              f"{int(c):>9} {bar}")
-        for w in self.worst:
-            lines.append(f"  worst: {_format_seconds(w.seconds)} at stimulus tick {w.start_tick}"
-                         + (" (tagged)" if w.tagged else ""))
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -498,6 +498,34 @@ def _statistic(stats: Stats, statistic: str) -> Seconds | None:
     return stats.percentile(float(statistic[1:]))
 
 
+def _judge(rules, kinds_a, kinds_b, value_a, value_b) -> list[str]:
+    """Lines for every (rule, kind) where B exceeds A beyond the rule; ``value_x(kind, statistic)``
+    gives seconds or None (no samples) and raises InsufficientSamples where it cannot say."""
+    failures = []
+    for rule in (parse_fail_rule(r) if isinstance(r, str) else r for r in rules):
+        for kind in [rule.kind] if rule.kind else [k for k in kinds_b if k in kinds_a and k not in _NOT_COMPARED]:
+            if kind not in kinds_a or kind not in kinds_b:
+                failures.append(f"{rule.text()}: {kind} is not in both")
+                continue
+            try:
+                va, vb = value_a(kind, rule.statistic), value_b(kind, rule.statistic)
+            except InsufficientSamples as e:
+                failures.append(f"{rule.text()}: cannot judge: {e}")
+                continue
+            if va is None or vb is None:
+                failures.append(f"{rule.text()}: {kind} has no samples in {'A' if va is None else 'B'}")
+                continue
+            allowed = va * (1 + rule.percent / 100) if rule.percent is not None else va + rule.absolute_s
+            if vb > allowed:
+                failures.append(f"{kind} {rule.statistic}: B {_format_seconds(vb)} > A {_format_seconds(va)} "
+                                f"+ {rule.text().rpartition(':')[2]} = {_format_seconds(allowed)}")
+    return failures
+
+
+# Pulse durations are what the DUT spends, not latencies: compared only when a rule names them.
+_NOT_COMPARED = ("isr_duration", "task_duration")
+
+
 class Comparison:
     """Run B against run A: the report's side-by-side rows and fail rules (``check``)."""
 
@@ -506,7 +534,7 @@ class Comparison:
 
         self.a, self.b = a, b
         self.document = report.compare_document(report.build_report([a._run, b._run]))
-        self.kinds = [k for k in self.document["kinds"]]
+        self.kinds = list(self.document["kinds"])
 
     def text(self, markdown: bool = False) -> str:
         from hilat import report
@@ -514,34 +542,95 @@ class Comparison:
         return report.format_compare(self.document, markdown=markdown)
 
     def check(self, rules: list[FailRule | str]) -> list[str]:
-        """One line per rule that B breaks (empty: B passes). A percentile either run's count cannot
-        support is a failure too: it cannot be judged."""
-        failures = []
-        for rule in (parse_fail_rule(r) if isinstance(r, str) else r for r in rules):
-            kinds = [rule.kind] if rule.kind else self.kinds
-            for kind in kinds:
-                if kind not in self.a.kinds or kind not in self.b.kinds:
-                    failures.append(f"{rule.text()}: {kind} is not in both runs")
-                    continue
-                try:
-                    va = _statistic(self.a.stats(kind), rule.statistic)
-                    vb = _statistic(self.b.stats(kind), rule.statistic)
-                except InsufficientSamples as e:
-                    failures.append(f"{rule.text()}: cannot judge: {e}")
-                    continue
-                if va is None or vb is None:
-                    failures.append(f"{rule.text()}: {kind} has no samples in {'A' if va is None else 'B'}")
-                    continue
-                allowed = va * (1 + rule.percent / 100) if rule.percent is not None else va + rule.absolute_s
-                if vb > allowed:
-                    failures.append(f"{kind} {rule.statistic}: B {_format_seconds(vb)} > A {_format_seconds(va)} "
-                                    f"+ {rule.text().rpartition(':')[2]} = {_format_seconds(allowed)}")
-        return failures
+        """One line per rule and kind that B breaks (empty: B passes). A percentile either run's count
+        cannot support is a failure too: it cannot be judged."""
+        return _judge(rules, self.a.kinds, self.b.kinds, lambda k, st: _statistic(self.a.stats(k), st),
+                      lambda k, st: _statistic(self.b.stats(k), st))
 
 
 def compare(a: Run | str | Path, b: Run | str | Path) -> Comparison:
     """Run B (new) against run A (reference); paths or ``Run`` objects."""
     return Comparison(a if isinstance(a, Run) else Run(a), b if isinstance(b, Run) else Run(b))
+
+
+# ---- baselines ---------------------------------------------------------------------------------------------
+
+# What makes two rigs measure alike: a baseline taken on another identity is not compared.
+BASELINE_IDENTITY = ("gateware", "firmware", "ts_hz", "sys_hz", "n_stimulus", "n_inputs", "pin_to_stamp_delay")
+
+
+class Baseline:
+    """A run's figures kept as JSON to judge later runs of the same test on the same rig: per kind,
+    the counts and min / mean / max and the percentiles the count supports, in seconds, and the rig's
+    identity (``BASELINE_IDENTITY``)."""
+
+    FORMAT = "hilat-baseline"
+    VERSION = 1
+
+    def __init__(self, doc: dict):
+        if doc.get("format") != self.FORMAT:
+            raise ValueError(f"not a hilat baseline (format {doc.get('format')!r})")
+        self.doc = doc
+
+    @classmethod
+    def from_run(cls, run: Run, name: str = "") -> Baseline:
+        from datetime import datetime, timezone
+
+        rig = run.rig
+        kinds = {}
+        for kind in run.kinds:
+            st = run.stats(kind)
+            figures = {label: None if v is None else float(v) for label, v in st.ladder()} if st.count else {}
+            if st.count:
+                figures["mean"] = float(st.mean)
+            kinds[kind] = {"count": st.count, "misses": st.misses, "seconds": figures}
+        return cls({"format": cls.FORMAT, "version": cls.VERSION, "name": name,
+                    "taken": datetime.now(timezone.utc).isoformat(timespec="seconds"), "run": str(run.path),
+                    "board": rig.get("board"), "rig": {k: rig.get(k) for k in BASELINE_IDENTITY}, "kinds": kinds})
+
+    @classmethod
+    def load(cls, path: str | Path) -> Baseline:
+        import json
+
+        try:
+            return cls(json.loads(Path(path).read_text()))
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: cannot read the baseline ({e})") from None
+
+    def save(self, path: str | Path) -> Path:
+        import json
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.doc, indent=1, sort_keys=True) + "\n")
+        return path
+
+    @property
+    def kinds(self) -> dict:
+        return self.doc["kinds"]
+
+    def identity_differences(self, run: Run) -> list[str]:
+        rig = run.rig
+        return [f"{k}: baseline {self.doc['rig'].get(k)!r}, run {rig.get(k)!r}" for k in BASELINE_IDENTITY
+                if self.doc["rig"].get(k) != rig.get(k)]
+
+    def value(self, kind: str, statistic: str) -> float | None:
+        entry = self.kinds[kind]
+        if not entry["count"]:
+            return None
+        if statistic not in entry["seconds"]:
+            raise InsufficientSamples(f"{kind}: the baseline has no {statistic} ({entry['count']} samples "
+                                      "do not support it)")
+        return entry["seconds"][statistic]
+
+    def check(self, run: Run, rules: list[FailRule | str]) -> list[str]:
+        """Lines for every rule the run breaks against this baseline (A), after its identity: another
+        rig, gateware or firmware fails outright."""
+        differences = self.identity_differences(run)
+        if differences:
+            return [f"the baseline was taken on another rig or gateware ({'; '.join(differences)}): take a new "
+                    "baseline on this one"]
+        return _judge(rules, self.kinds, run.kinds, self.value, lambda k, st: _statistic(run.stats(k), st))
 
 
 # ---- the rig --------------------------------------------------------------------------------------------

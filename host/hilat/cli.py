@@ -411,19 +411,54 @@ def cmd_report(args):
     return 0
 
 
-def cmd_compare(args):
-    from hilat import report
+def _fail_rule(text):
+    from hilat.api import parse_fail_rule
 
     try:
-        cmp = report.compare_document(report.build_report(_load_runs([args.run_a, args.run_b])))
+        return parse_fail_rule(text)
     except ValueError as e:
-        raise UsageError(str(e)) from None
-    if args.format == "json":
-        text = json.dumps(cmp, indent=1) + "\n"
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _is_baseline(path):
+    return path.is_file() and path.suffix == ".json"
+
+
+def cmd_compare(args):
+    from hilat import api, report
+
+    if args.save_baseline:
+        if args.run_b is not None or _is_baseline(args.run_a):
+            raise UsageError("--save-baseline takes one run directory (RUN_A) and no RUN_B")
+        path = api.Baseline.from_run(api.load(args.run_a)).save(args.save_baseline)
+        log.info("wrote the baseline of %s to %s", args.run_a, path)
+        return 0
+    if args.run_b is None:
+        raise UsageError("compare needs RUN_A and RUN_B (or --save-baseline FILE with RUN_A alone)")
+    if _is_baseline(args.run_a):
+        # A baseline has figures, not samples: only the rules can be judged against it.
+        if not args.fail_if:
+            raise UsageError(f"{args.run_a} is a baseline: compare it with --fail-if rules")
+        try:
+            failures = api.Baseline.load(args.run_a).check(api.load(args.run_b), args.fail_if)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     else:
-        text = report.format_compare(cmp, markdown=args.format == "markdown")
-    _write_output(text, args.output)
-    return 0
+        try:
+            comparison = api.compare(args.run_a, args.run_b)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        if args.format == "json":
+            text = json.dumps(comparison.document, indent=1) + "\n"
+        else:
+            text = report.format_compare(comparison.document, markdown=args.format == "markdown")
+        _write_output(text, args.output)
+        failures = comparison.check(args.fail_if) if args.fail_if else []
+    for line in failures:
+        print(f"FAIL {line}", file=sys.stderr)
+    if args.fail_if and not failures:
+        log.info("pass: %s", ", ".join(r.text() for r in args.fail_if))
+    return 1 if failures else 0
 
 
 def cmd_export(args):
@@ -726,11 +761,19 @@ def build_parser():
                        "every edge in memory: ~100 bytes per edge)")
     r.set_defaults(func=cmd_report)
 
-    c = sub.add_parser("compare", help="two runs side by side")
-    c.add_argument("run_a", type=Path, metavar="RUN_A")
-    c.add_argument("run_b", type=Path, metavar="RUN_B")
+    c = sub.add_parser("compare", help="two runs side by side; --fail-if: exit 1 when B is worse than A")
+    c.add_argument("run_a", type=Path, metavar="RUN_A", help="the reference: a run directory or a baseline JSON "
+                   "(the pytest plugin's .hilat/baselines/...; hilat compare RUN --save-baseline FILE)")
+    c.add_argument("run_b", type=Path, metavar="RUN_B", nargs="?", help="the run judged")
     c.add_argument("--format", choices=["text", "markdown", "json"], default="text")
     c.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
+    c.add_argument("--fail-if", action="append", type=_fail_rule, default=[], metavar="[KIND:]STAT:LIMIT",
+                   help="fail (exit 1) when B's statistic exceeds A's by more than LIMIT: p99.9:10%%, max:500ns, "
+                        "stim_to_isr:mean:5%%; every latency kind both have unless KIND is given. A percentile "
+                        "a count cannot support fails (cannot judge); so does a baseline of another rig or "
+                        "gateware (repeatable)")
+    c.add_argument("--save-baseline", type=Path, metavar="FILE",
+                   help="write RUN_A's figures and rig identity as a baseline JSON (no RUN_B)")
     c.set_defaults(func=cmd_compare)
 
     e = sub.add_parser("export", help="samples (CSV, Parquet), HDR interval log, VCD of the raw edges (an on-rig "

@@ -1,0 +1,164 @@
+"""hilat.api on synthetic run directories whose latencies are known exactly, and `hilat compare
+--fail-if` / `--save-baseline` (the CLI over the same checks)."""
+
+import json
+
+import numpy as np
+import pytest
+from synth import TS_HZ, random_run
+
+import hilat
+from hilat import api
+from hilat.cli import main
+
+TICK_S = 1.0 / TS_HZ
+
+
+@pytest.fixture
+def run_and_truth(tmp_path):
+    path, isr, task = random_run(tmp_path / "a", n=3000, seed=3, miss_every=500)
+    return api.load(path), isr, task
+
+
+def _inverted_cdf(values, p):
+    return np.percentile(np.asarray(values), p, method="inverted_cdf")
+
+
+def test_stats_are_the_injected_latencies_in_seconds(run_and_truth):
+    run, isr, task = run_and_truth
+    assert list(run.kinds)[:3] == ["stim_to_isr", "stim_to_task", "isr_to_task"]
+    truth = np.array([v for v in isr if v is not None])
+    st = run.stats("stim_to_isr")
+    assert (st.count, st.misses, st.starts) == (len(truth), isr.count(None), len(isr))
+    assert st.min == truth.min() * TICK_S and st.max == truth.max() * TICK_S
+    assert st.mean == pytest.approx(truth.mean() * TICK_S, rel=1e-12)
+    assert st.std == pytest.approx(truth.std(ddof=1) * TICK_S, rel=1e-9)
+    for p in (50, 90, 99, 99.9):
+        assert st.percentile(p) == _inverted_cdf(truth, p) * TICK_S, p
+    assert st.median == _inverted_cdf(truth, 50) * TICK_S
+    assert np.array_equal(st.values_ticks(), np.sort(truth))
+    assert st.resolution == "exact"
+    # The worst samples, largest first, with their stimulus ticks.
+    assert [w.ticks for w in st.worst] == sorted(truth)[::-1][:api.WORST_SHOWN]
+
+
+def test_a_percentile_the_count_cannot_support_is_refused(run_and_truth):
+    st = run_and_truth[0].stats("stim_to_isr")
+    assert st.supports(99.9) and not st.supports(99.99)
+    with pytest.raises(api.InsufficientSamples, match="p99.99 needs at least 10000 samples, the run has 2994"):
+        st.percentile(99.99)
+    with pytest.raises(ValueError, match="0..100"):
+        st.percentile(101)
+
+
+def test_subsets_split_on_the_tag(tmp_path):
+    from synth import dut_edges, write_run
+
+    stim = [1000 + 5000 * i for i in range(6)]
+    isr = [50, 60, 70, 400, 500, 80]
+    # The tag is high from just after stimulus 3 into the window of 4 (Faller's DMA column).
+    edges = dut_edges(stim, isr, [v + 100 for v in isr], tag_spans=[(stim[3] + 5, stim[4] + 600)])
+    run = api.load(write_run(tmp_path / "t", edges))
+    assert run.stats("stim_to_isr", "tagged").max_ticks == 500
+    assert run.stats("stim_to_isr", "tagged").count == 2
+    assert run.stats("stim_to_isr", "untagged").max_ticks == 80
+    with pytest.raises(ValueError, match="subset is one of"):
+        run.stats("stim_to_isr", "dma")
+    with pytest.raises(KeyError, match="no kind 'irq'"):
+        run.stats("irq")
+
+
+def test_latency_values_remember_their_distribution(run_and_truth):
+    st = run_and_truth[0].stats("stim_to_isr")
+    value = st.percentile(99)
+    assert isinstance(value, api.Seconds) and value.stats is st and value.statistic == "p99"
+    text = st.describe()
+    assert "worst:" in text and f"{st.count} samples" in text and "p99.9" in text
+    # The text histogram counts every sample once.
+    bars = [line for line in text.splitlines() if " .. " in line]
+    assert sum(int(line.split()[5]) for line in bars) == st.count
+
+
+@pytest.mark.parametrize("text,seconds", [("30us", 30e-6), ("1.5 ms", 1.5e-3), ("250ns", 250e-9), ("2s", 2.0),
+                                          (0.001, 0.001), ("1e3ns", 1e-6)])
+def test_durations(text, seconds):
+    assert api.parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("bad", ["30", "fast", "-1us", True])
+def test_bad_durations_are_refused(bad):
+    with pytest.raises((ValueError, TypeError)):
+        api.parse_duration(bad)
+
+
+def test_ticks_stay_exact():
+    assert api._ticks("1500 ticks", 140e6) == 1500 and api._ticks("10us", 140e6) == 1400
+
+
+@pytest.mark.parametrize("text,rule", [
+    ("p99.9:10%", api.FailRule("p99.9", percent=10.0)),
+    ("stim_to_isr:max:500ns", api.FailRule("max", absolute_s=500e-9, kind="stim_to_isr")),
+    ("mean:5%", api.FailRule("mean", percent=5.0)),
+])
+def test_fail_rules(text, rule):
+    parsed = api.parse_fail_rule(text)
+    assert (parsed.statistic, parsed.percent, parsed.kind) == (rule.statistic, rule.percent, rule.kind)
+    assert parsed.absolute_s == pytest.approx(rule.absolute_s)
+
+
+@pytest.mark.parametrize("bad", ["p99.9", "p99.9:ten%", "median:5%", "a:b:c:d", "p200:1%"])
+def test_bad_fail_rules(bad):
+    with pytest.raises(ValueError):
+        api.parse_fail_rule(bad)
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    a = random_run(tmp_path / "a", n=3000, seed=5)[0]
+    same = random_run(tmp_path / "same", n=3000, seed=5)[0]
+    slower = random_run(tmp_path / "slower", n=3000, seed=5, shift=40)[0]
+    return a, same, slower
+
+
+def test_compare_check(two_runs):
+    a, same, slower = two_runs
+    assert hilat.compare(a, same).check(["p99.9:1%", "max:0ns"]) == []
+    failures = hilat.compare(a, slower).check(["stim_to_isr:p50:10%"])
+    base = hilat.load(a).stats("stim_to_isr").percentile(50)
+    assert len(failures) == 1 and failures[0].startswith("stim_to_isr p50: B ")
+    # 40 ticks (800 ns) slower at the median is far above 10 %; within 1 us it passes, not within 500 ns.
+    assert base * 1.1 < base + 40 * TICK_S
+    assert hilat.compare(a, slower).check(["stim_to_isr:p50:1us"]) == []
+    assert len(hilat.compare(a, slower).check(["stim_to_isr:p50:500ns"])) == 1
+    cannot = hilat.compare(a, same).check(["stim_to_isr:p99.99:10%"])
+    assert cannot and "cannot judge" in cannot[0]
+
+
+def test_cli_compare_fail_if_exit_codes(two_runs, capsys):
+    a, same, slower = two_runs
+    assert main(["compare", str(a), str(same), "--fail-if", "p99.9:1%"]) == 0
+    assert main(["compare", str(a), str(slower), "--fail-if", "p50:10%", "--fail-if", "max:1s"]) == 1
+    err = capsys.readouterr().err
+    assert "FAIL stim_to_isr p50: B" in err and "FAIL stim_to_task p50" in err and "max" not in err.split("FAIL")[-1]
+    with pytest.raises(SystemExit) as e:
+        main(["compare", str(a), str(same), "--fail-if", "p99.9"])
+    assert e.value.code == 2
+
+
+def test_baselines_judge_later_runs_and_refuse_another_rig(two_runs, tmp_path, capsys):
+    a, same, slower = two_runs
+    base = tmp_path / "base.json"
+    assert main(["compare", str(a), "--save-baseline", str(base)]) == 0
+    doc = json.loads(base.read_text())
+    assert doc["format"] == "hilat-baseline" and doc["rig"]["gateware"] == "synthetic 0000000"
+    assert doc["kinds"]["stim_to_isr"]["seconds"]["max"] == hilat.load(a).stats("stim_to_isr").max
+    assert main(["compare", str(base), str(same), "--fail-if", "p99:0%"]) == 0
+    assert main(["compare", str(base), str(slower), "--fail-if", "p99:5%"]) == 1
+    capsys.readouterr()
+    doc["rig"]["gateware"] = "colorlight_i5 1234567"
+    base.write_text(json.dumps(doc))
+    assert main(["compare", str(base), str(same), "--fail-if", "p99:50%"]) == 1
+    assert "another rig or gateware (gateware: baseline 'colorlight_i5 1234567'" in capsys.readouterr().err
+    # A baseline keeps only the percentiles its count supports: a finer one cannot be judged.
+    failures = api.Baseline.load(tmp_path / "base.json").check(hilat.load(same), ["p99.99:10%"])
+    assert failures and "another rig" in failures[0]
