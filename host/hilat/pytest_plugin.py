@@ -191,16 +191,17 @@ def pytest_runtest_call(item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
+    # JUnit XML writes the properties of the teardown report, which copies item.user_properties.
     if call.when == "call":
         for run in item.stash.get(_RUNS, []):
             for kind in run.kinds:
                 st = run.stats(kind)
                 prefix = f"hilat.{run.label}.{kind}"
-                report.user_properties.append((f"{prefix}.count", st.count))
-                report.user_properties.append((f"{prefix}.misses", st.misses))
+                item.user_properties.append((f"{prefix}.count", st.count))
+                item.user_properties.append((f"{prefix}.misses", st.misses))
                 for label, value in st.ladder():
-                    report.user_properties.append((f"{prefix}.{label}_s", None if value is None else float(value)))
-            report.user_properties.append((f"hilat.{run.label}.run", str(run.path)))
+                    item.user_properties.append((f"{prefix}.{label}_s", None if value is None else float(value)))
+            item.user_properties.append((f"hilat.{run.label}.run", str(run.path)))
         if item.stash.get(_RUNS, []):
             item.config.stash[_SUMMARY].append((item.nodeid, item.stash[_RUNS][-1], item.stash.get(_VERDICTS, [])))
     return report

@@ -3,13 +3,12 @@
 
 import json
 
+import hilat
 import numpy as np
 import pytest
-from synth import TS_HZ, random_run
-
-import hilat
 from hilat import api
 from hilat.cli import main
+from synth import TS_HZ, random_run
 
 TICK_S = 1.0 / TS_HZ
 

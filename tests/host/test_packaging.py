@@ -53,7 +53,8 @@ def _packages_distributions(venv):
     return json.loads(out.stdout)
 
 
-@pytest.mark.parametrize("folder,allowed", [("host/hilat", ("dependencies", "serial", "report", "gateware", "labgrid")),
+@pytest.mark.parametrize("folder,allowed", [("host/hilat", ("dependencies", "serial", "pytest", "report", "gateware",
+                                                           "labgrid")),
                                             ("targets", ("dependencies", "gateware", "boards")),
                                             ("gateware", ("dependencies", "gateware"))])
 def test_every_import_is_declared(folder, allowed):
