@@ -507,6 +507,32 @@ def test_lava_lines_percentiles_an_on_rig_run_and_an_empty_kind(tmp_path):
     check_lava_calls(lines, recorded_calls(calls))
 
 
+def test_a_percentile_in_the_rigs_overflow_bin_is_unknown_to_lava_and_inf_only_to_prometheus(tmp_path):
+    # As Run.stats gives an on-rig kind: the rig's bins (rig_counts), 1% of them in the overflow bin.
+    values = rig_values(n=10_000, overflows=100)
+    counts = np.bincount(engine.bin_of(values), minlength=engine.BINS)
+    st = Stats("stim_to_isr", "stimulus -> ISR entry", "all", TICK_S, starts=len(values), misses=0, duplicates=0,
+               count=len(values), min_ticks=int(values.min()), max_ticks=int(values.max()),
+               mean_ticks=float(values.mean()), std_ticks=None, rig_counts=counts, resolution="on-rig")
+    assert st.percentile(99.9) == float("inf")
+    lines = formats.lava_lines([st]).splitlines()
+    assert lines[3] == "stim_to_isr-p99.9-latency unknown"
+    (tmp_path / "result.txt").write_text("\n".join(lines) + "\n")
+    env, calls = fake_lava_test_case(tmp_path)
+    run_sh(SEND_TO_LAVA_RULES, tmp_path, env)
+    check_lava_calls(lines, recorded_calls(calls))
+    fams = parse_prometheus(formats.prometheus_text([st], buckets_s=[1.0]))
+    got = {s.labels["le"]: s.value for s in fams["hilat_latency_seconds"].samples if s.name.endswith("_bucket")}
+    assert got == {"1.0": len(values) - 100, "+Inf": len(values)}
+    text = formats.cyclictest_histogram([st], buckets_us=100_000)
+    assert "# Histogram Overflows: 00100" in text.splitlines()
+    # .hgrm holds what the histogram holds: the overflow bin's values are neither in its count nor its Max.
+    (max_line,) = [ln for ln in formats.hgrm(st).splitlines() if ln.startswith("#[Max")]
+    top = max(v for v in values.tolist() if v < engine.OVERFLOW_FROM)
+    assert max_line == (f"#[Max     = {engine.engine_histogram().highest_equivalent_value(top) / 150:>12.2f}, "
+                        f"Total count    = {len(values) - 100:>12}]")
+
+
 @needs_test_definitions
 def test_linaros_send_to_lava_as_it_is(exact, tmp_path):
     script = Path(TEST_DEFINITIONS) / "automated" / "utils" / "send-to-lava.sh"
