@@ -461,15 +461,87 @@ def cmd_compare(args):
     return 1 if failures else 0
 
 
+# (option, default file name in the run directory, the reader it is for)
+TOOL_FORMATS = [("cyclictest", "cyclictest.hist",
+                 "cyclictest's -h histogram text, one column per kind (OSADL's plots)"),
+                ("rt-tests-json", "rt-tests.json", "rt-tests JSON, file_version 1: stim_to_isr as irq, stim_to_task "
+                 "as thread (Linaro's parsers)"),
+                ("hgrm", "KIND.hgrm", "HdrHistogram's percentile distribution of --kind, in us (as "
+                 "outputPercentileDistribution prints it)"),
+                ("prometheus", "latency.prom", "Prometheus text-format histograms in seconds (node_exporter's "
+                 "textfile collector)"),
+                ("lava", "lava.txt", "LAVA test-case result lines: name pass|fail value units")]
+
+
+def _budget_setting(text):
+    kind, sep, value = text.partition("=")
+    if not sep or not kind.strip():
+        raise argparse.ArgumentTypeError(f"--budget KIND=TIME (e.g. stim_to_isr=50us), got {text!r}")
+    return kind.strip(), _seconds(value)
+
+
+def _started(run):
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(run.meta["started"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _export_tool_formats(run_dir, args, wanted):
+    """The formats of ``TOOL_FORMATS`` asked for, from the run's statistics (``hilat.formats``)."""
+    from hilat import api, formats
+
+    run = api.load(run_dir)
+    stats = formats.stats_of(run)
+    budgets = dict(args.budget)
+    unknown = [k for k in budgets if k not in run.kinds]
+    if unknown:
+        raise UsageError(f"--budget: the run has no kind {', '.join(unknown)} (kinds: {', '.join(run.kinds)})")
+    if budgets and "lava" not in wanted:
+        raise UsageError("--budget goes with --lava")
+    for what, target in wanted.items():
+        if what == "cyclictest":
+            text = formats.cyclictest_histogram(stats)
+        elif what == "rt-tests-json":
+            rig = run.rig
+            text = formats.rt_tests_json_text(stats, cmdline=f"hilat capture (run {run.label})",
+                                              start_time=_started(run),
+                                              sysinfo={"sysname": "hilat", "nodename": rig.get("gateware") or "rig",
+                                                       "release": rig.get("firmware") or "", "version": "",
+                                                       "machine": rig.get("board") or ""})
+        elif what == "hgrm":
+            text = formats.hgrm(run.stats(args.kind))
+        elif what == "prometheus":
+            text = formats.prometheus_text(stats, labels={"run": run.label})
+        else:
+            text = formats.lava_lines(stats, budgets=budgets or None)
+        default = dict((w, d) for w, d, _ in TOOL_FORMATS)[what].replace("KIND", args.kind)
+        if target == "-":
+            sys.stdout.write(text)
+        else:
+            path = Path(target) if target else run.path / default
+            path.write_text(text)
+            print(path)
+
+
 def cmd_export(args):
     from hilat import export
 
     (run,) = _load_runs([args.run])
+    tool = {w: getattr(args, w.replace("-", "_")) for w, _, _ in TOOL_FORMATS
+            if getattr(args, w.replace("-", "_")) is not None}
     wanted = {k: getattr(args, k) for k in ("csv", "parquet", "hlog", "vcd") if getattr(args, k) is not None}
-    if not wanted:
-        raise UsageError("say what to export: --csv, --parquet, --hlog and/or --vcd")
-    if args.hlog is not None and args.kind not in run.kind_titles:
+    if not wanted and not tool:
+        raise UsageError("say what to export: --csv, --parquet, --hlog, --vcd, or a tool's format: "
+                         + ", ".join("--" + w for w, _, _ in TOOL_FORMATS))
+    if (args.hlog is not None or "hgrm" in tool) and args.kind not in run.kind_titles:
         raise UsageError(f"--kind {args.kind}: the run has no such kind (kinds: {', '.join(run.kind_titles)})")
+    if tool:
+        _export_tool_formats(args.run, args, tool)
+    if not wanted:
+        return 0
     missing = export.needs_raw_edges(run, wanted)
     if missing:
         raise UsageError(f"{run.path}: the run has on-rig results only (the engine's histograms; no raw edges, "
@@ -789,6 +861,11 @@ def build_parser():
                         "intervals, or their merge per this much)")
     e.add_argument("--vcd-timescale", type=_vcd_unit, default=None, metavar="UNIT",
                    help="VCD time unit, e.g. 1fs, 10ps, 1ns (default: the coarsest exact one, else 1ns rounded)")
+    t = e.add_argument_group("formats other tools read (FILE '-': stdout; these work on on-rig runs too)")
+    for what, default, reader in TOOL_FORMATS:
+        t.add_argument(f"--{what}", nargs="?", const="", metavar="FILE", help=f"{reader} (default RUN/{default})")
+    t.add_argument("--budget", action="append", type=_budget_setting, default=[], metavar="KIND=TIME",
+                   help="--lava: the max line of KIND fails above TIME, e.g. stim_to_isr=50us (repeatable)")
     e.set_defaults(func=cmd_export)
     _add_calibrate_parser(sub)
     return parser

@@ -161,3 +161,27 @@ def test_baselines_judge_later_runs_and_refuse_another_rig(two_runs, tmp_path, c
     # A baseline keeps only the percentiles its count supports: a finer one cannot be judged.
     failures = api.Baseline.load(tmp_path / "base.json").check(hilat.load(same), ["p99.99:10%"])
     assert failures and "another rig" in failures[0]
+
+
+def test_cli_exports_the_tool_formats(two_runs, capsys):
+    from hilat import formats
+
+    a = two_runs[0]
+    run = hilat.load(a)
+    assert main(["export", str(a), "--cyclictest", "--rt-tests-json", "--hgrm", "--prometheus", "--lava",
+                 "--budget", "stim_to_isr=1ns"]) == 0
+    stats = formats.stats_of(run)
+    assert (a / "cyclictest.hist").read_text() == formats.cyclictest_histogram(stats)
+    assert (a / "stim_to_isr.hgrm").read_text() == formats.hgrm(run.stats("stim_to_isr"))
+    doc = json.loads((a / "rt-tests.json").read_text())
+    assert doc["file_version"] == 1 and doc["thread"]["0"]["cycles"] == run.stats("stim_to_task").count
+    assert "stim_to_isr-max-latency fail" in (a / "lava.txt").read_text()
+    assert 'hilat_latency_seconds_count{kind="stim_to_isr"' in (a / "latency.prom").read_text()
+    capsys.readouterr()
+    assert main(["export", str(a), "--lava", "-"]) == 0
+    assert capsys.readouterr().out == formats.lava_lines(stats)
+    bad_args = (["--budget", "irq=1us", "--lava"], ["--budget", "stim_to_isr=1us", "--hgrm"], ["--hgrm", "--kind", "x"])
+    for bad in bad_args:
+        with pytest.raises(SystemExit) as e:
+            main(["export", str(a), *bad])
+        assert e.value.code == 2
