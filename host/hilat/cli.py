@@ -254,31 +254,12 @@ def _capture_kwargs(args, default_count=2000):
                 label=args.label, out_dir=args.out, progress=not args.no_progress, default_count=default_count)
 
 
-def _capture_settings(args, ts_hz, default_count=2000):
-    from hilat.api import capture_settings
-
-    try:
-        return capture_settings(ts_hz, **_capture_kwargs(args, default_count))
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-
-
-def _identify(url, args):
-    """The rig's IDENTIFY, STATUS and, with the engine, its ENGINE_STATS (limits) or None."""
-    from hilat import protocol as p
-    from hilat.session import Session
-
-    with Session(url, transport=_open(url, args)) as session:
-        engine = session.engine_stats() if session.identity.capabilities & p.CAP_ENGINE else None
-        return session.identity, session.ask_status(), engine
-
-
 def cmd_info(args):
-    from hilat import calibration, identity
+    from hilat import identity
+    from hilat.api import Rig
 
-    ident, status, engine = _identify(args.url, args)
-    resolution = calibration.for_rig(ident, calibration.resolve_dir(args.calibration_dir))
-    info = identity.describe(ident, status, args.url, resolution, engine)
+    with Rig(args.url, baud=args.baud, calibration_dir=args.calibration_dir) as rig:
+        info = rig.identity
     print(json.dumps(info, indent=1) if args.json else identity.text(info))
     return 0
 
