@@ -28,6 +28,16 @@ def _run(pytester, *args):
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *map(str, args))
 
 
+def test_importing_the_plugin_imports_nothing_of_the_capture():
+    import subprocess
+    import sys
+
+    code = ("import sys, hilat.pytest_plugin; "
+            "print(sorted(m for m in ('numpy', 'hilat.api', 'hilat.capture', 'serial') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 def test_without_a_rig_the_tests_are_skipped_with_the_reason(pytester, monkeypatch):
     monkeypatch.delenv("HILAT_PORT", raising=False)
     shutil.copy(EXAMPLE, pytester.path / EXAMPLE.name)
@@ -36,9 +46,10 @@ def test_without_a_rig_the_tests_are_skipped_with_the_reason(pytester, monkeypat
     result.stdout.fnmatch_lines(["*no hilat rig configured: give --hilat-port URL, set HILAT_PORT, or --hilat-sim*"])
 
 
-def test_the_example_passes_with_properties_and_a_summary(pytester, rig_url):
+def test_the_example_passes_with_properties_and_a_summary(pytester, sim_dir):
     shutil.copy(EXAMPLE, pytester.path / EXAMPLE.name)
-    result = _run(pytester, EXAMPLE.name, "--hilat-port", rig_url, "--junitxml", "junit.xml")
+    # --hilat-sim: the plugin starts the simulated rig itself (its build is sim_dir's, cached).
+    result = _run(pytester, EXAMPLE.name, "--hilat-sim", "--junitxml", "junit.xml")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*hilat latencies*", "test_declared_budgets*stim_to_isr*p99.9 pass*",
                                  "test_declared_budgets*stim_to_task*max pass*"])
@@ -60,7 +71,7 @@ def test_the_example_passes_with_properties_and_a_summary(pytester, rig_url):
 FAILING = '''
 import pytest
 
-SETTINGS = dict(count=300, period="100us", jitter="20us", deadline="15us")
+SETTINGS = dict(count=150, period="100us", jitter="20us", deadline="15us")
 
 
 def test_plain_assert(hilat_capture):
@@ -100,28 +111,29 @@ def test_broken_budgets_fail_with_the_distribution(pytester, rig_url):
 
 BASELINED = '''
 def test_latency(hilat_capture):
-    hilat_capture(count=300, period="100us", jitter="20us", deadline="15us", seed=3)
+    hilat_capture(count=150, period="100us", jitter="20us", deadline="15us", seed=3)
 '''
 
 
 def test_baselines_pass_the_same_run_and_refuse_another_gateware(pytester, rig_url):
     pytester.makepyfile(test_baselined=BASELINED)
-    _run(pytester, "--hilat-port", rig_url, "--hilat-compare-fail", "p99:5%").assert_outcomes(failed=1)
+    _run(pytester, "--hilat-port", rig_url, "--hilat-compare-fail", "p90:5%").assert_outcomes(failed=1)
     _run(pytester, "--hilat-port", rig_url, "--hilat-save-baseline").assert_outcomes(passed=1)
     (baseline,) = (pytester.path / ".hilat" / "baselines").glob("*/*.json")
     assert baseline.parent.name == "sim"   # per board: the simulated rig's
-    # The same DUT model (its random latencies differ from run to run, within its range).
-    _run(pytester, "--hilat-port", rig_url, "--hilat-compare-fail", "p99:50%",
-         "--hilat-compare-fail", "max:100%").assert_outcomes(passed=1)
+    # The same DUT model: its random latencies differ from run to run, but not at the median and p90
+    # (its rare long tail makes p99 and the max of 150 samples differ by 4x).
+    _run(pytester, "--hilat-port", rig_url, "--hilat-compare-fail", "p90:50%",
+         "--hilat-compare-fail", "p50:20%").assert_outcomes(passed=1)
     doc = json.loads(baseline.read_text())
-    doc["kinds"]["stim_to_isr"]["seconds"]["p99"] /= 2
+    doc["kinds"]["stim_to_isr"]["seconds"]["p90"] /= 2
     baseline.write_text(json.dumps(doc))
-    result = _run(pytester, "--hilat-port", rig_url, "--hilat-compare-fail", "stim_to_isr:p99:10%")
+    result = _run(pytester, "--hilat-port", rig_url, "--hilat-compare-fail", "stim_to_isr:p90:10%")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*against the baseline*stim_to_isr p99: B * > A *"])
+    result.stdout.fnmatch_lines(["*against the baseline*stim_to_isr p90: B * > A *"])
     doc["rig"]["gateware"] = "sim 0000000000"
     baseline.write_text(json.dumps(doc))
-    result = _run(pytester, "--hilat-port", rig_url, "--hilat-compare-fail", "p99:1000%")
+    result = _run(pytester, "--hilat-port", rig_url, "--hilat-compare-fail", "p90:1000%")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*the baseline was taken on another rig or gateware (gateware: baseline "
                                  "'sim 0000000000'*"])
