@@ -2,7 +2,8 @@
 
 The build (several minutes) is reused when ``build/boards/colorlight_i5`` holds a report whose source
 hash matches the current sources and whose bitstream still has the recorded hash; otherwise it runs
-``python -m targets.colorlight_i5 --build``, exactly what ``make bitstream`` runs. The checks below read
+``python -m targets.colorlight_i5 --build``, exactly what ``make bitstream`` runs, in the background from
+the moment the tests are collected (conftest.py), beside the rest of the suite. The checks below read
 nextpnr's log and the build outputs themselves rather than trusting the report.
 """
 
@@ -19,7 +20,7 @@ BOARD = "colorlight_i5"
 IDCODE_LFE5U_25F = bytes.fromhex("41111043")  # the bitstream's VERIFY_ID operand
 
 
-def _reusable(out):
+def reusable(out):
     path = out / "build_report.json"
     if not path.exists():
         return False
@@ -30,17 +31,40 @@ def _reusable(out):
             and build_report.sha256(board_flow.ROOT / bit["path"]) == bit["sha256"])
 
 
+# The build started in the background at collection (tests/boards/conftest.py): (process, log file).
+_started = None
+
+
+def start_build():
+    """Start the build unless a reusable one is there; the ``build`` fixture waits for it."""
+    global _started
+    out = board_flow.board_dir(BOARD)
+    if _started is not None or reusable(out):
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    log = open(out / "build.log", "w")
+    process = subprocess.Popen([sys.executable, "-m", "targets.colorlight_i5", "--build"], cwd=board_flow.ROOT,
+                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    _started = (process, log)
+
+
+def stop_build():
+    """At the session's end: a build no test waited for (-x, an interrupt) is stopped."""
+    if _started is not None and _started[0].poll() is None:
+        _started[0].kill()
+        _started[0].wait()
+
+
 @pytest.fixture(scope="module")
 def build():
     out = board_flow.board_dir(BOARD)
-    if not _reusable(out):
-        out.mkdir(parents=True, exist_ok=True)
-        log = out / "build.log"
-        with open(log, "w") as f:
-            result = subprocess.run([sys.executable, "-m", "targets.colorlight_i5", "--build"], cwd=board_flow.ROOT,
-                                    stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=3600)
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
-        assert result.returncode == 0, f"bitstream build failed (see {log}):\n{tail}"
+    start_build()           # a no-op when the build runs already or is reusable
+    if _started is not None:
+        process, log_file = _started
+        returncode = process.wait(timeout=3600)
+        log_file.close()
+        tail = "\n".join((out / "build.log").read_text(errors="replace").splitlines()[-25:])
+        assert returncode == 0, f"bitstream build failed (see {out / 'build.log'}):\n{tail}"
     return out, json.loads((out / "build_report.json").read_text())
 
 

@@ -101,7 +101,7 @@ def test_broken_budgets_fail_with_the_distribution(pytester, rig_url):
     result.assert_outcomes(failed=3, passed=1, warnings=1)
     out = result.stdout.str()
     # The plain assert: the statistic, then the distribution and the worst stimuli.
-    assert "AssertionError: assert p99 of stim_to_isr = " in out and "< 1e-06" in out
+    assert "assert p99 of stim_to_isr = " in out and "< 1e-06" in out
     assert "worst: " in out and "at stimulus tick" in out
     # The declared budget: its value against the budget, then the distribution.
     assert "stim_to_task max (all) = " in out and "exceeds the budget 1 us" in out
