@@ -556,6 +556,8 @@ def compare(a: Run | str | Path, b: Run | str | Path) -> Comparison:
 # ---- baselines ---------------------------------------------------------------------------------------------
 
 # What makes two rigs measure alike: a baseline taken on another identity is not compared.
+# Percentiles a baseline keeps besides the report's (p50 .. p99.9999), where the count supports them.
+BASELINE_PERCENTILES = (95.0, 99.5, 99.95)
 BASELINE_IDENTITY = ("gateware", "firmware", "ts_hz", "sys_hz", "n_stimulus", "n_inputs", "pin_to_stamp_delay")
 
 
@@ -583,6 +585,7 @@ class Baseline:
             figures = {label: None if v is None else float(v) for label, v in st.ladder()} if st.count else {}
             if st.count:
                 figures["mean"] = float(st.mean)
+                figures.update((f"p{p:g}", float(st.percentile(p))) for p in BASELINE_PERCENTILES if st.supports(p))
             kinds[kind] = {"count": st.count, "misses": st.misses, "seconds": figures}
         return cls({"format": cls.FORMAT, "version": cls.VERSION, "name": name,
                     "taken": datetime.now(timezone.utc).isoformat(timespec="seconds"), "run": str(run.path),
@@ -618,6 +621,8 @@ class Baseline:
         entry = self.kinds[kind]
         if not entry["count"]:
             return None
+        if statistic.startswith("p"):
+            statistic = f"p{float(statistic[1:]):g}"        # p99.90 is p99.9
         if statistic not in entry["seconds"]:
             raise InsufficientSamples(f"{kind}: the baseline has no {statistic} ({entry['count']} samples "
                                       "do not support it)")
