@@ -136,7 +136,8 @@ def test_vcd_read_by_sigrok_equals_the_run(tmp_path):
 def test_export_needs_a_format(run, caplog, capsys):
     with pytest.raises(SystemExit) as e:
         main(["export", str(run.path)])
-    assert e.value.code == 2 and "--csv, --parquet, --hlog and/or --vcd" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "--csv, --parquet, --hlog, --vcd, or a tool's format: --cyclictest" in err
 
 
 def test_samples_of_an_empty_run(tmp_path):
