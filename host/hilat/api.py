@@ -75,7 +75,8 @@ def _ticks(value, ts_hz: float) -> int:
     return int(round(parse_duration(value) * ts_hz))
 
 
-def _format_seconds(s: float | None) -> str:
+def format_seconds(s: float | None) -> str:
+    """A duration for people: 4 significant digits in s, ms, us or ns."""
     if s is None:
         return "-"
     if s == float("inf"):
@@ -104,7 +105,7 @@ class Seconds(float):
 
     def describe(self) -> str:
         where = f"{self.statistic} of {self.stats.kind}" if self.stats is not None else self.statistic
-        return f"{where} = {_format_seconds(float(self))}"
+        return f"{where} = {format_seconds(float(self))}"
 
 
 # ---- statistics of one kind ----------------------------------------------------------------------------
@@ -274,9 +275,9 @@ class Stats:
         lines = [head]
         if not self.count:
             return head
-        lines.append("  " + "  ".join(f"{label} {_format_seconds(v)}" for label, v in self.ladder()))
+        lines.append("  " + "  ".join(f"{label} {format_seconds(v)}" for label, v in self.ladder()))
         for w in self.worst:
-            lines.append(f"  worst: {_format_seconds(w.seconds)} at stimulus tick {w.start_tick}"
+            lines.append(f"  worst: {format_seconds(w.seconds)} at stimulus tick {w.start_tick}"
                          + (" (tagged)" if w.tagged else ""))
         lo, hi = max(self.min_ticks, 1), max(self.max_ticks, 1)
         if hi > lo:
@@ -285,7 +286,7 @@ class Stats:
             peak = max(int(counts.max()), 1)
             for a, b, c in zip(edges[:-1], edges[1:], counts):
                 bar = "#" * int(np.ceil(40 * c / peak)) if c else ""
-                lines.append(f"  {_format_seconds(a * self.tick_s):>10} .. {_format_seconds(b * self.tick_s):>10} "
+                lines.append(f"  {format_seconds(a * self.tick_s):>10} .. {format_seconds(b * self.tick_s):>10} "
                              f"{int(c):>9} {bar}")
         return "\n".join(lines)
 
@@ -300,7 +301,7 @@ class Stats:
         if not self.count:
             return f"<Stats {self.kind} {self.subset}: no samples, {self.misses} missed>"
         return (f"<Stats {self.kind} {self.subset}: {self.count} samples, {self.misses} missed, min "
-                f"{_format_seconds(self.min)}, max {_format_seconds(self.max)}>")
+                f"{format_seconds(self.min)}, max {format_seconds(self.max)}>")
 
 
 # ---- a run -------------------------------------------------------------------------------------------
@@ -368,13 +369,7 @@ class Run:
             if self._run.on_rig:
                 self._source = ("rig", report._on_rig_aggregates(self._run))
             elif report.use_hdr(self._run):
-                from hilat.aggregate import StreamingAggregator
-
-                agg = StreamingAggregator(self._run.roles, self._run.deadline_ticks, self._run.offset_ticks,
-                                          measures=self._run.measures, builtin=self._run.builtin)
-                for chunk in self._run.iter_edges():
-                    agg.feed(*chunk)
-                self._source = ("hdr", agg.finish())
+                self._source = ("hdr", report.stream_aggregate(self._run))
             else:
                 self._source = ("exact", self._run.measurements)
         return self._source
@@ -402,30 +397,27 @@ class Run:
             return Stats.from_values(kind, series.values[ok], tick_s, misses=int((~ok).sum()),
                                      duplicates=int(series.duplicates.sum()), title=title, subset=subset,
                                      start_ticks=series.start_tick[ok], tagged=series.tag_in_window[ok])
+        # The aggregates (streamed or the engine's) keep the single worst sample of all.
+        w = source.worst.get(kind) if subset == "all" else None
+        worst = [WorstSample(w["start_tick"], w["ticks"], w["ticks"] * tick_s, w["tagged"])] if w else []
+        key = (subset, kind)
         if how == "hdr":
             if subset == "tagged":
                 raise ValueError(f"{self.path}: a streamed (long) run keeps all and untagged, not tagged alone")
-            ex, key = source.exact[(subset, kind)], (subset, kind)
-            w = source.worst.get(kind) if subset == "all" else None
-            worst = [WorstSample(w["start_tick"], w["ticks"], w["ticks"] * tick_s, w["tagged"])] if w else []
+            ex = source.exact[key]
             return Stats(kind, title, subset, tick_s, starts=source.starts[key], misses=source.misses[key],
                          duplicates=source.duplicates[key], count=ex.n, min_ticks=ex.min, max_ticks=ex.max,
                          mean_ticks=ex.mean if ex.n else None, std_ticks=ex.std if ex.n else None,
                          histogram=source.hist[key], worst=worst,
                          resolution="HdrHistogram, 3 significant digits (streamed: the run is long)")
-        rig = source.rig
-        exact = rig.exact(kind, subset)
-        counts = rig.counts(kind, subset)
-        n = exact["count"] if exact is not None else int(counts.sum())
-        whole = subset == "all" and exact is not None
-        misses = rig.exact(kind)["misses"] if whole else 0
-        below = rig.exact(kind)["below"] if whole else 0
-        w = source.worst.get(kind) if subset == "all" else None
-        worst = [WorstSample(w["start_tick"], w["ticks"], w["ticks"] * tick_s, w["tagged"])] if w else []
-        return Stats(kind, title, subset, tick_s, starts=n + misses + below, misses=misses,
-                     duplicates=rig.exact(kind)["duplicates"] if whole else 0, count=n,
+        # RigAggregates counts all and untagged; the tagged subset has binned samples only.
+        exact = source.rig.exact(kind, subset)
+        n = source.count_of(kind, subset)
+        return Stats(kind, title, subset, tick_s, starts=source.starts.get(key, n), misses=source.misses.get(key, 0),
+                     duplicates=source.duplicates.get(key, 0), count=n,
                      min_ticks=exact["min"] if exact and n else None, max_ticks=exact["max"] if exact and n else None,
-                     mean_ticks=exact["sum"] / n if exact and n else None, std_ticks=None, rig_counts=counts,
+                     mean_ticks=exact["sum"] / n if exact and n else None, std_ticks=None,
+                     rig_counts=source.rig.counts(kind, subset),
                      worst=worst, resolution="on-rig: the engine's HdrHistogram bins, 2 significant digits")
 
     def __iter__(self) -> Iterator[Stats]:
@@ -461,7 +453,7 @@ class FailRule:
     kind: str | None = None          # None: every kind both runs have
 
     def text(self) -> str:
-        limit = f"{self.percent:g}%" if self.percent is not None else _format_seconds(self.absolute_s).replace(" ", "")
+        limit = f"{self.percent:g}%" if self.percent is not None else format_seconds(self.absolute_s).replace(" ", "")
         return f"{self.kind + ':' if self.kind else ''}{self.statistic}:{limit}"
 
 
@@ -517,8 +509,8 @@ def _judge(rules, kinds_a, kinds_b, value_a, value_b) -> list[str]:
                 continue
             allowed = va * (1 + rule.percent / 100) if rule.percent is not None else va + rule.absolute_s
             if vb > allowed:
-                failures.append(f"{kind} {rule.statistic}: B {_format_seconds(vb)} > A {_format_seconds(va)} "
-                                f"+ {rule.text().rpartition(':')[2]} = {_format_seconds(allowed)}")
+                failures.append(f"{kind} {rule.statistic}: B {format_seconds(vb)} > A {format_seconds(va)} "
+                                f"+ {rule.text().rpartition(':')[2]} = {format_seconds(allowed)}")
     return failures
 
 

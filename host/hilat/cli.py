@@ -96,12 +96,17 @@ def _fire_setting(text):
     return channel.strip(), overrides
 
 
-def _outlier_setting(text):
-    """KIND=TIME -> (kind, TimeValue): outlier records of the engine above that value."""
+def _kind_time(text, option, example):
+    """KIND=TIME -> (kind, TimeValue), for ``option``."""
     kind, sep, value = text.partition("=")
     if not sep or not kind.strip():
-        raise argparse.ArgumentTypeError(f"--outlier KIND=TIME (e.g. stim_to_isr=20us), got {text!r}")
+        raise argparse.ArgumentTypeError(f"{option} KIND=TIME (e.g. {example}), got {text!r}")
     return kind.strip(), TimeValue(value)
+
+
+def _outlier_setting(text):
+    """KIND=TIME: outlier records of the engine above that value."""
+    return _kind_time(text, "--outlier", "stim_to_isr=20us")
 
 
 def _trigger_setting(text):
@@ -455,10 +460,9 @@ TOOL_FORMATS = [("cyclictest", "cyclictest.hist",
 
 
 def _budget_setting(text):
-    kind, sep, value = text.partition("=")
-    if not sep or not kind.strip():
-        raise argparse.ArgumentTypeError(f"--budget KIND=TIME (e.g. stim_to_isr=50us), got {text!r}")
-    return kind.strip(), _seconds(value)
+    """KIND=TIME -> (kind, seconds): the LAVA max line of KIND fails above it."""
+    kind, value = _kind_time(text, "--budget", "stim_to_isr=50us")
+    return kind, _seconds(value.text)
 
 
 def _started(run):

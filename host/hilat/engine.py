@@ -509,19 +509,20 @@ class RigAggregates:
         for kind in KINDS:
             exact = rig.exact(kind)
             for subset in ("all", "untagged"):
-                count = self._count(kind, subset)
+                count = self.count_of(kind, subset)
                 whole = subset == "all" and exact is not None
                 self.misses[(subset, kind)] = exact["misses"] if whole else 0
                 self.duplicates[(subset, kind)] = exact["duplicates"] if whole else 0
                 self.starts[(subset, kind)] = count + (exact["misses"] + exact["below"] if whole else 0)
-        self.tagged = {kind: self._count(kind, "tagged") for kind in KINDS}
+        self.tagged = {kind: self.count_of(kind, "tagged") for kind in KINDS}
         self.worst = {}
         for k, kind in enumerate(KINDS):
             exact, worst = rig.exact(kind), rig.worst[k]
             if worst is not None and exact is not None and worst[0] == exact["max"]:
                 self.worst[kind] = {"index": None, "start_tick": worst[1], "ticks": worst[0], "tagged": worst[2]}
 
-    def _count(self, kind, subset):
+    def count_of(self, kind, subset):
+        """Samples of one kind and subset: the exact count, else the bins' total."""
         exact = self.rig.exact(kind, subset)
         return exact["count"] if exact is not None else int(self.rig.counts(kind, subset).sum())
 
@@ -529,7 +530,7 @@ class RigAggregates:
         """As ``StreamingAggregator.stats``: min/max/mean exact, median and percentiles from the bins
         (None where the count does not support them, or where they fall in the overflow bin)."""
         counts, exact = self.rig.counts(kind, subset), self.rig.exact(kind, subset)
-        n = self._count(kind, subset)
+        n = self.count_of(kind, subset)
         row = {"count": n}
         if n == 0 or exact is None:
             row.update(min=None, median=None, max=None, mean=None, std=None,

@@ -228,27 +228,6 @@ def _java_f(x: float, decimals: int) -> str:
     return format(d, "f")
 
 
-def _java_mean_std(h) -> tuple[float, float]:
-    """``AbstractHistogram.getMean``/``getStdDeviation``: each bucket at its median equivalent value, summed
-    bucket by bucket in doubles, in Java's order (so the last digit is Java's too)."""
-    total = h.total_count
-    if not total:
-        return 0.0, 0.0
-    nz = np.flatnonzero(h.counts)
-    low = h.value_from_index(nz)
-    mid = (low + (h.highest_equivalent_value(low) - low + 1) // 2).tolist()
-    counts = h.counts[nz].tolist()
-    acc = 0.0
-    for m, c in zip(mid, counts):
-        acc += float(m) * float(c)
-    mean = acc / total
-    dev = 0.0
-    for m, c in zip(mid, counts):
-        d = float(m) - mean
-        dev += (d * d) * float(c)
-    return mean, math.sqrt(dev / total)
-
-
 def _ticks_per_us(tick_s: float) -> float:
     r = 1e-6 / tick_s
     return float(round(r)) if abs(r - round(r)) <= 1e-9 * r else r
@@ -284,7 +263,7 @@ def hgrm(stats, ticks_per_half_distance: int = 5, unit_ratio: float | None = Non
             out.append(f"{v} {p} {total:>10d} {_java_f(1 / (1.0 - level / 100.0), 2):>14}\n")
         else:
             out.append(f"{v} {p} {total:>10d}\n")
-    mean, std = _java_mean_std(h)
+    mean, std = h.mean, h.stddev           # Java's getMean/getStdDeviation, in its summation order
     mean, std = _java_f(mean / ratio, digits), _java_f(std / ratio, digits)
     out.append(f"#[Mean    = {mean:>12}, StdDeviation   = {std:>12}]\n")
     out.append(f"#[Max     = {_java_f(h.max / ratio, digits):>12}, Total count    = {h.total_count:>12d}]\n")

@@ -26,8 +26,6 @@ user) does, in a venv with labgrid (labgrid's ``pyserial-labgrid`` serves serial
 pyserial must not be installed beside it, labgrid issue #1245).
 """
 
-from contextlib import ExitStack
-
 import attr
 from labgrid.driver.common import Driver
 from labgrid.factory import target_factory
@@ -79,19 +77,16 @@ class HilatDriver(Driver):
         super().__attrs_post_init__()
         self.url = None         # the hilat URL while active
         self.rig = None         # the open hilat.api.Rig while active
-        self._open = None
 
     def on_activate(self):
         url, baud = rig_url(self.port)
-        with ExitStack() as stack:
-            self.rig = stack.enter_context(Rig(url, baud=baud))
-            self._open = stack.pop_all()
+        self.rig = Rig(url, baud=baud).open()     # HELLO/IDENTIFY now: a wrong port fails the activation
         self.url = url
 
     def on_deactivate(self):
-        opened, self._open, self.rig, self.url = self._open, None, None, None
-        if opened is not None:
-            opened.close()
+        rig, self.rig, self.url = self.rig, None, None
+        if rig is not None:
+            rig.close()
 
     @Driver.check_active
     @step(result=True)

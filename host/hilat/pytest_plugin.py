@@ -124,7 +124,7 @@ class _Budget:
 
     def judge(self, run):
         """(verdict, value or None, message): verdict pass, marginal, fail or cannot judge."""
-        from hilat.api import InsufficientSamples, _format_seconds
+        from hilat.api import InsufficientSamples, format_seconds
 
         stats = run.stats(self.kind, self.subset)
         what = f"{self.kind} {self.statistic} ({self.subset})"
@@ -134,13 +134,13 @@ class _Budget:
             return "cannot judge", None, f"{what}: cannot judge: {e}"
         if value is None:
             return "cannot judge", None, f"{what}: no samples ({stats.misses} missed)"
-        budget = f"budget {_format_seconds(self.limit)}"
+        budget = f"budget {format_seconds(self.limit)}"
         if value > self.limit:
-            return "fail", value, f"{what} = {_format_seconds(value)} exceeds the {budget}\n{stats.describe()}"
+            return "fail", value, f"{what} = {format_seconds(value)} exceeds the {budget}\n{stats.describe()}"
         if self.marginal is not None and value > self.marginal:
-            return "marginal", value, (f"{what} = {_format_seconds(value)} is within the {budget} but above the "
-                                       f"marginal {_format_seconds(self.marginal)}")
-        return "pass", value, f"{what} = {_format_seconds(value)} within the {budget}"
+            return "marginal", value, (f"{what} = {format_seconds(value)} is within the {budget} but above the "
+                                       f"marginal {format_seconds(self.marginal)}")
+        return "pass", value, f"{what} = {format_seconds(value)} within the {budget}"
 
 
 def _baseline_path(config, item, run):
@@ -211,7 +211,7 @@ def pytest_terminal_summary(terminalreporter, config):
     rows = config.stash.get(_SUMMARY, [])
     if not rows:
         return
-    from hilat.api import InsufficientSamples, _format_seconds
+    from hilat.api import InsufficientSamples, format_seconds
 
     terminalreporter.section("hilat latencies")
     head = f"{'test':<32} {'kind':<14} {'count':>7} {'misses':>6} {'p50':>10} {'p99.9':>10} {'max':>10}  budget"
@@ -225,12 +225,12 @@ def pytest_terminal_summary(terminalreporter, config):
 
             def p(q, st=st):
                 try:
-                    return _format_seconds(st.percentile(q)) if st.count else "-"
+                    return format_seconds(st.percentile(q)) if st.count else "-"
                 except InsufficientSamples:
                     return "-"
             name = nodeid.rpartition("::")[2]
             terminalreporter.write_line(f"{name[:32]:<32} {kind:<14} {st.count:>7} {st.misses:>6} {p(50):>10} "
-                                        f"{p(99.9):>10} {_format_seconds(st.max):>10}  {judged.get(kind, '')}")
+                                        f"{p(99.9):>10} {format_seconds(st.max):>10}  {judged.get(kind, '')}")
 
 
 def pytest_assertrepr_compare(config, op, left, right):

@@ -73,16 +73,20 @@ def _aggregate_statistics(agg, tick_ns):
     return subsets, worst, agg.stimuli, dict(agg.tagged), agg.edges
 
 
-def _hdr_statistics(run, significant_figures=3):
-    """The same figures in bounded memory: the run's edges streamed through the HDR aggregator."""
+def stream_aggregate(run, significant_figures=3):
+    """A ``StreamingAggregator`` fed with every edge of ``run``, chunk by chunk (bounded memory)."""
     from hilat.aggregate import StreamingAggregator
 
     agg = StreamingAggregator(run.roles, run.deadline_ticks, run.offset_ticks,
                               significant_figures=significant_figures, measures=run.measures, builtin=run.builtin)
     for chunk in run.iter_edges():
         agg.feed(*chunk)
-    agg.finish()
-    return _aggregate_statistics(agg, run.tick_ns)
+    return agg.finish()
+
+
+def _hdr_statistics(run, significant_figures=3):
+    """The same figures in bounded memory: the run's edges streamed through the HDR aggregator."""
+    return _aggregate_statistics(stream_aggregate(run, significant_figures), run.tick_ns)
 
 
 # Above this many edges a report streams the run (HDR percentiles) instead of holding it: pairing

@@ -364,14 +364,21 @@ class HdrHistogram:
         nz = np.flatnonzero(self._counts)
         return nz, self._counts[nz]
 
+    def _medians(self) -> tuple[np.ndarray, np.ndarray]:
+        nz, c = self._nonzero()
+        mid = (self.value_from_index(nz) + (self._bucket_width_at_index(nz) >> 1)).astype(np.float64)
+        return mid, c.astype(np.float64)
+
+    # The sums run bucket by bucket in doubles, in the reference's order (np.cumsum adds in sequence), so
+    # the last digit is the reference's too (its .hgrm footer prints them).
+
     @property
     def mean(self) -> float:
         """Mean of the bucket median equivalent values, weighted by count (reference ``getMean``); 0 if empty."""
         if not self._total:
             return 0.0
-        nz, c = self._nonzero()
-        mid = (self.value_from_index(nz) + (self._bucket_width_at_index(nz) >> 1)).astype(np.float64)
-        return math.fsum(mid * c.astype(np.float64)) / self._total
+        mid, c = self._medians()
+        return float(np.cumsum(mid * c)[-1]) / self._total
 
     @property
     def stddev(self) -> float:
@@ -379,9 +386,9 @@ class HdrHistogram:
         if not self._total:
             return 0.0
         mean = self.mean
-        nz, c = self._nonzero()
-        mid = (self.value_from_index(nz) + (self._bucket_width_at_index(nz) >> 1)).astype(np.float64)
-        return math.sqrt(math.fsum((mid - mean) ** 2 * c.astype(np.float64)) / self._total)
+        mid, c = self._medians()
+        d = mid - mean
+        return math.sqrt(float(np.cumsum((d * d) * c)[-1]) / self._total)
 
     def percentiles(self, percentiles: Iterable[float], rounding: str = "up") -> np.ndarray:
         """Values at several percentiles (0..100) at once; see ``value_at_percentile``. Returns int64 array."""
