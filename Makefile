@@ -8,7 +8,7 @@ setup:
 	@bash scripts/setup.sh
 
 test: lint
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=25 tests
 
 # The main job: a capture against the simulated rig and DUT, ending in a latency table.
 demo: setup

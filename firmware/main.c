@@ -461,22 +461,22 @@ static void on_engine_stats(const hilat_command_t *cmd)
     st.min_spacing = HILAT_ENGINE_MIN_SPACING;
     st.interval_shift_min = HILAT_ENGINE_INTERVAL_SHIFT_MIN;
     st.bins = HILAT_ENGINE_BINS;
-#define KIND_STATS(k)                                                   \
-    st.kinds[k].misses = engine_k##k##_misses_read();                  \
-    st.kinds[k].duplicates = engine_k##k##_duplicates_read();          \
-    st.kinds[k].below = engine_k##k##_below_read();                    \
-    st.kinds[k].tags[0].count = engine_k##k##_t0_count_read();         \
-    st.kinds[k].tags[0].min = engine_k##k##_t0_min_read();             \
-    st.kinds[k].tags[0].max = engine_k##k##_t0_max_read();             \
-    st.kinds[k].tags[0].sum = engine_k##k##_t0_sum_read();             \
-    st.kinds[k].tags[1].count = engine_k##k##_t1_count_read();         \
-    st.kinds[k].tags[1].min = engine_k##k##_t1_min_read();             \
-    st.kinds[k].tags[1].max = engine_k##k##_t1_max_read();             \
-    st.kinds[k].tags[1].sum = engine_k##k##_t1_sum_read();
-    KIND_STATS(0)
-    KIND_STATS(1)
-    KIND_STATS(2)
-#undef KIND_STATS
+    /* One record of the copy at a time: kind * slots + slot (untagged, tagged, misses, below). */
+    for (unsigned k = 0; k < 3u; k++) {
+        unsigned first = k * HILAT_ENGINE_STAT_SLOTS;
+        engine_stats_index_write(first + HILAT_ENGINE_STAT_MISSES);
+        st.kinds[k].misses = engine_stats_count_read();
+        st.kinds[k].duplicates = engine_stats_duplicates_read();
+        engine_stats_index_write(first + HILAT_ENGINE_STAT_BELOW);
+        st.kinds[k].below = engine_stats_count_read();
+        for (unsigned t = 0; t < 2u; t++) {
+            engine_stats_index_write(first + t);
+            st.kinds[k].tags[t].count = engine_stats_count_read();
+            st.kinds[k].tags[t].min = engine_stats_min_read();
+            st.kinds[k].tags[t].max = engine_stats_max_read();
+            st.kinds[k].tags[t].sum = engine_stats_sum_read();
+        }
+    }
     flush_events();
     hilat_msg_engine_stats(&out, tx_seq, cmd->seq, &st);
     send_frame(&out);

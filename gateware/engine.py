@@ -16,7 +16,7 @@ raw and on-rig results describe the same edges. Definitions, interval rules and 
 - ``_Binning`` (sys, per kind): HdrHistogram's bucket index of a value, its block RAM address;
 - ``_HistogramBank`` (sys, per kind): block RAM of 36-bit words (35-bit count, epoch bit); one
   operation every ``SLOT`` cycles: a sample's increment, a sweep step, or a clear step;
-- ``_Statistics`` (sys, per kind): exact run totals.
+- ``_Statistics`` (sys, shared by the kinds): exact run totals in LUT RAM, and their snapshot.
 """
 
 from functools import reduce
@@ -30,7 +30,7 @@ from migen.genlib.cdc import MultiReg
 from migen.genlib.roundrobin import SP_CE, RoundRobin
 
 from gateware.bram import RAM36
-from gateware.cdc import ConfigCommit, Snapshot, StreamAsyncFIFO
+from gateware.cdc import ConfigCommit, StreamAsyncFIFO
 
 KINDS = ("stim_to_isr", "stim_to_task", "isr_to_task")
 # HdrHistogram(lowest 1, highest 2**24 - 1, 2 significant digits): 256 sub-buckets (half 128), 17
@@ -716,61 +716,150 @@ class _HistogramBank(LiteXModule):
 
 # Statistics ----------------------------------------------------------------------------------------
 
+# The run totals are records of a small RAM: per kind four slots (untagged, tagged, misses, below
+# range), record index kind * STAT_SLOTS + slot. Each record has a count; the two tag slots also the
+# min, max and sum of their binned values.
+STAT_SLOTS = 4
+STAT_UNTAGGED, STAT_TAGGED, STAT_MISSES, STAT_BELOW = range(STAT_SLOTS)
+STAT_RECORDS = 16                   # the RAMs' depth (12 records used): one LUT RAM deep
+
+
+def stat_index(kind, slot):
+    return kind * STAT_SLOTS + slot
+
+
 class _Statistics(LiteXModule):
-    """One kind's exact run totals: misses, duplicates, below range; per tag (untagged, tagged)
-    count, min, max and sum of the binned values. Samples come >= 2 * SLOT cycles apart, so the
-    compares are registered a cycle ahead of the updates and the 64-bit sum carries through a
-    register between its halves."""
-    def __init__(self, valid, present, below, value, tag, dups, clock_domain):
-        self.clear      = Signal()
-        self.misses     = Signal(40)
-        self.duplicates = Signal(40)
-        self.below      = Signal(40)
-        self.count = [Signal(40, name=f"count{t}") for t in range(2)]
-        self.min   = [Signal(32, name=f"min{t}", reset=0xFFFFFFFF) for t in range(2)]
-        self.max   = [Signal(32, name=f"max{t}") for t in range(2)]
-        self.sum   = [Signal(64, name=f"sum{t}") for t in range(2)]  # coherent (carry included)
+    """Every kind's exact run totals, with one adder and one pair of compares for all of them.
+
+    The records live in LUT RAMs (count, min, max, sum: one RAM each, 16 deep). A sample (at most one
+    every ``2 * SLOT`` cycles) is latched, then its kinds take one cycle each: read the record of the
+    kind's slot, compute, write it back. Duplicates (per kind) and samples are registers.
+
+    ``snapshot`` takes a copy of everything at one instant (the first cycle no kind is being
+    updated, so a sample is in the copy whole or not at all) without holding up the samples:
+    registers at once, records copy-on-write into a second set of RAMs (a record's old value is
+    copied the first time it is updated after the instant, the others in the free cycles); ``valid``
+    once the copy is complete. ``also`` are counters kept elsewhere, copied at the same instant.
+    ``index`` picks the record of the copy that ``count``, ``min``, ``max``, ``sum`` show.
+    The min is kept complemented, so a zeroed record (power-up, clear) reads 0xFFFFFFFF: none."""
+    def __init__(self, valid, present, below, value, tag, dups, clock_domain, also=()):
+        n_kinds = len(present)
+        assert n_kinds * STAT_SLOTS <= STAT_RECORDS
+        assert 2 * SLOT >= n_kinds + 1, "a sample's kinds must be done before the next sample comes"
+        self.clear      = Signal()     # pulse: zero every total (no samples until it is done)
+        self.clearing   = Signal()
+        self.snapshot   = Signal()     # pulse
+        self.valid      = Signal()     # the copy is complete and still
+        self.index      = Signal(max=STAT_RECORDS)
+        self.count      = Signal(40)   # of the copy's record `index`
+        self.min        = Signal(32)
+        self.max        = Signal(32)
+        self.sum        = Signal(64)
+        self.duplicates = Signal(40)   # of the copy, the kind of `index`
+        self.samples    = Signal(40)   # of the copy
+        self.also       = [Signal(len(a), name=f"also{i}") for i, a in enumerate(also)]  # of the copy
 
         # # #
 
         sync = getattr(self.sync, clock_domain)
-        v, t, binned, missed, under, d = Signal(32), Signal(), Signal(), Signal(), Signal(), Signal(16)
-        lower, higher = Signal(), Signal()
-        sync += [
-            v.eq(value), t.eq(tag), d.eq(Mux(valid, dups, 0)),
-            binned.eq(valid & present), missed.eq(valid & ~present & ~below), under.eq(valid & below),
-            lower.eq(value < Mux(tag, self.min[1], self.min[0])),
-            higher.eq(value > Mux(tag, self.max[1], self.max[0])),
-        ]
-        sync += [
-            If(missed, self.misses.eq(self.misses + 1)),
-            If(under, self.below.eq(self.below + 1)),
-            self.duplicates.eq(self.duplicates + d),
-        ]
-        for i in range(2):
-            low, high = Signal(33, name=f"sum_low{i}"), Signal(32, name=f"sum_high{i}")
-            mine = Signal(name=f"mine{i}")
+        # The latched sample, shifted one kind per cycle: the kind being updated is always at [0].
+        active = Signal()              # a kind's update this cycle
+        kind   = Signal(2)
+        v      = [Signal(32, name=f"stat_value{k}") for k in range(n_kinds)]
+        slot   = [Signal(2, name=f"stat_slot{k}") for k in range(n_kinds)]
+        binned = [Signal(name=f"stat_binned{k}") for k in range(n_kinds)]
+        d      = [Signal(16, name=f"stat_dups{k}") for k in range(n_kinds)]
+        last = n_kinds - 1
+        sync += If(valid,
+            active.eq(1), kind.eq(0),
+            *[v[k].eq(value[k]) for k in range(n_kinds)],
+            *[slot[k].eq(Mux(present[k], tag, Mux(below[k], STAT_BELOW, STAT_MISSES))) for k in range(n_kinds)],
+            *[binned[k].eq(present[k]) for k in range(n_kinds)],
+            *[d[k].eq(dups[k]) for k in range(n_kinds)],
+        ).Elif(active,
+            kind.eq(kind + 1),
+            If(kind == last, active.eq(0)),
+            *[x[k].eq(x[k + 1]) for x in (v, slot, binned, d) for k in range(last)],
+        )
+
+        # Live records and their copy. One address for the live RAMs: the clear's, the update's or
+        # the copier's; the copy is written at the same address with what the live RAM reads there.
+        scan   = Signal(max=STAT_RECORDS)        # clear
+        copier = Signal(max=STAT_RECORDS)
+        address = Signal(max=STAT_RECORDS)
+        self.comb += address.eq(Mux(self.clearing, scan, Mux(active, Cat(slot[0], kind), copier)))
+        snapping = Signal()
+        copied   = Signal(STAT_RECORDS)          # records copied since the instant
+        copy_now = Signal()
+        self.comb += copy_now.eq(snapping & ~self.clearing & ~(copied >> address)[0])
+
+        old, new = {}, {}
+        widths = {"count": 40, "min": 32, "max": 32, "sum": 64}
+        outputs = {"count": self.count, "min": Signal(32), "max": self.max, "sum": self.sum}
+        for name, width in widths.items():
+            live = Memory(width, STAT_RECORDS, name=f"stats_{name}")
+            copy = Memory(width, STAT_RECORDS, name=f"stats_{name}_copy")
+            port = live.get_port(write_capable=True, async_read=True, clock_domain=clock_domain)
+            copy_w = copy.get_port(write_capable=True, async_read=True, clock_domain=clock_domain)
+            copy_r = copy.get_port(async_read=True, clock_domain=clock_domain)
+            self.specials += live, copy, port, copy_w, copy_r
+            old[name] = port.dat_r
+            new[name] = Signal(width, name=f"stats_{name}_new")
+            writes = self.clearing | (active & (binned[0] if name != "count" else 1))
             self.comb += [
-                mine.eq(binned & (t == i)),
-                # The carry out of the low half is in `high` only from the next cycle: until then it
-                # is added here, so the sum read at any cycle includes it exactly once.
-                self.sum[i].eq(Cat(low[:32], high + low[32])),
+                port.adr.eq(address), port.dat_w.eq(Mux(self.clearing, 0, new[name])), port.we.eq(writes),
+                copy_w.adr.eq(address), copy_w.dat_w.eq(port.dat_r), copy_w.we.eq(copy_now),
+                copy_r.adr.eq(self.index), outputs[name].eq(copy_r.dat_r),
             ]
-            sync += [
-                If(mine,
-                    self.count[i].eq(self.count[i] + 1),
-                    If(lower, self.min[i].eq(v)),
-                    If(higher, self.max[i].eq(v)),
-                    low.eq(low[:32] + v),
-                ).Else(
-                    low[32].eq(0),
-                ),
-                If(low[32], high.eq(high + 1)),
-                If(self.clear,
-                    self.count[i].eq(0), self.min[i].eq(0xFFFFFFFF), self.max[i].eq(0), low.eq(0), high.eq(0),
-                ),
-            ]
-        sync += If(self.clear, self.misses.eq(0), self.duplicates.eq(0), self.below.eq(0))
+        min_c = Signal(32)                       # the value complemented: the min record's form
+        self.comb += [
+            min_c.eq(~v[0]),
+            new["count"].eq(old["count"] + 1),
+            new["min"].eq(Mux(min_c > old["min"], min_c, old["min"])),
+            new["max"].eq(Mux(v[0] > old["max"], v[0], old["max"])),
+            new["sum"].eq(old["sum"] + v[0]),
+            self.min.eq(~outputs["min"]),
+        ]
+
+        # Registers: duplicates per kind, samples (counted with a sample's last kind).
+        dup_live = [Signal(40, name=f"duplicates{k}") for k in range(n_kinds)]
+        dup_copy = [Signal(40, name=f"duplicates_copy{k}") for k in range(n_kinds)]
+        samples = Signal(40)
+        sync += [
+            If(active & (kind == last), samples.eq(samples + 1)),
+            *[If(active & (kind == k), dup_live[k].eq(dup_live[k] + d[0])) for k in range(n_kinds)],
+        ]
+        self.comb += self.duplicates.eq(Array(dup_copy)[self.index[2:]])
+
+        # Snapshot: asked, then taken at the first cycle without an update (or clear) under way.
+        wanted, take = Signal(), Signal()
+        self.comb += take.eq((self.snapshot | wanted) & ~active & ~self.clearing)
+        sync += [
+            If(self.snapshot, self.valid.eq(0), wanted.eq(1)),
+            If(take,
+                wanted.eq(0), snapping.eq(1), copied.eq(0), copier.eq(0), self.valid.eq(0),
+                self.samples.eq(samples),
+                *[c.eq(x) for c, x in zip(dup_copy, dup_live)],
+                *[c.eq(x) for c, x in zip(self.also, also)],
+            ).Elif(snapping,
+                If(copy_now, copied.eq(copied | (1 << address))),
+                If(~active & ~self.clearing, copier.eq(copier + 1)),
+                If(copied == (1 << STAT_RECORDS) - 1, snapping.eq(0), self.valid.eq(1)),
+            ),
+        ]
+
+        # Clear: every record zeroed, one a cycle; a copy under way starts again once it is done.
+        sync += [
+            If(self.clearing,
+                scan.eq(scan + 1),
+                If(scan == STAT_RECORDS - 1, self.clearing.eq(0)),
+            ),
+            If(self.clear,
+                self.clearing.eq(1), scan.eq(0),
+                samples.eq(0), *[x.eq(0) for x in dup_live],
+                If(snapping, snapping.eq(0), wanted.eq(1)),
+            ),
+        ]
 
 
 # MeasurementEngine ---------------------------------------------------------------------------------
@@ -851,33 +940,36 @@ class MeasurementEngine(LiteXModule):
             if stage == _SampleValues.latency - 1:
                 # The begin's first interval has just been through the values stage.
                 self.sync += If(begin_banks, first_interval.eq(values.interval))
-        self.banks, self.stats = [], []
+        self.banks = []
         for k in range(3):
             binning = _Binning(values.valid & values.present[k], values.value[k], values.tag, values.interval,
                                "sys")
             bank = _HistogramBank(k, binning.valid, binning.bin, binning.tag, binning.ram_address,
                                   binning.overflow, binning.interval, "sys")
-            stats = _Statistics(values.valid, values.present[k], values.below[k], values.value[k], values.tag,
-                                values.dups[k], "sys")
             self.add_module(f"binning{k}", binning)
             self.add_module(f"bank{k}", bank)
-            self.add_module(f"stats{k}", stats)
             self.comb += [
                 bank.close.eq(close), bank.begin.eq(begin_banks), bank.first.eq(first_interval),
-                bank.clear.eq(clear_banks), stats.clear.eq(clear_banks),
+                bank.clear.eq(clear_banks),
             ]
             self.banks.append(bank)
-            self.stats.append(stats)
 
-        self.samples = Signal(40)
+        # Counters of what was lost, since the clear (copied with the statistics).
         self.windows_lost = Signal(32)   # samples lost at the crossing (whole windows)
+        self.samples_lost = Signal(32)   # those, plus a kind's values beyond the sweep
+        self.bins_lost    = Signal(32)
         lost_sum = Signal(33)
         self.comb += lost_sum.eq(self.windows_lost + crossing.lost)
         self.sync += [
-            If(values.valid, self.samples.eq(self.samples + 1)),
             self.windows_lost.eq(Mux(lost_sum[32], 0xFFFFFFFF, lost_sum[:32])),
-            If(clear_banks, self.samples.eq(0), self.windows_lost.eq(0)),
+            If(clear_banks, self.windows_lost.eq(0)),
+            self.samples_lost.eq(reduce(lambda a, b: a + b, [self.windows_lost]
+                                        + [bank.samples_lost for bank in self.banks])[:32]),
+            self.bins_lost.eq(reduce(lambda a, b: a + b, [bank.bins_lost for bank in self.banks])[:32]),
         ]
+        self.stats = _Statistics(values.valid, values.present, values.below, values.value, values.tag,
+                                 values.dups, "sys", also=[self.samples_lost, self.bins_lost, self.outliers_lost])
+        self.comb += self.stats.clear.eq(clear_banks)
 
         # Bins of the three banks, round robin.
         self.arbiter = RoundRobin(3, SP_CE)
@@ -925,7 +1017,7 @@ class MeasurementEngine(LiteXModule):
         self.specials += MultiReg(self.pairing.running, self.running)
         self.comb += [
             self.busy.eq(reduce(or_, [bank.busy for bank in self.banks] + in_flight
-                                + [clearing, crossing.pending, values.valid])),
+                                + [clearing, crossing.pending, values.valid, self.stats.clearing])),
             self.flushed.eq(flush_seen & ~self.busy),
         ]
 
@@ -979,8 +1071,8 @@ class MeasurementEngine(LiteXModule):
                 "Write ``1`` to stop and zero the histograms, statistics and counters; wait for "
                 "``status.busy`` to drop."),
             CSRField("snapshot", size=1, pulse=True, description=
-                "Write ``1`` to copy the statistics into the ``k*``/``samples*`` registers; "
-                "``status.valid`` rises when the copy is complete."),
+                "Write ``1`` to copy the statistics (one instant, samples whole); ``status.valid`` rises "
+                "when the copy is complete, then ``stats_index`` picks what ``stats_*`` show."),
         ], description="Engine control (write-1 strobes).")
         self.comb += [
             self.start.eq(self._control.fields.start),
@@ -988,37 +1080,30 @@ class MeasurementEngine(LiteXModule):
             self.clear.eq(self._control.fields.clear),
         ]
 
-        # Statistics, latched together.
-        sources, names = [], []
-        def stat(name, signal, description):
-            sources.append(signal)
-            names.append((name, len(signal), description))
-        stat("samples", self.samples, "Windows closed (samples), count.")
-        samples_lost = Signal(32)
-        self.sync += samples_lost.eq(reduce(lambda a, b: a + b, [self.windows_lost]
-                                            + [bank.samples_lost for bank in self.banks])[:32])
-        stat("samples_lost", samples_lost,
+        # Statistics: a copy taken on `snapshot`, one record at a time through `stats_index`.
+        st = self.stats
+        self._stats_index = CSRStorage(len(st.index), description=
+            f"Record of the statistics copy the ``stats_*`` registers show: kind * {STAT_SLOTS} + slot (kind "
+            "0 stim_to_isr, 1 stim_to_task, 2 isr_to_task; slot 0 untagged, 1 tagged, 2 misses, 3 below range).")
+        self.comb += st.index.eq(self._stats_index.storage)
+        outputs = [
+            ("stats_count", st.count, "The record's count: binned samples (slots 0, 1), windows without the "
+                                      "response(s) (slot 2) or negative values, not binned (slot 3)."),
+            ("stats_min", st.min, "The record's smallest value, ticks (slots 0, 1; 0xFFFFFFFF: none)."),
+            ("stats_max", st.max, "The record's largest value, ticks (slots 0, 1)."),
+            ("stats_sum", st.sum, "The sum of the record's values, ticks (slots 0, 1)."),
+            ("stats_duplicates", st.duplicates, "Extra responses in windows of the record's kind, count."),
+            ("samples", st.samples, "Windows closed (samples), count."),
+            ("samples_lost", st.also[0],
              "Samples not counted: windows lost at the crossing to sys (stimuli closer than the minimum "
-             "spacing for longer than its FIFO holds), plus a kind's values beyond the sweep (count).")
-        stat("bins_lost", reduce(lambda a, b: a + b, [bank.bins_lost for bank in self.banks])[:32],
-             "Spilled bin counts that found the bins FIFO full (count).")
-        stat("outliers_lost", self.outliers_lost, "Outlier records that found their FIFO full (count).")
-        for k, st in enumerate(self.stats):
-            kind = KINDS[k]
-            stat(f"k{k}_misses", st.misses, f"{kind}: windows without the response(s), count.")
-            stat(f"k{k}_duplicates", st.duplicates, f"{kind}: extra responses in windows, count.")
-            stat(f"k{k}_below", st.below, f"{kind}: negative values (not binned), count.")
-            for t in range(2):
-                which = "tagged" if t else "untagged"
-                stat(f"k{k}_t{t}_count", st.count[t], f"{kind}, {which}: binned samples, count.")
-                stat(f"k{k}_t{t}_min", st.min[t], f"{kind}, {which}: smallest value, ticks (0xFFFFFFFF: none).")
-                stat(f"k{k}_t{t}_max", st.max[t], f"{kind}, {which}: largest value, ticks.")
-                stat(f"k{k}_t{t}_sum", st.sum[t], f"{kind}, {which}: sum of the values, ticks.")
-        self.snapshot = Snapshot(sources, "sys")
-        for (name, width, description), output in zip(names, self.snapshot.outputs):
-            csr = CSRStatus(width, name=name, description=description + " At the last snapshot.")
+             "spacing for longer than its FIFO holds), plus a kind's values beyond the sweep (count)."),
+            ("bins_lost", st.also[1], "Spilled bin counts that found the bins FIFO full (count)."),
+            ("outliers_lost", st.also[2], "Outlier records that found their FIFO full (count)."),
+        ]
+        for name, signal, description in outputs:
+            csr = CSRStatus(len(signal), name=name, description=description + " At the last snapshot.")
             setattr(self, f"_{name}", csr)
-            self.comb += csr.status.eq(output)
+            self.comb += csr.status.eq(signal)
 
         self._status = CSRStatus(fields=[
             CSRField("valid",   size=1, description="Statistics snapshot complete."),
@@ -1027,8 +1112,8 @@ class MeasurementEngine(LiteXModule):
             CSRField("running", size=1, description="Started and not cleared."),
         ], description="Engine status (flags).")
         self.comb += [
-            self.snapshot.request.eq(self._control.fields.snapshot),
-            self._status.fields.valid.eq(self.snapshot.valid),
+            st.snapshot.eq(self._control.fields.snapshot),
+            self._status.fields.valid.eq(st.valid),
             self._status.fields.busy.eq(self.busy),
             self._status.fields.flushed.eq(self.flushed),
             self._status.fields.running.eq(self.running),

@@ -108,6 +108,9 @@ class RigSoC(SoCCore):
             self.add_constant("HILAT_ENGINE_BINS", engine.TAG_BINS)
             self.add_constant("HILAT_ENGINE_SWEEP_TICKS", engine.SWEEP_TICKS)
             self.add_constant("HILAT_ENGINE_TRIGGER_DELAY", self.engine.TRIGGER_DELAY)
+            self.add_constant("HILAT_ENGINE_STAT_SLOTS", engine.STAT_SLOTS)
+            self.add_constant("HILAT_ENGINE_STAT_MISSES", engine.STAT_MISSES)
+            self.add_constant("HILAT_ENGINE_STAT_BELOW", engine.STAT_BELOW)
 
 
 class RigBuilder(Builder):

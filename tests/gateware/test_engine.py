@@ -22,7 +22,16 @@ from hilat.engine import EngineConfig, Trigger
 from model import BURST, DITHER, PERIODIC, StimulusConfig, filtered_edges, stimulus_edges, stimulus_rises
 from tb import CLOCKS, TB, needs, run_cocotb
 
-from gateware.engine import CROSSING_DEPTH, INTERVAL_SHIFT_MIN, MIN_SPACING, SLOT, hdr_bin
+from gateware.engine import (
+    CROSSING_DEPTH,
+    INTERVAL_SHIFT_MIN,
+    MIN_SPACING,
+    SLOT,
+    STAT_BELOW,
+    STAT_MISSES,
+    hdr_bin,
+    stat_index,
+)
 from gateware.stimulus import MIN_INTERVAL
 
 STIM, STIM1, ISR, TASK, SPARE, TAG = 0, 1, 2, 3, 4, 5   # stim0, stim1, in0..in3 (default roles)
@@ -196,14 +205,22 @@ class EngineTB(TB):
         return now
 
     async def statistics(self):
-        """{name: value} of every statistics register, from one snapshot."""
+        """{name: value} of every statistic, from one snapshot (the firmware's reading: a record at a
+        time through ``engine_stats_index``)."""
         await self.control(snapshot=1)
         await self.wait_status("engine_status", "valid")
-        names = ["samples", "samples_lost", "bins_lost", "outliers_lost"]
+        out = {name: await self.read(f"engine_{name}") for name in ("samples", "samples_lost", "bins_lost",
+                                                                     "outliers_lost")}
         for k in range(em.N_KINDS):
-            names += [f"k{k}_misses", f"k{k}_duplicates", f"k{k}_below"]
-            names += [f"k{k}_t{t}_{s}" for t in range(2) for s in ("count", "min", "max", "sum")]
-        return {name: await self.read(f"engine_{name}") for name in names}
+            for slot, name in ((STAT_MISSES, "misses"), (STAT_BELOW, "below")):
+                await self.write("engine_stats_index", stat_index(k, slot))
+                out[f"k{k}_{name}"] = await self.read("engine_stats_count")
+            out[f"k{k}_duplicates"] = await self.read("engine_stats_duplicates")
+            for t in range(2):
+                await self.write("engine_stats_index", stat_index(k, t))
+                for s in ("count", "min", "max", "sum"):
+                    out[f"k{k}_t{t}_{s}"] = await self.read(f"engine_stats_{s}")
+        return out
 
     def edges(self, stimuli=()):
         """Every edge the engine saw: [(tick, channel, level)] of the stimulus channels
@@ -814,46 +831,108 @@ def test_hdr_bin_is_the_hosts():
 
 
 
-def test_statistics_sum_coherent_across_carries():
-    """_Statistics alone (Migen's simulator): values near 2**32 carry into the sum's high word every
-    sample; at every cycle each tag's 64-bit sum is the sum of exactly the samples its count holds
-    (a snapshot may take them at any cycle)."""
+def test_statistics_snapshot_is_one_instant():
+    """_Statistics alone (Migen's simulator): samples every 2 * SLOT cycles (values near 2**32, so the
+    sums carry; misses, below range, tags, duplicates), snapshots asked at every phase of a sample's
+    updates while samples keep coming. Each copy holds exactly the first `samples` samples, whole,
+    every record through ``index``; after a clear, all zero (min none)."""
     from migen import Signal, run_simulation
 
-    from gateware.engine import _Statistics
+    from gateware.engine import STAT_RECORDS, _Statistics
 
-    valid, present, below, value, tag, dups = Signal(), Signal(), Signal(), Signal(32), Signal(), Signal(16)
-    stats = _Statistics(valid, present, below, value, tag, dups, "sys")
+    n = 3
+    valid, tag = Signal(), Signal()
+    present, below = [Signal() for _ in range(n)], [Signal() for _ in range(n)]
+    value, dups = [Signal(32) for _ in range(n)], [Signal(16) for _ in range(n)]
+    lost = Signal(32)
+    stats = _Statistics(valid, present, below, value, tag, dups, "sys", also=[lost])
     rng = random.Random(2)
-    samples = [(rng.randrange(0xF0000000, 1 << 32), rng.randrange(2)) for _ in range(40)]
-    sums = [[0], [0]]
-    for v, t in samples:
-        sums[t].append(sums[t][-1] + v)
-    checked = []
+    samples = []
+    for _ in range(2500):
+        kinds = [(rng.choice(["binned", "binned", "miss", "below"]),
+                  rng.randrange(0xF0000000, 1 << 32) if rng.random() < 0.5 else rng.randrange(1 << 20),
+                  rng.randrange(3)) for _ in range(n)]
+        samples.append((rng.randrange(2), kinds))
 
-    def check():
-        for t in range(2):
-            count, total = (yield stats.count[t]), (yield stats.sum[t])
-            assert total == sums[t][count], f"tag {t}: sum {total:#x} with count {count}, expected {sums[t][count]:#x}"
-        checked.append(1)
+    def model(m):
+        out = {}
+        for k in range(n):
+            for t in range(2):
+                vs = [kinds[k][1] for tg, kinds in samples[:m] if kinds[k][0] == "binned" and tg == t]
+                out[stat_index(k, t)] = (len(vs), min(vs, default=0xFFFFFFFF), max(vs, default=0), sum(vs))
+            for slot, what in ((STAT_MISSES, "miss"), (STAT_BELOW, "below")):
+                out[stat_index(k, slot)] = (sum(kinds[k][0] == what for _, kinds in samples[:m]),)
+            out[("dups", k)] = sum(kinds[k][2] for _, kinds in samples[:m])
+        return out
 
-    def bench():
-        for v, t in samples:
-            yield valid.eq(1)
-            yield present.eq(1)
-            yield value.eq(v)
-            yield tag.eq(t)
+    def read_copy():
+        got = {}
+        for k in range(n):
+            for t in range(2):
+                yield stats.index.eq(stat_index(k, t))
+                yield
+                record = []
+                for x in (stats.count, stats.min, stats.max, stats.sum):
+                    record.append((yield x))
+                got[stat_index(k, t)] = tuple(record)
+            for slot in (STAT_MISSES, STAT_BELOW):
+                yield stats.index.eq(stat_index(k, slot))
+                yield
+                got[stat_index(k, slot)] = ((yield stats.count),)
+            got[("dups", k)] = (yield stats.duplicates)
+        return got
+
+    copies = []
+
+    def feeder():
+        for _ in range(STAT_RECORDS + 4):   # the clear first (the engine is stopped then)
             yield
-            yield from check()
+        for i, (t, kinds) in enumerate(samples):
+            yield valid.eq(1)
+            yield tag.eq(t)
+            for k, (what, v, dup) in enumerate(kinds):
+                yield present[k].eq(what == "binned")
+                yield below[k].eq(what == "below")
+                yield value[k].eq(v)
+                yield dups[k].eq(dup)
+            yield lost.eq(1000 + i)
+            yield
             yield valid.eq(0)
             for _ in range(2 * SLOT - 1):
                 yield
-                yield from check()
-        for _ in range(4):
-            yield
-            yield from check()
-        for t in range(2):
-            assert (yield stats.count[t]) == len(sums[t]) - 1
 
-    run_simulation(stats, bench())
-    assert len(checked) > 40 * 2 * SLOT
+    def pulse(strobe):
+        yield strobe.eq(1)
+        yield
+        yield strobe.eq(0)
+        yield
+
+    def take_copy():
+        yield from pulse(stats.snapshot)
+        while not (yield stats.valid):
+            yield
+
+    def snapper():
+        yield from pulse(stats.clear)
+        for phase in range(2 * SLOT * 8):
+            for _ in range(37 + phase):   # every phase of a sample's updates, in turn
+                yield
+            yield from take_copy()
+            m = yield stats.samples
+            copies.append((m, (yield stats.also[0]), (yield from read_copy())))
+        while (yield stats.samples) < len(samples):
+            yield from take_copy()
+        yield from pulse(stats.clear)
+        for _ in range(STAT_RECORDS + 2):
+            yield
+        yield from take_copy()
+        copies.append((0, None, (yield from read_copy())))
+
+    run_simulation(stats, [feeder(), snapper()])
+    assert len(copies) == 2 * SLOT * 8 + 1
+    seen = {m for m, _, _ in copies}
+    assert len(seen) > 10 and max(seen) < len(samples)
+    for m, lost_copy, got in copies:
+        assert got == model(m), f"copy of {m} samples"
+        if lost_copy is not None:   # the counters kept elsewhere, taken at the same instant
+            assert lost_copy == 1000 + m, f"copy of {m} samples"
