@@ -2,15 +2,15 @@
 
 ``RAM36`` instantiates the blocks instead of leaving a ``Memory`` to yosys, so a bank's blocks are
 exactly what the build report counts. A deep table of 36-bit words is mostly groups of four 2048 x 9
-blocks (each block holds 9 bits of 2048 words) and, for the rest, 512 x 36 blocks: 4,608 words are
-two groups and one block, nine blocks in all, and a read picks its word among three sources instead
-of nine (one 512 x 36 block per 512 words would need a nine-way multiplexer on every bit, whose
-wires all converge from the block RAM rows). The blocks run without their output register: the data
-comes about 5.8 ns after the clock (speed grade 6), which the ``sys`` domain (20 ns) absorbs with the
-multiplexer and the bank's compute behind it. (Were the register wanted at a faster clock: in the
-36-bit form the low half leaves on DOA, whose register is REGMODE_A's, not REGMODE_B's.) Simulation
-uses ``sim_models/DP16KD.v`` (see ``gateware.dsp.SIM_MODELS``), written from Lattice's memory usage
-guide for these two forms.
+blocks (each block holds 9 bits of 2048 words; two for 18-bit words) and, for the rest, 512 x 36
+blocks: 4,608 words are two groups and one block, nine blocks in all (five at 18 bits), and a read
+picks its word among three sources instead of nine (one 512 x 36 block per 512 words would need a
+nine-way multiplexer on every bit, whose wires all converge from the block RAM rows). The blocks run
+without their output register: the data comes about 5.8 ns after the clock (speed grade 6), which
+the ``sys`` domain (20 ns) absorbs with the multiplexer and the bank's compute behind it. (Were the
+register wanted at a faster clock: in the 36-bit form the low half leaves on DOA, whose register is
+REGMODE_A's, not REGMODE_B's.) Simulation uses ``sim_models/DP16KD.v`` (see
+``gateware.dsp.SIM_MODELS``), written from Lattice's memory usage guide for these two forms.
 """
 
 from litex.gen import LiteXModule
@@ -34,7 +34,7 @@ def _dp16kd(clk, width, we, write_address, read_address, dat_w, dat_r):
         ports[f"i_ADB{i}"] = read_address[i - low] if i >= low else 0
     for i in range(18):
         ports[f"i_DIA{i}"] = dat_w[i] if i < len(dat_w) else 0
-        ports[f"i_DIB{i}"] = dat_w[18 + i] if width == 36 else 0
+        ports[f"i_DIB{i}"] = dat_w[18 + i] if width == 36 and 18 + i < len(dat_w) else 0
     if width == 36:
         ports.update({f"o_DOA{i}": dat_r[i] for i in range(18)})
         ports.update({f"o_DOB{i}": dat_r[18 + i] for i in range(18)})
@@ -48,21 +48,24 @@ def _dp16kd(clk, width, we, write_address, read_address, dat_w, dat_r):
 
 
 class RAM36(LiteXModule):
-    """``depth`` words of 36 bits (a multiple of 512). Write: ``we``, ``write_address`` and ``dat_w``
-    of one cycle write the word at its end. Read: ``read_address`` of cycle c gives ``dat_r`` in
-    cycle c + ``latency`` (a word written at the read's own edge reads as before)."""
+    """``depth`` words of ``width`` bits (a multiple of 9 up to 36; ``depth`` a multiple of 512): a
+    group is ``width / 9`` blocks of 2048 x 9; the rest, 512 x 36 blocks (their upper bits unused
+    when narrower). Write: ``we``, ``write_address`` and ``dat_w`` of one cycle write the word at its
+    end. Read: ``read_address`` of cycle c gives ``dat_r`` in cycle c + ``latency`` (a word written
+    at the read's own edge reads as before)."""
     latency = 1
 
-    def __init__(self, depth, clock_domain):
-        assert depth % BLOCK_WORDS == 0
+    def __init__(self, depth, clock_domain, width=WIDTH):
+        assert depth % BLOCK_WORDS == 0 and width % 9 == 0 and 0 < width <= WIDTH
+        lanes_per_group = width // 9
         groups, rest = divmod(depth, GROUP_WORDS)
         singles = rest // BLOCK_WORDS
-        self.blocks = 4 * groups + singles
+        self.blocks = lanes_per_group * groups + singles
         self.write_address = Signal(max=depth)
-        self.dat_w         = Signal(WIDTH)
+        self.dat_w         = Signal(width)
         self.we            = Signal()
         self.read_address  = Signal(max=depth)
-        self.dat_r         = Signal(WIDTH)
+        self.dat_r         = Signal(width)
 
         # # #
 
@@ -72,18 +75,18 @@ class RAM36(LiteXModule):
         sources = []
         group_bits, block_bits = log2_int(GROUP_WORDS), log2_int(BLOCK_WORDS)
         for g in range(groups):
-            out = Signal(WIDTH, name=f"group{g}_out")
+            out = Signal(width, name=f"group{g}_out")
             sources.append(out)
             we = self.we & (self.write_address[group_bits:] == g)
-            lanes = [Signal(9, name=f"group{g}_lane{lane}") for lane in range(4)]
+            lanes = [Signal(9, name=f"group{g}_lane{lane}") for lane in range(lanes_per_group)]
             self.comb += out.eq(Cat(*lanes))
-            for lane in range(4):
+            for lane in range(lanes_per_group):
                 self.specials += _dp16kd(clk, 9, we, self.write_address[:group_bits],
                     self.read_address[:group_bits], self.dat_w[9*lane:9*(lane + 1)], lanes[lane])
         first_single = groups * GROUP_WORDS // BLOCK_WORDS   # in units of 512 words
         for b in range(singles):
             out = Signal(WIDTH, name=f"block{b}_out")
-            sources.append(out)
+            sources.append(out[:width])
             we = self.we & (self.write_address[block_bits:] == first_single + b)
             self.specials += _dp16kd(clk, 36, we, self.write_address[:block_bits],
                                      self.read_address[:block_bits], self.dat_w, out)

@@ -14,7 +14,7 @@ raw and on-rig results describe the same edges. Definitions, interval rules and 
   every ``2 * SLOT`` cycles at most, so the banks always have free slots for their sweeps;
 - ``_SampleValues`` (sys): the three kinds' values (offset subtracted), misses, below-range;
 - ``_Binning`` (sys, per kind): HdrHistogram's bucket index of a value, its block RAM address;
-- ``_HistogramBank`` (sys, per kind): block RAM of 36-bit words (35-bit count, epoch bit); one
+- ``_HistogramBank`` (sys, per kind): block RAM of 18-bit words (17-bit count, epoch bit); one
   operation every ``SLOT`` cycles: a sample's increment, a sweep step, or a clear step;
 - ``_Statistics`` (sys, shared by the kinds): exact run totals in LUT RAM, and their snapshot.
 """
@@ -44,7 +44,11 @@ BANK_WORDS    = 2 * TAG_BINS
 # A bank's bins in block RAM: all but the two overflow bins, which are registers, so the RAM is
 # exactly nine 512 x 36 blocks (docs/engine.md, "Room on the FPGA").
 BANK_RAM_WORDS = 2 * HDR_BINS
-COUNT_BITS    = 35
+COUNT_BITS    = 35                  # a bins entry's count
+# A bank word: the count of one bin in one interval, and its epoch bit. A count that would pass
+# 2**WORD_COUNT_BITS - 1 is sent as a spill of 2**WORD_COUNT_BITS and the word starts again at 0, so
+# 18-bit words (x9 block RAM pairs) hold any rate: five blocks a bank instead of nine.
+WORD_COUNT_BITS = 17
 SLOT          = 2                   # sys cycles per bank operation (issue and write back, read and compute)
 # The sys half keeps up with a ts clock up to this many times its own frequency (both boards: 140
 # MHz over 50 MHz); the limits below are in ticks for that ratio, and a build above it is refused.
@@ -244,13 +248,12 @@ class _Pairing(LiteXModule):
         s = self.sample
         sync += [
             s.valid.eq(close_now & self.running),
-            If(close_now,
-                s.start.eq(start), s.interval.eq(start_iv),
-                s.found_isr.eq(found_isr), s.found_task.eq(found_task),
-                s.isr.eq(lat_isr), s.task.eq(lat_task),
-                s.dup_isr.eq(dup_isr), s.dup_task.eq(dup_task),
-                s.tag_at.eq(tag_at), s.tag_in.eq(tag_in),
-            ),
+            # Copied every tick, read only with `valid`: no enable fanning out to 230 flip-flops.
+            s.start.eq(start), s.interval.eq(start_iv),
+            s.found_isr.eq(found_isr), s.found_task.eq(found_task),
+            s.isr.eq(lat_isr), s.task.eq(lat_task),
+            s.dup_isr.eq(dup_isr), s.dup_task.eq(dup_task),
+            s.tag_at.eq(tag_at), s.tag_in.eq(tag_in),
             If(opens,
                 opened.eq(1),
                 start.eq(d.tick), start_iv.eq(d.interval),
@@ -517,7 +520,8 @@ class _HistogramBank(LiteXModule):
     """One kind's bins (untagged, then tagged): increments, interval sweeps, clears (docs/engine.md,
     "Intervals without stopping"). ``close`` pulses, one per interval in order from ``first``;
     ``source``: bins and closes of this kind."""
-    def __init__(self, kind, valid, bin, tag, ram_address, overflow, interval, clock_domain, out_depth=16):
+    def __init__(self, kind, valid, bin, tag, ram_address, overflow, interval, clock_domain, out_depth=16,
+                 word_count_bits=WORD_COUNT_BITS):
         self.close    = Signal()    # pulse: the next interval is complete (all its samples are in)
         self.begin    = Signal()    # pulse: a run starts; intervals from `first`
         self.first    = Signal(32)
@@ -530,7 +534,8 @@ class _HistogramBank(LiteXModule):
         # # #
 
         sync = getattr(self.sync, clock_domain)
-        self.ram = ram = RAM36(BANK_RAM_WORDS, clock_domain)
+        word_bits = 1 + word_count_bits
+        self.ram = ram = RAM36(BANK_RAM_WORDS, clock_domain, width=-(-word_bits // 9) * 9)
         assert ram.latency == SLOT - 1
         self.out = out = ClockDomainsRenamer(clock_domain)(stream.SyncFIFO(bins_layout(), out_depth))
         self.comb += out.source.connect(self.source)
@@ -557,16 +562,19 @@ class _HistogramBank(LiteXModule):
         OP_NONE, OP_INC, OP_SWEEP, OP_CLEAR = range(4)
         op, op_epoch = Signal(2), Signal()
         op_ram, op_ovf = Signal(max=BANK_RAM_WORDS), Signal(2)
-        overflow_words = [Signal(1 + COUNT_BITS, name=f"overflow_word{t}") for t in range(2)]
+        overflow_words = [Signal(word_bits, name=f"overflow_word{t}") for t in range(2)]
         op_tag, op_bin = Signal(), Signal(12)
-        word = Signal(1 + COUNT_BITS)
-        alt_word, use_alt = Signal(1 + COUNT_BITS), Signal()      # overflow or bypassed word
+        word = Signal(word_bits)
+        alt_word, use_alt = Signal(word_bits), Signal()      # overflow or bypassed word
         wrote, wrote_ram = Signal(), Signal(max=BANK_RAM_WORDS)   # the previous slot's RAM write
         writes_word, writes_ram = Signal(), Signal()              # this slot's result is written: anywhere, to RAM
-        new_word, write, emit = Signal(1 + COUNT_BITS), Signal(), Signal()
+        new_word, write, emit = Signal(word_bits), Signal(), Signal()
         emit_count, emit_interval, emit_tag, emit_bin = Signal(COUNT_BITS), Signal(32), Signal(), Signal(12)
-        w_count, w_epoch = word[:COUNT_BITS], word[COUNT_BITS]
+        w_count, w_epoch = word[:word_count_bits], word[word_count_bits]
+        incremented = Signal(word_count_bits + 1)   # w_count + 1; its top bit: the word is full
+        self.comb += incremented.eq(w_count + 1)
         sweep_epoch = interval_k[0]
+        interval_next = Signal(32)                  # interval_k + 1, kept alongside
         room = Signal()
         self.comb += room.eq(out.level < out_depth - 2)
 
@@ -648,24 +656,32 @@ class _HistogramBank(LiteXModule):
                 ],
                 1: [
                     write.eq(0), emit.eq(0),
+                    # By default taken whatever the word (the block RAM's data comes late).
+                    emit_count.eq(w_count), emit_interval.eq(interval_k),
+                    emit_tag.eq(op_tag), emit_bin.eq(op_bin),
                     Case(op, {
                         OP_INC: [
                             write.eq(1),
-                            # A word still holding the previous interval's count spills it.
-                            new_word.eq(Mux(w_epoch == op_epoch, Cat(w_count + 1, op_epoch),
-                                            Cat(C(1, COUNT_BITS), op_epoch))),
-                            emit.eq((w_epoch != op_epoch) & (w_count != 0)),
+                            # A word still holding the previous interval's count spills it; a full
+                            # word spills its count with this sample (and wraps to 0), labelled with
+                            # the sample's interval (k or k + 1, by its epoch).
+                            If(w_epoch == op_epoch,
+                                new_word.eq(Cat(incremented[:word_count_bits], op_epoch)),
+                                emit.eq(incremented[word_count_bits]),
+                                emit_count.eq(incremented),
+                                emit_interval.eq(Mux(op_epoch == sweep_epoch, interval_k, interval_next)),
+                            ).Else(
+                                new_word.eq(Cat(C(1, word_count_bits), op_epoch)),
+                                emit.eq(w_count != 0),
+                            ),
                         ],
                         OP_SWEEP: [
                             write.eq((w_epoch == sweep_epoch) & (w_count != 0)),
-                            new_word.eq(Cat(C(0, COUNT_BITS), ~sweep_epoch)),
+                            new_word.eq(Cat(C(0, word_count_bits), ~sweep_epoch)),
                             emit.eq((w_epoch == sweep_epoch) & (w_count != 0)),
                         ],
                         OP_CLEAR: [write.eq(1), new_word.eq(0)],
                     }),
-                    # Taken whatever the word (no enable from the block RAM's data: it comes late).
-                    emit_count.eq(w_count), emit_interval.eq(interval_k),
-                    emit_tag.eq(op_tag), emit_bin.eq(op_bin),
                 ],
             }),
             # Phase 0: the previous slot's result (`op` and the rest still describe that slot).
@@ -680,12 +696,13 @@ class _HistogramBank(LiteXModule):
                 ),
             ),
             If(out_close,
-                interval_k.eq(interval_k + 1),
+                interval_k.eq(interval_next), interval_next.eq(interval_next + 1),
             ),
             # Closes counted here, done above (both can happen in one cycle).
             closes.eq(closes + self.close - out_close),
             If(self.begin,
-                interval_k.eq(self.first), closes.eq(0), dirty.eq(0), sweeping.eq(0),
+                interval_k.eq(self.first), interval_next.eq(self.first + 1), closes.eq(0), dirty.eq(0),
+                sweeping.eq(0),
             ),
             If(self.clear,
                 clearing.eq(1), *scan_restart, closes.eq(0), dirty.eq(0), sweeping.eq(0),
@@ -873,7 +890,7 @@ class MeasurementEngine(LiteXModule):
     ``bins``, ``outliers``: streams in ``sys``. ``trigger``: the trigger-out pin.
     """
     def __init__(self, record, record_tick, record_delay, clock_domain="ts", bins_depth=512,
-                 outlier_depth=16, with_csr=True):
+                 outlier_depth=16, with_csr=True, word_count_bits=WORD_COUNT_BITS):
         self.clock_domain = clock_domain
         self.n_channels   = len(record.channels)
         assert self.n_channels <= 16
@@ -945,7 +962,7 @@ class MeasurementEngine(LiteXModule):
             binning = _Binning(values.valid & values.present[k], values.value[k], values.tag, values.interval,
                                "sys")
             bank = _HistogramBank(k, binning.valid, binning.bin, binning.tag, binning.ram_address,
-                                  binning.overflow, binning.interval, "sys")
+                                  binning.overflow, binning.interval, "sys", word_count_bits=word_count_bits)
             self.add_module(f"binning{k}", binning)
             self.add_module(f"bank{k}", bank)
             self.comb += [

@@ -25,7 +25,7 @@ BANKS             = ["timebase", "stimulus", "capture", "engine"]
 
 class TimingCores(LiteXModule):
     def __init__(self, n_stimulus=2, n_inputs=4, fifo_depth=256, glitch_max=15, reset_value=0,
-                 event_port="stream", with_engine=False, engine_port="stream"):
+                 event_port="stream", with_engine=False, engine_port="stream", engine_word_count_bits=None):
         assert event_port in ("stream", "csr")
         self.cd_sys = ClockDomain()
         self.cd_ts  = ClockDomain()
@@ -71,7 +71,9 @@ class TimingCores(LiteXModule):
             # The engine and its trigger pin; its bins and outliers as ports (for the testbench) or
             # through CSRs (as the firmware reads them).
             self.engine = MeasurementEngine(self.capture.record, self.capture.record.timestamp,
-                                            self.capture.RECORD_DELAY, clock_domain="ts")
+                                            self.capture.RECORD_DELAY, clock_domain="ts",
+                                            **({} if engine_word_count_bits is None
+                                               else dict(word_count_bits=engine_word_count_bits)))
             self.trigger = Signal()
             self.comb += self.trigger.eq(self.engine.trigger)
             self.ios |= {self.trigger}
@@ -93,6 +95,7 @@ class TimingCores(LiteXModule):
             glitch_max=glitch_max, reset_value=reset_value, event_port=event_port,
             pin_to_stamp_delay=self.capture.PIN_TO_STAMP_DELAY, with_engine=with_engine,
             trigger_delay=self.engine.TRIGGER_DELAY if with_engine else None,
+            engine_word_count_bits=engine_word_count_bits,
             n_channels=self.capture.n_channels)
 
     def _engine_ports(self):

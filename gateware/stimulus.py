@@ -242,13 +242,15 @@ class _PulseShaper(LiteXModule):
         width_is_2, width_gt_2 = Signal(), Signal()
         width_left_was_3  = Signal()  # width_left == 3 in the previous cycle
         width_left_was_gt_3 = Signal()  # width_left > 3 in the previous cycle
+        # The "greater than" compares as OR trees of the high bits: as `>` they became 6-deep LUT
+        # chains, the routed critical path of `ts` once the engine crowds the device.
         sync += [
             width_is_1.eq(width == 1),
-            width_gt_1.eq(width > 1),
+            width_gt_1.eq(width[1:] != 0),
             width_is_2.eq(width == 2),
-            width_gt_2.eq(width > 2),
+            width_gt_2.eq((width[2:] != 0) | (width[:2] == 3)),
             width_left_was_3.eq(width_left == 3),
-            width_left_was_gt_3.eq(width_left > 3),
+            width_left_was_gt_3.eq(width_left[2:] != 0),
             width_left_is_1.eq(~applied & Mux(fire, width_is_1,
                 ~applied_d & Mux(fire_d, width_is_2, width_left_was_3))),
             width_left_gt_1.eq(~applied & Mux(fire, width_gt_1,

