@@ -5,7 +5,9 @@
 # --engine adds the measurement engine, its bins and outliers read through CSRs as in a SoC, and
 # places the whole device rather than out of context: the clocks then take global networks, as in a
 # board build (out of context they are routed as ordinary nets, which congests a design this size).
-# FMAX_DEVICE=85k places on an LFE5U-85F instead; FMAX_OOC=1 keeps the engine build out of context (quicker to route, clocks as plain nets). ts is constrained to MHZ and sys to its 50 MHz
+# FMAX_DEVICE=85k places on an LFE5U-85F instead; FMAX_OOC=1 keeps the engine build out of context
+# (quicker to route: the 85F's route converges in about 15 minutes; clocks as plain nets; its log has
+# the routed critical paths). ts is constrained to MHZ and sys to its 50 MHz
 # (clocks.sdc); report-<seed>.json has every net's timing (--detailed-timing-report). FMAX_HEATMAP=1
 # writes router2's congestion heat maps (heatmap-<seed>_*.csv, one per routing iteration) to find
 # where a route that does not converge is overused.
