@@ -49,9 +49,8 @@ class Snapshot(LiteXModule):
     Pulse ``request`` in ``sys``; ``valid`` drops at once and rises when ``outputs`` hold a coherent
     copy of ``sources`` taken in ``clock_domain`` a few cycles after the request. ``outputs`` are the
     ``clock_domain`` latch itself: it changes only on a request and is settled long before ``valid``
-    rises, so ``sys`` reads it while ``valid`` holds without a second copy (which cost the engine's
-    statistics 1,500 flip-flops). One request at a time: software waits for ``valid`` before it
-    reads, and before it asks again.
+    rises, so ``sys`` reads it while ``valid`` holds without a second copy. One request at a time: software waits
+    for ``valid`` before it reads, and before it asks again.
     """
     def __init__(self, sources, clock_domain):
         self.request = Signal()                           # sys: one-cycle pulse

@@ -13,7 +13,7 @@ from litex.soc.interconnect import csr_bus
 from migen import *
 
 from gateware.capture import EdgeCapture
-from gateware.engine import MeasurementEngine
+from gateware.engine import WORD_COUNT_BITS, MeasurementEngine
 from gateware.stimulus import StimulusGenerator
 from gateware.timebase import Timebase
 
@@ -25,7 +25,7 @@ BANKS             = ["timebase", "stimulus", "capture", "engine"]
 
 class TimingCores(LiteXModule):
     def __init__(self, n_stimulus=2, n_inputs=4, fifo_depth=256, glitch_max=15, reset_value=0,
-                 event_port="stream", with_engine=False, engine_port="stream", engine_word_count_bits=None):
+                 event_port="stream", with_engine=False, engine_port="stream", engine_word_count_bits=WORD_COUNT_BITS):
         assert event_port in ("stream", "csr")
         self.cd_sys = ClockDomain()
         self.cd_ts  = ClockDomain()
@@ -72,8 +72,7 @@ class TimingCores(LiteXModule):
             # through CSRs (as the firmware reads them).
             self.engine = MeasurementEngine(self.capture.record, self.capture.record.timestamp,
                                             self.capture.RECORD_DELAY, clock_domain="ts",
-                                            **({} if engine_word_count_bits is None
-                                               else dict(word_count_bits=engine_word_count_bits)))
+                                            word_count_bits=engine_word_count_bits)
             self.trigger = Signal()
             self.comb += self.trigger.eq(self.engine.trigger)
             self.ios |= {self.trigger}
