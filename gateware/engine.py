@@ -218,21 +218,23 @@ class _Pairing(LiteXModule):
         live     = Signal()         # the open window includes this tick
         close_now = Signal()
         opens    = Signal()
-        closable = Signal(32)       # every interval before this one is complete
+        closable = Signal(32)       # every interval before this one is complete, a cycle ago
         behind   = Signal()         # next_close != closable, a cycle ago
         # Settings derived once (the settings hold still during a run), off the per-tick paths.
         has_deadline  = Signal()
         deadline_last = Signal(32)  # the last tick of a window, as an age: deadline - 1
+        deadline_two = Signal()     # deadline == 2: a window opened now ends after the next tick
+        deadline_near = Signal(32)  # deadline - 2: the age one tick before the last
+        reaching = Signal()         # age == deadline_last (decided a tick ahead: no compare before in_deadline)
         trigger_on = Signal()
         sync += [has_deadline.eq(cfg.deadline != 0), deadline_last.eq(cfg.deadline - 1),
+                 deadline_two.eq(cfg.deadline == 2), deadline_near.eq(cfg.deadline - 2),
                  trigger_on.eq(cfg.trigger_threshold != 0)]
         self.comb += [
             age_next.eq(age + (age_full == 0)),   # not ~age_full: Verilog widens it before inverting
             live.eq(opened & (~has_deadline | in_deadline)),
             opens.eq(self.running & ~self.flushed & ~self.flush & d.start),
             close_now.eq(opened & (d.start | ~live | self.flush)),
-            closable.eq(Mux(self.flushed, final, Mux(opened, start_iv, d.interval))),
-            self.closing_done.eq(self.flushed & (next_close == final)),
         ]
 
         def respond(edge, found, latency, dups):
@@ -258,7 +260,7 @@ class _Pairing(LiteXModule):
                 opened.eq(1),
                 start.eq(d.tick), start_iv.eq(d.interval),
                 age.eq(1), age_full.eq(0),
-                in_deadline.eq(cfg.deadline != 1),
+                in_deadline.eq(cfg.deadline != 1), reaching.eq(deadline_two),
                 found_isr.eq(d.isr), lat_isr.eq(0), dup_isr.eq(0),
                 found_task.eq(d.task), lat_task.eq(0), dup_task.eq(0),
                 tag_at.eq(d.tag), tag_in.eq(d.tag),
@@ -267,16 +269,20 @@ class _Pairing(LiteXModule):
             ).Else(
                 age.eq(age_next),
                 If(age == 0xFFFFFFFE, age_full.eq(1)),
-                # age_next == deadline, compared without the add in front.
-                in_deadline.eq(in_deadline & (age != deadline_last)),
+                # age_next == deadline; `reaching` (age == deadline - 1) was compared a tick ahead.
+                in_deadline.eq(in_deadline & ~reaching),
+                reaching.eq(age == deadline_near),
                 respond(d.isr, found_isr, lat_isr, dup_isr),
                 respond(d.task, found_task, lat_task, dup_task),
                 If(live & d.tag_edge, tag_in.eq(1)),
             ),
             # Closes: each after its interval's last sample (a sample leaves this stage the cycle its
-            # window closes; `closable` moves on only from the next cycle). The compare is registered
-            # (`behind`), so it lags a close by a cycle: a close at most every other cycle.
+            # window closes; `closable` moves on only from the next cycle, and is itself a register: it
+            # only ever moves forward, so a late one only delays a close). The compare is registered
+            # too (`behind`), so it lags a close by a cycle: a close at most every other cycle.
+            closable.eq(Mux(self.flushed, final, Mux(opened, start_iv, d.interval))),
             behind.eq(self.running & (next_close != closable)),
+            self.closing_done.eq(self.flushed & (next_close == final)),
             self.close.eq(0),
             If(behind & ~self.close & self.running,
                 self.close.eq(1),

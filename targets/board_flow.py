@@ -179,7 +179,7 @@ def build(soc, board, board_file, parser, args):
     nextpnr_report = gateware / "nextpnr-report.json"
     for stale in (log, nextpnr_report, out / "build_report.json"):
         stale.unlink(missing_ok=True)
-    soc.platform.toolchain._pnr_opts += f" --log {log.name} --report {nextpnr_report.name}"
+    soc.platform.toolchain._pnr_opts += f" --log {log.name} --report {nextpnr_report.name} --detailed-timing-report"
     source_dirs = {Path(f).parent for f, *_ in soc.platform.sources}
 
     start = time.monotonic()
