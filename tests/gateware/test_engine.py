@@ -16,6 +16,7 @@ import random
 # pytest and in the simulator.
 import cocotb
 import engine_model as em
+import pytest
 from cocotb.triggers import ClockCycles, Event, FallingEdge, First, RisingEdge, Timer
 from hilat.analysis import Channels
 from hilat.engine import EngineConfig, Trigger
@@ -943,7 +944,8 @@ def test_statistics_snapshot_is_one_instant():
             assert lost_copy == 1000 + m, f"copy of {m} samples"
 
 
-def test_pairing_short_deadlines_exact():
+@pytest.mark.parametrize("deadline", [1, 2, 3, 5, 0])
+def test_pairing_short_deadlines_exact(deadline):
     """_Pairing alone (Migen's simulator) with deadlines of 1, 2, 3 and 5 ticks and none, starts 1
     to 8 ticks apart and responses on random ticks: every window's found flags, latencies and
     duplicates equal the window [S, min(next start, S + deadline)) of the definition. The
@@ -954,50 +956,49 @@ def test_pairing_short_deadlines_exact():
 
     from gateware.engine import _Pairing
 
-    for deadline in (1, 2, 3, 5, 0):
-        rng = random.Random(deadline)
-        d = SimpleNamespace(start=Signal(), isr=Signal(), task=Signal(), tag_edge=Signal(), tag=Signal(),
-                            tick=Signal(64), interval=Signal(32))
-        cfg = SimpleNamespace(deadline=Signal(32, reset=deadline), trigger_threshold=Signal(32),
-                              trigger_response=Signal(), trigger_on_late=Signal())
-        pairing = _Pairing(d, cfg, "sys")
-        ticks = 600
-        starts = set()
-        t = 20
-        while t < ticks - 40:
-            starts.add(t)
-            t += rng.randint(1, 8)
-        isr = {t for t in range(ticks) if rng.random() < 0.3}
-        task = {t for t in range(ticks) if rng.random() < 0.2}
-        got = []
+    rng = random.Random(deadline)
+    d = SimpleNamespace(start=Signal(), isr=Signal(), task=Signal(), tag_edge=Signal(), tag=Signal(),
+                        tick=Signal(64), interval=Signal(32))
+    cfg = SimpleNamespace(deadline=Signal(32, reset=deadline), trigger_threshold=Signal(32),
+                          trigger_response=Signal(), trigger_on_late=Signal())
+    pairing = _Pairing(d, cfg, "sys")
+    ticks = 600
+    starts = set()
+    t = 20
+    while t < ticks - 40:
+        starts.add(t)
+        t += rng.randint(1, 8)
+    isr = {t for t in range(ticks) if rng.random() < 0.3}
+    task = {t for t in range(ticks) if rng.random() < 0.2}
+    got = []
 
-        def drive():
-            yield pairing.begin.eq(1)
+    def drive():
+        yield pairing.begin.eq(1)
+        yield
+        yield pairing.begin.eq(0)
+        for tick in range(ticks):
+            yield d.tick.eq(tick)
+            yield d.start.eq(tick in starts)
+            yield d.isr.eq(tick in isr)
+            yield d.task.eq(tick in task)
             yield
-            yield pairing.begin.eq(0)
-            for tick in range(ticks):
-                yield d.tick.eq(tick)
-                yield d.start.eq(tick in starts)
-                yield d.isr.eq(tick in isr)
-                yield d.task.eq(tick in task)
-                yield
-                s = pairing.sample
-                if (yield s.valid):
-                    got.append(((yield s.start), (yield s.found_isr), (yield s.isr), (yield s.dup_isr),
-                                (yield s.found_task), (yield s.task), (yield s.dup_task)))
+            s = pairing.sample
+            if (yield s.valid):
+                got.append(((yield s.start), (yield s.found_isr), (yield s.isr), (yield s.dup_isr),
+                            (yield s.found_task), (yield s.task), (yield s.dup_task)))
 
-        run_simulation(pairing, [drive()])
-        ordered = sorted(starts)
-        expected = []
-        for i, s in enumerate(ordered):
-            end = ordered[i + 1] if i + 1 < len(ordered) else ticks
-            if deadline:
-                end = min(end, s + deadline)
-            row = [s]
-            for edges in (isr, task):
-                hits = [e for e in range(s, end) if e in edges]
-                row += [int(bool(hits)), hits[0] - s if hits else 0, max(len(hits) - 1, 0)]
-            expected.append(tuple(row))
-        if not deadline:
-            expected = expected[:-1]        # the last window stays open: no deadline, no flush
-        assert got == expected, f"deadline {deadline}"
+    run_simulation(pairing, [drive()])
+    ordered = sorted(starts)
+    expected = []
+    for i, s in enumerate(ordered):
+        end = ordered[i + 1] if i + 1 < len(ordered) else ticks
+        if deadline:
+            end = min(end, s + deadline)
+        row = [s]
+        for edges in (isr, task):
+            hits = [e for e in range(s, end) if e in edges]
+            row += [int(bool(hits)), hits[0] - s if hits else 0, max(len(hits) - 1, 0)]
+        expected.append(tuple(row))
+    if not deadline:
+        expected = expected[:-1]        # the last window stays open: no deadline, no flush
+    assert got == expected, f"deadline {deadline}"
