@@ -124,8 +124,10 @@ class _Config:
 
 class _RecordDecode(LiteXModule):
     """Registered: this tick's start, response and tag edges, the tag's level, the tick and its
-    interval number. Runs every cycle (a tick without a record has no edges)."""
-    latency = 1
+    interval number. Runs every cycle (a tick without a record has no edges). Two stages: the
+    first copies the record (so the engine is placed apart from the capture that also reads it)
+    and does half of the interval's shift, the second the rest and the edge decode."""
+    latency = 2
 
     def __init__(self, record, tick, cfg, clock_domain):
         self.start    = Signal()
@@ -139,22 +141,31 @@ class _RecordDecode(LiteXModule):
         # # #
 
         sync = getattr(self.sync, clock_domain)
-        channels = Array(record.channels[i] for i in range(len(record.channels)))
-        levels   = Array(record.levels[i] for i in range(len(record.levels)))
+        # Stage 1: the record and its tick; the tick shifted by the shift's low two bits.
+        valid, channels_r, levels_r = Signal(), Signal(len(record.channels)), Signal(len(record.levels))
+        tick_r = Signal(64)
+        assert INTERVAL_SHIFT_MAX - INTERVAL_SHIFT_MIN == 15
+        part = Signal(32 + 12)     # tick >> (INTERVAL_SHIFT_MIN + shift % 4)
+        sync += [
+            valid.eq(record.valid), channels_r.eq(record.channels), levels_r.eq(record.levels),
+            tick_r.eq(tick),
+            Case(cfg.interval_shift[:2], {j: part.eq(tick[INTERVAL_SHIFT_MIN + j:]) for j in range(4)}),
+        ]
+        # Stage 2: the rest of the shift (by 4 * (shift // 4)), the edges.
+        channels = Array(channels_r[i] for i in range(len(channels_r)))
+        levels   = Array(levels_r[i] for i in range(len(levels_r)))
 
         def edge(channel, level):
-            return record.valid & channels[channel] & (levels[channel] == level)
+            return valid & channels[channel] & (levels[channel] == level)
 
-        shifts = {s - INTERVAL_SHIFT_MIN: self.interval.eq(tick[s:s + 32])
-                  for s in range(INTERVAL_SHIFT_MIN, INTERVAL_SHIFT_MAX + 1)}
         sync += [
             self.start.eq(edge(cfg.start_channel, cfg.start_level)),
             self.isr.eq(edge(cfg.isr_channel, cfg.isr_level)),
             self.task.eq(edge(cfg.task_channel, cfg.task_level)),
             self.tag_edge.eq(cfg.tag_enable & edge(cfg.tag_channel, cfg.tag_level)),
             self.tag.eq(cfg.tag_enable & (levels[cfg.tag_channel] == cfg.tag_level)),
-            self.tick.eq(tick),
-            Case(cfg.interval_shift, shifts),
+            self.tick.eq(tick_r),
+            Case(cfg.interval_shift[2:], {a: self.interval.eq(part[4 * a:4 * a + 32]) for a in range(4)}),
         ]
 
 
@@ -209,6 +220,7 @@ class _Pairing(LiteXModule):
         found_isr, found_task = Signal(), Signal()
         lat_isr, lat_task = Signal(32), Signal(32)
         dup_isr, dup_task = Signal(16), Signal(16)
+        dup_isr_full, dup_task_full = Signal(), Signal()   # saturated (set with the count: no compare on its enable)
         tag_at, tag_in = Signal(), Signal()
         next_close = Signal(32)     # the oldest interval not closed yet
         final      = Signal(32)     # after a flush: close every interval before this one
@@ -237,10 +249,10 @@ class _Pairing(LiteXModule):
             close_now.eq(opened & (d.start | ~live | self.flush)),
         ]
 
-        def respond(edge, found, latency, dups):
+        def respond(edge, found, latency, dups, dups_full):
             return If(live & ~d.start & edge,
                 If(found,
-                    If(dups != 0xFFFF, dups.eq(dups + 1)),
+                    If(~dups_full, dups.eq(dups + 1), dups_full.eq(dups == 0xFFFE)),
                 ).Else(
                     found.eq(1),
                     latency.eq(age),
@@ -261,8 +273,8 @@ class _Pairing(LiteXModule):
                 start.eq(d.tick), start_iv.eq(d.interval),
                 age.eq(1), age_full.eq(0),
                 in_deadline.eq(cfg.deadline != 1), reaching.eq(deadline_two),
-                found_isr.eq(d.isr), lat_isr.eq(0), dup_isr.eq(0),
-                found_task.eq(d.task), lat_task.eq(0), dup_task.eq(0),
+                found_isr.eq(d.isr), lat_isr.eq(0), dup_isr.eq(0), dup_isr_full.eq(0),
+                found_task.eq(d.task), lat_task.eq(0), dup_task.eq(0), dup_task_full.eq(0),
                 tag_at.eq(d.tag), tag_in.eq(d.tag),
             ).Elif(close_now,
                 opened.eq(0),
@@ -272,8 +284,8 @@ class _Pairing(LiteXModule):
                 # age_next == deadline; `reaching` (age == deadline - 1) was compared a tick ahead.
                 in_deadline.eq(in_deadline & ~reaching),
                 reaching.eq(age == deadline_near),
-                respond(d.isr, found_isr, lat_isr, dup_isr),
-                respond(d.task, found_task, lat_task, dup_task),
+                respond(d.isr, found_isr, lat_isr, dup_isr, dup_isr_full),
+                respond(d.task, found_task, lat_task, dup_task, dup_task_full),
                 If(live & d.tag_edge, tag_in.eq(1)),
             ),
             # Closes: each after its interval's last sample (a sample leaves this stage the cycle its
