@@ -239,9 +239,14 @@ class _Pairing(LiteXModule):
         deadline_near = Signal(32)  # deadline - 2: the age one tick before the last
         reaching = Signal()         # age == deadline_last (decided a tick ahead: no compare before in_deadline)
         trigger_on = Signal()
+        threshold_one = Signal()        # trigger_threshold == 1
+        threshold_before = Signal(32)   # trigger_threshold - 1
+        at_threshold = Signal()     # age == trigger_threshold (decided a tick ahead, as `reaching`)
+        late     = Signal()         # age > trigger_threshold (likewise)
         sync += [has_deadline.eq(cfg.deadline != 0), deadline_last.eq(cfg.deadline - 1),
                  deadline_two.eq(cfg.deadline == 2), deadline_near.eq(cfg.deadline - 2),
-                 trigger_on.eq(cfg.trigger_threshold != 0)]
+                 trigger_on.eq(cfg.trigger_threshold != 0), threshold_one.eq(cfg.trigger_threshold == 1),
+                 threshold_before.eq(cfg.trigger_threshold - 1)]
         self.comb += [
             age_next.eq(age + (age_full == 0)),   # not ~age_full: Verilog widens it before inverting
             live.eq(opened & (~has_deadline | in_deadline)),
@@ -273,6 +278,7 @@ class _Pairing(LiteXModule):
                 start.eq(d.tick), start_iv.eq(d.interval),
                 age.eq(1), age_full.eq(0),
                 in_deadline.eq(cfg.deadline != 1), reaching.eq(deadline_two),
+                at_threshold.eq(threshold_one), late.eq(~trigger_on),
                 found_isr.eq(d.isr), lat_isr.eq(0), dup_isr.eq(0), dup_isr_full.eq(0),
                 found_task.eq(d.task), lat_task.eq(0), dup_task.eq(0), dup_task_full.eq(0),
                 tag_at.eq(d.tag), tag_in.eq(d.tag),
@@ -284,6 +290,10 @@ class _Pairing(LiteXModule):
                 # age_next == deadline; `reaching` (age == deadline - 1) was compared a tick ahead.
                 in_deadline.eq(in_deadline & ~reaching),
                 reaching.eq(age == deadline_near),
+                # The next age is this one plus one, unless saturated.
+                If(~age_full,
+                    at_threshold.eq(age == threshold_before), late.eq(late | at_threshold),
+                ),
                 respond(d.isr, found_isr, lat_isr, dup_isr, dup_isr_full),
                 respond(d.task, found_task, lat_task, dup_task, dup_task_full),
                 If(live & d.tag_edge, tag_in.eq(1)),
@@ -317,13 +327,9 @@ class _Pairing(LiteXModule):
         # on_late, it comes later than that).
         waiting  = Signal()
         arrives  = Signal()
-        at_threshold = Signal()
-        late     = Signal()
         self.comb += [
             waiting.eq(~Mux(cfg.trigger_response, found_task, found_isr)),
             arrives.eq(Mux(cfg.trigger_response, d.task, d.isr)),
-            at_threshold.eq(age == cfg.trigger_threshold),
-            late.eq(age > cfg.trigger_threshold),
         ]
         sync += self.trigger.eq(
             self.running & trigger_on & live & ~d.start & waiting &
@@ -429,7 +435,9 @@ class _Crossing(LiteXModule):
             sink.lost.eq(self.windows_lost),
         ]
         written, close_written = Signal(), Signal()
+        events_free = Signal()   # the FIFO takes an entry and no sample or close comes first
         self.comb += [
+            events_free.eq(sink.ready & ~s.valid & ~owing),
             written.eq(sink.valid & sink.ready),
             close_written.eq(~s.valid & owing & sink.ready),
         ]
@@ -448,11 +456,11 @@ class _Crossing(LiteXModule):
             If(pairing.closing_done & ~closing_seen, flushed_p.eq(1)),
             If(clear, clear_p.eq(1)),
             If(begin, begin_p.eq(1)),
-            If(written,
-                If(event == E_FLUSHED, flushed_p.eq(0)),
-                If(event == E_CLEAR, clear_p.eq(0)),
-                If(event == E_BEGIN, begin_p.eq(0)),
-            ),
+            # Each written as `event` picks it: nothing before it pending and the FIFO taking it
+            # (the same as `written & (event == E_...)`, without the event's mux and compare).
+            If(flushed_p & events_free, flushed_p.eq(0)),
+            If(clear_p & events_free & ~flushed_p, clear_p.eq(0)),
+            If(begin_p & events_free & ~flushed_p & ~clear_p, begin_p.eq(0)),
         ]
 
         # sys: a sample at most every 2 * SLOT cycles; the other entries as they come.

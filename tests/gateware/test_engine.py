@@ -944,12 +944,15 @@ def test_statistics_snapshot_is_one_instant():
             assert lost_copy == 1000 + m, f"copy of {m} samples"
 
 
+@pytest.mark.parametrize("threshold", [1, 3])
 @pytest.mark.parametrize("deadline", [1, 2, 3, 5, 0])
-def test_pairing_short_deadlines_exact(deadline):
+def test_pairing_short_deadlines_exact(deadline, threshold):
     """_Pairing alone (Migen's simulator) with deadlines of 1, 2, 3 and 5 ticks and none, starts 1
     to 8 ticks apart and responses on random ticks: every window's found flags, latencies and
-    duplicates equal the window [S, min(next start, S + deadline)) of the definition. The
-    deadline's last tick is decided a tick ahead in the gateware; these are its edge cases."""
+    duplicates equal the window [S, min(next start, S + deadline)) of the definition, and the
+    trigger pulses exactly at the ticks the definition gives (threshold 1 on the ISR; threshold 3
+    on the task, with on_late). The deadline's last tick and the trigger's threshold compares are
+    decided a tick ahead in the gateware; these are their edge cases."""
     from types import SimpleNamespace
 
     from migen import Signal, run_simulation
@@ -959,8 +962,9 @@ def test_pairing_short_deadlines_exact(deadline):
     rng = random.Random(deadline)
     d = SimpleNamespace(start=Signal(), isr=Signal(), task=Signal(), tag_edge=Signal(), tag=Signal(),
                         tick=Signal(64), interval=Signal(32))
-    cfg = SimpleNamespace(deadline=Signal(32, reset=deadline), trigger_threshold=Signal(32),
-                          trigger_response=Signal(), trigger_on_late=Signal())
+    response, on_late = int(threshold == 3), int(threshold == 3)
+    cfg = SimpleNamespace(deadline=Signal(32, reset=deadline), trigger_threshold=Signal(32, reset=threshold),
+                          trigger_response=Signal(reset=response), trigger_on_late=Signal(reset=on_late))
     pairing = _Pairing(d, cfg, "sys")
     ticks = 600
     starts = set()
@@ -970,7 +974,7 @@ def test_pairing_short_deadlines_exact(deadline):
         t += rng.randint(1, 8)
     isr = {t for t in range(ticks) if rng.random() < 0.3}
     task = {t for t in range(ticks) if rng.random() < 0.2}
-    got = []
+    got, triggers = [], []
 
     def drive():
         yield pairing.begin.eq(1)
@@ -986,10 +990,14 @@ def test_pairing_short_deadlines_exact(deadline):
             if (yield s.valid):
                 got.append(((yield s.start), (yield s.found_isr), (yield s.isr), (yield s.dup_isr),
                             (yield s.found_task), (yield s.task), (yield s.dup_task)))
+            if (yield pairing.trigger):
+                # Migen's simulator: inputs written at this cycle are seen by the next clock edge,
+                # so a register read here holds what the previous tick's inputs made.
+                triggers.append(tick - 1)
 
     run_simulation(pairing, [drive()])
     ordered = sorted(starts)
-    expected = []
+    expected, expected_triggers = [], []
     for i, s in enumerate(ordered):
         end = ordered[i + 1] if i + 1 < len(ordered) else ticks
         if deadline:
@@ -999,6 +1007,14 @@ def test_pairing_short_deadlines_exact(deadline):
             hits = [e for e in range(s, end) if e in edges]
             row += [int(bool(hits)), hits[0] - s if hits else 0, max(len(hits) - 1, 0)]
         expected.append(tuple(row))
+        edges = (isr, task)[response]
+        for t in range(s + 1, end):     # the trigger: not at the start tick, while still waiting
+            age = t - s
+            waiting = not any(e in edges for e in range(s, t))
+            if waiting and (age == threshold or on_late and t in edges and age > threshold):
+                expected_triggers.append(t)
     if not deadline:
         expected = expected[:-1]        # the last window stays open: no deadline, no flush
     assert got == expected, f"deadline {deadline}"
+    assert triggers == expected_triggers
+    assert len(triggers) > 10 or 0 < deadline <= threshold     # windows too short to reach it
