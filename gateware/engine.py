@@ -234,16 +234,15 @@ class _Pairing(LiteXModule):
         behind   = Signal()         # next_close != closable, a cycle ago
         # Settings derived once (the settings hold still during a run), off the per-tick paths.
         has_deadline  = Signal()
-        deadline_last = Signal(32)  # the last tick of a window, as an age: deadline - 1
         deadline_two = Signal()     # deadline == 2: a window opened now ends after the next tick
         deadline_near = Signal(32)  # deadline - 2: the age one tick before the last
-        reaching = Signal()         # age == deadline_last (decided a tick ahead: no compare before in_deadline)
+        reaching = Signal()         # age == deadline - 1, the window's last tick (decided a tick ahead)
         trigger_on = Signal()
         threshold_one = Signal()        # trigger_threshold == 1
         threshold_before = Signal(32)   # trigger_threshold - 1
         at_threshold = Signal()     # age == trigger_threshold (decided a tick ahead, as `reaching`)
         late     = Signal()         # age > trigger_threshold (likewise)
-        sync += [has_deadline.eq(cfg.deadline != 0), deadline_last.eq(cfg.deadline - 1),
+        sync += [has_deadline.eq(cfg.deadline != 0),
                  deadline_two.eq(cfg.deadline == 2), deadline_near.eq(cfg.deadline - 2),
                  trigger_on.eq(cfg.trigger_threshold != 0), threshold_one.eq(cfg.trigger_threshold == 1),
                  threshold_before.eq(cfg.trigger_threshold - 1)]

@@ -28,6 +28,16 @@ CSR_PAGING        = 0x800  # bytes per bank, as in LiteX SoCs
 BANKS             = ["timebase", "stimulus", "capture", "engine"]
 
 
+def _add_csr_bus(module, bank_number):
+    """A CSR bus over ``module``'s CSRs, banked by ``bank_number(name, memory)`` as a LiteX SoC
+    maps them; returns the bus's ports."""
+    module.bus = csr_bus.Interface(data_width=CSR_DATA_WIDTH, address_width=CSR_ADDRESS_WIDTH)
+    module.csr_banks = csr_bus.CSRBankArray(module, bank_number, paging=CSR_PAGING,
+        data_width=CSR_DATA_WIDTH, address_width=CSR_ADDRESS_WIDTH)
+    module.csr_interconnect = csr_bus.Interconnect(module.bus, module.csr_banks.get_buses())
+    return {module.bus.adr, module.bus.we, module.bus.re, module.bus.dat_w, module.bus.dat_r}
+
+
 class TimingCores(LiteXModule):
     def __init__(self, n_stimulus=2, n_inputs=4, fifo_depth=256, glitch_max=15, reset_value=0,
                  event_port="stream", with_engine=False, engine_port="stream", engine_word_count_bits=WORD_COUNT_BITS):
@@ -89,11 +99,7 @@ class TimingCores(LiteXModule):
                 self._engine_ports()
 
         # CSR bus: one bank per core, as a LiteX SoC maps them.
-        self.bus = csr_bus.Interface(data_width=CSR_DATA_WIDTH, address_width=CSR_ADDRESS_WIDTH)
-        self.csr_banks = csr_bus.CSRBankArray(self, self._bank_number, paging=CSR_PAGING,
-            data_width=CSR_DATA_WIDTH, address_width=CSR_ADDRESS_WIDTH)
-        self.csr_interconnect = csr_bus.Interconnect(self.bus, self.csr_banks.get_buses())
-        self.ios |= {self.bus.adr, self.bus.we, self.bus.re, self.bus.dat_w, self.bus.dat_r}
+        self.ios |= _add_csr_bus(self, self._bank_number)
 
         self.parameters = dict(n_stimulus=n_stimulus, n_inputs=n_inputs, fifo_depth=fifo_depth,
             glitch_max=glitch_max, reset_value=reset_value, event_port=event_port,
@@ -155,13 +161,9 @@ class EngineAlone(LiteXModule):
         self.engine = MeasurementEngine(record, tick, record_delay, clock_domain="ts",
                                         word_count_bits=word_count_bits)
         self.engine.add_csr_reader()
-        self.bus = csr_bus.Interface(data_width=CSR_DATA_WIDTH, address_width=CSR_ADDRESS_WIDTH)
-        self.csr_banks = csr_bus.CSRBankArray(self, lambda name, memory: 0 if name == "engine" else None,
-            paging=CSR_PAGING, data_width=CSR_DATA_WIDTH, address_width=CSR_ADDRESS_WIDTH)
-        self.csr_interconnect = csr_bus.Interconnect(self.bus, self.csr_banks.get_buses())
         self.ios = {self.cd_sys.clk, self.cd_sys.rst, self.cd_ts.clk, self.cd_ts.rst, record.valid,
-                    record.channels, record.levels, tick, self.engine.trigger,
-                    self.bus.adr, self.bus.we, self.bus.re, self.bus.dat_w, self.bus.dat_r}
+                    record.channels, record.levels, tick, self.engine.trigger}
+        self.ios |= _add_csr_bus(self, lambda name, memory: 0 if name == "engine" else None)
 
 
 # ECP5 cells per LUT4 of the fabric: a carry cell is a slice's two LUTs, a 16x4 distributed RAM the

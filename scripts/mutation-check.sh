@@ -38,7 +38,7 @@ mutants=(
   "engine: values 2**24..2**25-1 not in the overflow bin@gateware/engine.py@over.eq(value[VALUE_BITS:] != 0)@over.eq(value[VALUE_BITS + 1:] != 0)@tests/gateware/test_engine.py"
   "engine: an ISR edge at the start's own tick not in its window@gateware/engine.py@found_isr.eq(d.isr), lat_isr.eq(0),@found_isr.eq(0), lat_isr.eq(0),@tests/gateware/test_engine.py"
   "engine: the tag's level at the start ignored (edges only)@gateware/engine.py@tag_at.eq(d.tag), tag_in.eq(d.tag),@tag_at.eq(d.tag), tag_in.eq(d.tag_edge),@tests/gateware/test_engine.py"
-  "engine: deadline one tick long@gateware/engine.py@reaching.eq(age == deadline_near),@reaching.eq(age == deadline_last),@tests/gateware/test_engine.py"
+  "engine: deadline one tick long@gateware/engine.py@reaching.eq(age == deadline_near),@reaching.eq(age == deadline_near + 1),@tests/gateware/test_engine.py"
   "engine: a deadline of 1 takes the tick after the start too@gateware/engine.py@in_deadline.eq(cfg.deadline != 1), reaching@in_deadline.eq(1), reaching@tests/gateware/test_engine.py"
   "engine: deadline 2 as long as deadline 3@gateware/engine.py@reaching.eq(deadline_two),@reaching.eq(0),@tests/gateware/test_engine.py"
   "engine: a sample in the interval of the tick its window closes@gateware/engine.py@s.start.eq(start), s.interval.eq(start_iv),@s.start.eq(start), s.interval.eq(d.interval),@tests/gateware/test_engine.py"
