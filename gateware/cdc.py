@@ -155,7 +155,10 @@ class RegisteredFullAsyncFIFO(Module, _FIFOInterface):
         self.comb += [
             wrport.adr.eq(wbin[:-1]),
             wrport.dat_w.eq(self.din),
-            wrport.we.eq(ce),
+            # Written whenever there is room, a write or not: the slot at the write pointer is not
+            # the reader's until the pointer moves past it, and the RAMs' enable is then a register
+            # (with `we` in it, it was a wide fan-out behind the stream's valid logic).
+            wrport.we.eq(writable),
             rdport.adr.eq(consume.q_next_binary[:-1]),
         ]
 

@@ -276,8 +276,7 @@ class _Pairing(LiteXModule):
                 opened.eq(1),
                 start.eq(d.tick), start_iv.eq(d.interval),
                 age.eq(1), age_full.eq(0),
-                in_deadline.eq(cfg.deadline != 1), reaching.eq(deadline_two),
-                at_threshold.eq(threshold_one), late.eq(~trigger_on),
+                in_deadline.eq(cfg.deadline != 1), late.eq(~trigger_on),
                 found_isr.eq(d.isr), lat_isr.eq(0), dup_isr.eq(0), dup_isr_full.eq(0),
                 found_task.eq(d.task), lat_task.eq(0), dup_task.eq(0), dup_task_full.eq(0),
                 tag_at.eq(d.tag), tag_in.eq(d.tag),
@@ -288,15 +287,15 @@ class _Pairing(LiteXModule):
                 If(age == 0xFFFFFFFE, age_full.eq(1)),
                 # age_next == deadline; `reaching` (age == deadline - 1) was compared a tick ahead.
                 in_deadline.eq(in_deadline & ~reaching),
-                reaching.eq(age == deadline_near),
-                # The next age is this one plus one, unless saturated.
-                If(~age_full,
-                    at_threshold.eq(age == threshold_before), late.eq(late | at_threshold),
-                ),
+                If(~age_full, late.eq(late | at_threshold)),
                 respond(d.isr, found_isr, lat_isr, dup_isr, dup_isr_full),
                 respond(d.task, found_task, lat_task, dup_task, dup_task_full),
                 If(live & d.tag_edge, tag_in.eq(1)),
             ),
+            # Decided a tick ahead, outside the open/close chain above (a closed window reads neither;
+            # an open resets both): the next age is this one plus one, unless saturated.
+            reaching.eq(Mux(opens, deadline_two, age == deadline_near)),
+            at_threshold.eq(Mux(opens, threshold_one, Mux(age_full, at_threshold, age == threshold_before))),
             # Closes: each after its interval's last sample (a sample leaves this stage the cycle its
             # window closes; `closable` moves on only from the next cycle, and is itself a register: it
             # only ever moves forward, so a late one only delays a close). The compare is registered
@@ -406,7 +405,7 @@ class _Crossing(LiteXModule):
         self.clear    = Signal()
         self.lost     = Signal(32)      # sys: windows lost since the previous entry
         self.pending  = Signal()        # sys: entries on their way
-        self.windows_lost = Signal(32)  # clock_domain: lost and not yet carried by an entry
+        self.windows_lost = Signal(32)  # clock_domain: lost since power-up, modulo 2**32
 
         # # #
 
@@ -433,11 +432,10 @@ class _Crossing(LiteXModule):
             sink.tag_at.eq(s.tag_at), sink.tag_in.eq(s.tag_in),
             sink.lost.eq(self.windows_lost),
         ]
-        written, close_written = Signal(), Signal()
+        close_written = Signal()
         events_free = Signal()   # the FIFO takes an entry and no sample or close comes first
         self.comb += [
             events_free.eq(sink.ready & ~s.valid & ~owing),
-            written.eq(sink.valid & sink.ready),
             close_written.eq(~s.valid & owing & sink.ready),
         ]
         sync += [
@@ -446,17 +444,15 @@ class _Crossing(LiteXModule):
             ).Elif(~pairing.close & close_written,
                 owed.eq(owed - 1), owing.eq(owed != 1),
             ),
-            If(written,
-                self.windows_lost.eq(0),
-            ).Elif(s.valid & (self.windows_lost != 0xFFFFFFFF),
-                self.windows_lost.eq(self.windows_lost + 1),
-            ),
+            # A running count, never reset: every entry carries it and sys takes the difference
+            # from the previous entry's (no reset fanning out to 32 flip-flops from the FIFO's ready).
+            If(s.valid & ~sink.ready, self.windows_lost.eq(self.windows_lost + 1)),
             closing_seen.eq(pairing.closing_done),
             If(pairing.closing_done & ~closing_seen, flushed_p.eq(1)),
             If(clear, clear_p.eq(1)),
             If(begin, begin_p.eq(1)),
             # Each written as `event` picks it: nothing before it pending and the FIFO taking it
-            # (the same as `written & (event == E_...)`, without the event's mux and compare).
+            # (the same as "written and `event` == E_...", without the event's mux and compare).
             If(flushed_p & events_free, flushed_p.eq(0)),
             If(clear_p & events_free & ~flushed_p, clear_p.eq(0)),
             If(begin_p & events_free & ~flushed_p & ~clear_p, begin_p.eq(0)),
@@ -466,6 +462,7 @@ class _Crossing(LiteXModule):
         src = fifo.source
         gap = Signal(max=2 * SLOT)
         take = Signal()
+        lost_carried = Signal(32)   # the count the previous entry carried
         self.comb += [
             take.eq(src.valid & ((src.type != E_SAMPLE) | (gap == 0))),
             src.ready.eq(take),
@@ -483,7 +480,8 @@ class _Crossing(LiteXModule):
             self.begin.eq(take & (src.type == E_BEGIN)),
             self.flushed.eq(take & (src.type == E_FLUSHED)),
             self.clear.eq(take & (src.type == E_CLEAR)),
-            self.lost.eq(Mux(take, src.lost, 0)),
+            self.lost.eq(Mux(take, src.lost - lost_carried, 0)),
+            If(take, lost_carried.eq(src.lost)),
             o.start.eq(src.tick), o.interval.eq(src.interval),
             o.found_isr.eq(src.found_isr), o.found_task.eq(src.found_task),
             o.isr.eq(src.isr), o.task.eq(src.task),
