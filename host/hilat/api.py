@@ -179,7 +179,8 @@ class Stats:
 
     @property
     def std(self) -> Seconds | None:
-        """Sample standard deviation (None where the run does not have it: on-rig results)."""
+        """Standard deviation: of the samples (ddof 1), or for on-rig results of the rig's bins
+        (HdrHistogram's, bucket medians; None when the overflow bin holds samples)."""
         return self._s(self.std_ticks, "std")
 
     @property
@@ -411,12 +412,14 @@ class Run:
                          histogram=source.hist[key], worst=worst,
                          resolution="HdrHistogram, 3 significant digits (streamed: the run is long)")
         # RigAggregates counts all and untagged; the tagged subset has binned samples only.
+        from hilat.engine import bins_std
         exact = source.rig.exact(kind, subset)
         n = source.count_of(kind, subset)
         return Stats(kind, title, subset, tick_s, starts=source.starts.get(key, n), misses=source.misses.get(key, 0),
                      duplicates=source.duplicates.get(key, 0), count=n,
                      min_ticks=exact["min"] if exact and n else None, max_ticks=exact["max"] if exact and n else None,
-                     mean_ticks=exact["sum"] / n if exact and n else None, std_ticks=None,
+                     mean_ticks=exact["sum"] / n if exact and n else None,
+                     std_ticks=bins_std(source.rig.counts(kind, subset)) if n else None,
                      rig_counts=source.rig.counts(kind, subset),
                      worst=worst, resolution="on-rig: the engine's HdrHistogram bins, 2 significant digits")
 

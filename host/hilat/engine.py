@@ -497,7 +497,8 @@ class RigAggregates:
     the untagged rows count binned samples."""
 
     statistics_note = ("on-rig: median and percentiles from the engine's HdrHistogram bins (2 significant "
-                       "digits, highest equivalent value); count, min, max, mean exact (ENGINE_STATS); no std")
+                       "digits, highest equivalent value) and std from them (HdrHistogram's: bucket medians, population); "
+                       "count, min, max, mean exact (ENGINE_STATS)")
 
     def __init__(self, rig: RigHistograms, edges: int = 0):
         self.rig = rig
@@ -539,7 +540,7 @@ class RigAggregates:
         *values, median = engine_percentiles(counts, [100 * q for q in percentiles] + [50.0])
         hi = exact["max"]
         row.update(min=exact["min"], median=None if median is None else float(median), max=hi,
-                   mean=exact["sum"] / n, std=None)
+                   mean=exact["sum"] / n, std=bins_std(counts))
         row["percentiles"] = {analysis.percentile_label(q): (min(v, hi) if v is not None
                                                             and n >= analysis.samples_needed(q) else None)
                               for q, v in zip(percentiles, values)}
@@ -583,6 +584,15 @@ def engine_percentiles(counts: np.ndarray, ps) -> list[int | None]:
     low = _LAYOUT.value_from_index(np.minimum(index, HDR_BINS - 1))
     value = np.where(ps == 0.0, low, _LAYOUT.highest_equivalent_value(low))
     return [None if i >= OVERFLOW_BIN else int(v) for i, v in zip(index.tolist(), value.tolist())]
+
+
+def bins_std(counts: np.ndarray) -> float | None:
+    """The standard deviation of the rig's bins, as HdrHistogram's ``getStdDeviation`` gives it (each
+    sample at its bin's median equivalent value; population). None when empty, or when the overflow
+    bin holds samples (their values are not known)."""
+    if counts[OVERFLOW_BIN] or not counts.any():
+        return None
+    return tick_histogram(counts).stddev
 
 
 def bin_value(index: int) -> int:

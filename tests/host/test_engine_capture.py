@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from engine_rig import EngineRig
 from fake_rig import FakeRig, capture_script
-from hilat import analysis, runs
+from hilat import analysis, api, runs
 from hilat import protocol as p
 from hilat.cli import main
 from hilat.hdr import read_hlog
@@ -42,7 +42,9 @@ def check_summary(rig, doc):
             row = run["subsets"][subset][kind]
             ticks = row["ticks"]
             assert (row["count"], ticks["min"], ticks["max"]) == (exact["count"], exact["min"], exact["max"])
-            assert ticks["mean"] == pytest.approx(exact["mean"], rel=1e-15) and ticks["std"] is None
+            assert ticks["mean"] == pytest.approx(exact["mean"], rel=1e-15)
+            # The bins' std is HdrHistogram's of the injected values (bucket medians, population).
+            assert ticks["std"] == pytest.approx(hist.stddev, rel=1e-12) and ticks["std"] > 0
             assert ticks["median"] == hist.value_at_percentile(50.0)
             for q in analysis.PERCENTILES:
                 label = analysis.percentile_label(q)
@@ -88,6 +90,10 @@ def test_on_rig_summary_is_the_injected_latencies(tmp_path):
     assert main(["report", str(run_dir), "--format", "json", "-o", str(tmp_path / "report.json")]) == 0
     again = json.loads((tmp_path / "report.json").read_text())
     assert again["runs"][0]["subsets"] == doc["runs"][0]["subsets"]
+    # The API's statistics of the same run: the same figures, std too (the bins', in seconds).
+    isr = api.load(run_dir).stats("stim_to_isr")
+    want = doc["runs"][0]["subsets"]["all"]["stim_to_isr"]["ticks"]
+    assert isr.std_ticks == want["std"] and isr.mean_ticks == want["mean"] and isr.std > 0
 
 
 def test_on_rig_with_raw_edges_agrees_with_the_host_pairing(tmp_path):
