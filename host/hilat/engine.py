@@ -497,8 +497,8 @@ class RigAggregates:
     the untagged rows count binned samples."""
 
     statistics_note = ("on-rig: median and percentiles from the engine's HdrHistogram bins (2 significant "
-                       "digits, highest equivalent value) and std from them (HdrHistogram's: bucket medians, population); "
-                       "count, min, max, mean exact (ENGINE_STATS)")
+                       "digits, highest equivalent value) and std from them (HdrHistogram's: bucket medians, "
+                       "population); count, min, max, mean exact (ENGINE_STATS)")
 
     def __init__(self, rig: RigHistograms, edges: int = 0):
         self.rig = rig
