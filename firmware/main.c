@@ -114,6 +114,7 @@ static void send_frame(hilat_frame_t *f)
 #ifdef CSR_ENGINE_BASE
 static hilat_frame_t bins;      /* the ENGINE_BINS frame being filled */
 static int bins_open;
+static uint32_t bins_unencodable; /* ENGINE_BINS entries the encoder refused (HILAT_ERR_RANGE): lost, counted */
 static hilat_frame_t outliers;  /* the ENGINE_OUTLIERS frame being filled */
 static int outliers_open;
 static void engine_reset(int raw);
@@ -383,6 +384,7 @@ static void engine_reset(int raw)
         engine_discard();
     engine_discard();
     bins_open = outliers_open = 0;
+    bins_unencodable = 0;
     capture_raw_write(FIELD(CAPTURE_RAW, ENABLE, raw != 0));
     capture_commit_write(FIELD(CAPTURE_COMMIT, COMMIT, 1));
 }
@@ -456,6 +458,7 @@ static void on_engine_stats(const hilat_command_t *cmd)
     st.samples = engine_samples_read();
     st.samples_lost = engine_samples_lost_read();
     st.bins_lost = engine_bins_lost_read();
+    st.bins_lost = st.bins_lost + bins_unencodable < st.bins_lost ? UINT32_MAX : st.bins_lost + bins_unencodable;
     st.outliers_lost = engine_outliers_lost_read();
     st.trigger_delay = HILAT_ENGINE_TRIGGER_DELAY;
     st.min_spacing = HILAT_ENGINE_MIN_SPACING;
@@ -523,6 +526,13 @@ static int drain_engine(void)
             int added = is_close ? hilat_engine_bins_add_close(&bins, kind, interval)
                                  : hilat_engine_bins_add_bin(&bins, kind, (uint8_t)GET(ENGINE_BINS_INFO, TAG, info),
                                                              interval, (uint16_t)GET(ENGINE_BINS_INFO, BIN, info), count);
+            if (added < 0) {
+                /* Only a faulty engine gives a kind, tag or bin out of range: the entry is lost, and
+                 * counted with the engine's own lost bins. */
+                if (bins_unencodable != UINT32_MAX)
+                    bins_unencodable++;
+                break;
+            }
             if (added)
                 break;
             send_frame(&bins);
