@@ -125,8 +125,9 @@ class _Config:
 class _RecordDecode(LiteXModule):
     """Registered: this tick's start, response and tag edges, the tag's level, the tick and its
     interval number. Runs every cycle (a tick without a record has no edges). Two stages: the
-    first copies the record (so the engine is placed apart from the capture that also reads it)
-    and does half of the interval's shift, the second the rest and the edge decode."""
+    first registers, per role, the channels with an edge of its level (so the engine is placed
+    apart from the capture that also reads the record) and does half of the interval's shift; the
+    second picks each role's channel and does the rest of the shift."""
     latency = 2
 
     def __init__(self, record, tick, cfg, clock_domain):
@@ -141,29 +142,32 @@ class _RecordDecode(LiteXModule):
         # # #
 
         sync = getattr(self.sync, clock_domain)
-        # Stage 1: the record and its tick; the tick shifted by the shift's low two bits.
-        valid, channels_r, levels_r = Signal(), Signal(len(record.channels)), Signal(len(record.levels))
+        # Stage 1: per role, which channels have an edge of the role's level (the level compares
+        # ahead of the channel mux); the tick; the tick shifted by the shift's low two bits.
+        n = len(record.channels)
+        levels = [cfg.start_level, cfg.isr_level, cfg.task_level, cfg.tag_level]
+        edges = [Signal(n, name=f"role_edges{r}") for r in range(len(levels))]  # valid and an edge at the level
+        tag_levels = Signal(n)     # the channels at the tag's level
         tick_r = Signal(64)
         assert INTERVAL_SHIFT_MAX - INTERVAL_SHIFT_MIN == 15
         part = Signal(32 + 12)     # tick >> (INTERVAL_SHIFT_MIN + shift % 4)
         sync += [
-            valid.eq(record.valid), channels_r.eq(record.channels), levels_r.eq(record.levels),
+            *[edges[r][i].eq(record.valid & record.channels[i] & (record.levels[i] == level))
+              for r, level in enumerate(levels) for i in range(n)],
+            *[tag_levels[i].eq(record.levels[i] == cfg.tag_level) for i in range(n)],
             tick_r.eq(tick),
             Case(cfg.interval_shift[:2], {j: part.eq(tick[INTERVAL_SHIFT_MIN + j:]) for j in range(4)}),
         ]
-        # Stage 2: the rest of the shift (by 4 * (shift // 4)), the edges.
-        channels = Array(channels_r[i] for i in range(len(channels_r)))
-        levels   = Array(levels_r[i] for i in range(len(levels_r)))
-
-        def edge(channel, level):
-            return valid & channels[channel] & (levels[channel] == level)
+        # Stage 2: the role's channel picked, the rest of the shift (by 4 * (shift // 4)).
+        def pick(bits, channel):
+            return Array(bits[i] for i in range(n))[channel]
 
         sync += [
-            self.start.eq(edge(cfg.start_channel, cfg.start_level)),
-            self.isr.eq(edge(cfg.isr_channel, cfg.isr_level)),
-            self.task.eq(edge(cfg.task_channel, cfg.task_level)),
-            self.tag_edge.eq(cfg.tag_enable & edge(cfg.tag_channel, cfg.tag_level)),
-            self.tag.eq(cfg.tag_enable & (levels[cfg.tag_channel] == cfg.tag_level)),
+            self.start.eq(pick(edges[0], cfg.start_channel)),
+            self.isr.eq(pick(edges[1], cfg.isr_channel)),
+            self.task.eq(pick(edges[2], cfg.task_channel)),
+            self.tag_edge.eq(cfg.tag_enable & pick(edges[3], cfg.tag_channel)),
+            self.tag.eq(cfg.tag_enable & pick(tag_levels, cfg.tag_channel)),
             self.tick.eq(tick_r),
             Case(cfg.interval_shift[2:], {a: self.interval.eq(part[4 * a:4 * a + 32]) for a in range(4)}),
         ]
