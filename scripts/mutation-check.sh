@@ -50,6 +50,8 @@ mutants=(
   "engine: a late response never late@gateware/engine.py@late.eq(late | at_threshold)@late.eq(late)@tests/gateware/test_engine.py"
   "engine: a threshold of 1 missed at the window's first tick@gateware/engine.py@at_threshold.eq(Mux(opens, threshold_one,@at_threshold.eq(Mux(opens, 0,@tests/gateware/test_engine.py"
   "engine: windows lost at the crossing counted again by every later entry@gateware/engine.py@If(take, lost_carried.eq(src.lost)),@,@tests/gateware/test_engine.py"
+  "engine: a role's level ignored (rising edges only)@gateware/engine.py@record.channels[i] & (record.levels[i] == level)@record.channels[i] & (record.levels[i] == 1)@tests/gateware/test_engine.py"
+  "engine: the tag's level ignored (high is active)@gateware/engine.py@tag_levels[i].eq(record.levels[i] == cfg.tag_level)@tag_levels[i].eq(record.levels[i])@tests/gateware/test_engine.py"
   "engine: a begin written over a pending clear@gateware/engine.py@If(begin_p & events_free & ~flushed_p & ~clear_p, begin_p.eq(0))@If(begin_p & events_free & ~flushed_p, begin_p.eq(0))@tests/gateware/test_engine.py"
   "engine: an outlier at a value equal to the threshold@gateware/engine.py@(values.value[k] > thresholds[k])@(values.value[k] >= thresholds[k])@tests/gateware/test_engine.py"
   "engine: duplicates wrap instead of saturating@gateware/engine.py@dups_full.eq(dups == 0xFFFE)),@dups_full.eq(0)),@tests/gateware/test_engine.py"

@@ -246,7 +246,10 @@ def _tag_flags(groups, roles, starts, window_end):
     tag_ticks = np.concatenate((tag_rises, tag_falls))
     tag_levels = np.concatenate((np.ones(len(tag_rises), np.uint8), np.zeros(len(tag_falls), np.uint8)))
     tag_order = np.argsort(tag_ticks, kind="stable")
-    tag_at = _level_at(tag_ticks[tag_order], tag_levels[tag_order], starts)
+    # An edge is a change of level: before the tag's first edge it was at the other level (an
+    # active-low tag idling low is active from the start). A tag without edges counts as inactive.
+    initial = 1 - int(tag_levels[tag_order[0]]) if len(tag_order) else 0
+    tag_at = _level_at(tag_ticks[tag_order], tag_levels[tag_order], starts, initial=initial)
     # Active at any time in [S, end): active at S, or a rise inside the window.
     rise_inside = np.searchsorted(tag_rises, window_end, "left") > np.searchsorted(tag_rises, starts, "left")
     return tag_at, ((tag_at == 1) | rise_inside).astype(np.uint8)

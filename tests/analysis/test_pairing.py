@@ -68,6 +68,20 @@ def test_tag_at_stimulus_and_in_window():
         "stim_to_isr"]["count"] == 1
 
 
+def test_tag_before_its_first_edge_is_the_other_level():
+    # An active-low tag idling low: active until its first edge (a rise, to inactive), so the
+    # windows before it are tagged; an active-high tag whose first edge is a fall likewise.
+    low = dataclasses.replace(ROLES, active_low=(ROLES.tag,))
+    edges = dut_edges(STIM, ISR, TASK) + [(10500, ROLES.tag, 1), (17000, ROLES.tag, 0), (17010, ROLES.tag, 1)]
+    p = analysis.pair(*arrays(edges), low)
+    assert p.tag_at_stimulus.tolist() == [1, 1, 0, 0, 0]
+    assert p.tag_in_window.tolist() == [1, 1, 0, 1, 0]
+    falls_first = dut_edges(STIM, ISR, TASK) + [(10500, ROLES.tag, 0)]
+    assert analysis.pair(*arrays(falls_first), ROLES).tag_in_window.tolist() == [1, 1, 0, 0, 0]
+    # Without tag edges the tag counts as inactive (its level is not in the edges).
+    assert analysis.pair(*arrays(dut_edges(STIM, ISR, TASK)), low).tag_in_window.tolist() == [0] * 5
+
+
 def test_offset_subtracted_from_stimulus_responses_only():
     p = analysis.pair(*arrays(dut_edges(STIM, ISR, TASK)), ROLES, offset_ticks=7)
     assert p.isr_latency.tolist() == [43, M, 68, 393, 53]

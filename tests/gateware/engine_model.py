@@ -34,11 +34,11 @@ def bin_of(value):
     return OVERFLOW_BIN if value > HDR.highest_recordable else HDR.counts_array_index(value)
 
 
-def rig_roles(n_stimulus=2, n_inputs=4, **roles):
+def rig_roles(n_stimulus=2, n_inputs=4, stimulus_active=1, active_low=(), **roles):
     """``analysis.Channels`` of the rig's channel table (gateware.channels), the default roles unless
     ``roles`` ({role: channel}) moves them; the stimulus is channel 0."""
     table = [(c.name, c.role) for c in channel_table(n_stimulus, n_inputs)]
-    return analysis.Channels.from_table(table, roles=roles)
+    return analysis.Channels.from_table(table, roles=roles, stimulus_active=stimulus_active, active_low=active_low)
 
 
 @dataclass

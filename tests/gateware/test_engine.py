@@ -623,6 +623,30 @@ async def deadline_ends_windows(dut, clocks):
     assert [s.tag_in for s in second] == [int(i & 1 == 0) for i in range(len(second))]
 
 
+@cocotb.test(**needs("engine"))
+@cocotb.parametrize(clocks=CLOCKS)
+async def active_low_roles(dut, clocks):
+    """Every role at its low level: the stimulus's falling edge starts a window (an inverted
+    stimulus's active edge), the ISR, the task and the tag are active low (the DUT pulls them down):
+    bins, statistics and tags exact against the host's pairing of the same edges."""
+    roles = em.rig_roles(stimulus_active=0, active_low=(ISR, TASK, TAG))
+    cfg = EngineConfig.from_roles(roles, interval_shift=SHIFT, deadline=0)
+    assert (cfg.start[1], cfg.isr[1], cfg.task[1], cfg.tag[1]) == (0, 0, 0, 0)
+    tb = await start_engine_tb(dut, clocks, cfg, seed=clocks[0] + 3)
+    rng = random.Random(clocks[1] + 3)
+    first = await tb.run_start()
+    n, width = 150, 3
+    stim = StimulusConfig(mode=DITHER, period=700, jitter=300, width=width, count=n, seed=9, start_time=first + 400)
+    rises = stimulus_rises(stim, n)
+    random_responses(tb, rng, rises)
+    await start_stimulus(tb, (STIM, stim))
+    await tb.sleep_until(rises[-1] + 2000)
+    samples = await finish(tb, cfg, roles, [(STIM, stim, n)], first)
+    # Windows start at the pulses' ends; the tag (low while idle) is in nearly every window.
+    assert [s.start for s in samples] == [r + width for r in rises]
+    assert sum(s.tag_in for s in samples) > n // 2 and any(isinstance(s.values[0], int) for s in samples)
+
+
 # Flush, clear --------------------------------------------------------------------------------------
 
 @cocotb.test(**needs("engine"))
