@@ -297,8 +297,11 @@ class EdgeCapture(LiteXModule):
         levels = Cat(*[front_end.level for front_end in front_ends])
         self.record = record = stream.Endpoint(self.layout)  # clock_domain; valid = "edges this cycle"
         self.RECORD_DELAY = self.PIN_TO_STAMP_DELAY + 1
+        raw_valid = Signal()    # record.valid & raw, as its own register: the FIFO's write enable is
+                                # then one LUT of registers (it was two, the capture's routed critical path)
         sync += [
             record.valid.eq(edges != 0),
+            raw_valid.eq((edges != 0) & raw),
             record.timestamp.eq(stamp),
             record.channels.eq(edges),
             record.levels.eq(levels),
@@ -312,7 +315,7 @@ class EdgeCapture(LiteXModule):
         # Drops: counted per channel, flagged, and marked in the stream. With `raw` off the FIFO takes
         # nothing (and nothing is dropped).
         to_fifo = stream.Endpoint(self.layout)
-        self.comb += [record.connect(to_fifo, omit={"valid", "ready"}), to_fifo.valid.eq(record.valid & raw)]
+        self.comb += [record.connect(to_fifo, omit={"valid", "ready"}), to_fifo.valid.eq(raw_valid)]
         self.drops = _DropAccounting(to_fifo, fifo.sink, n, counter_width, clock_domain)
         self.comb += [
             self.drops.clear.eq(self.clear),

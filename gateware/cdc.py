@@ -59,7 +59,7 @@ class Snapshot(LiteXModule):
 
         # # #
 
-        taken = Signal()
+        take, taken = Signal(), Signal()
         self.to_cd   = PulseSynchronizer("sys", clock_domain)
         self.to_sys  = PulseSynchronizer(clock_domain, "sys")
         sync = getattr(self.sync, clock_domain)
@@ -68,9 +68,12 @@ class Snapshot(LiteXModule):
             self.to_sys.i.eq(taken),
         ]
         sync += [
-            If(self.to_cd.o, *[o.eq(s) for o, s in zip(self.outputs, sources)]),
+            # The synchronizer's pulse is an XOR of two flip-flops: registered once more before it
+            # enables every flip-flop of the latch.
+            take.eq(self.to_cd.o),
+            If(take, *[o.eq(s) for o, s in zip(self.outputs, sources)]),
             # Signal back one cycle after the latch was written: it is stable by the time sys sees it.
-            taken.eq(self.to_cd.o),
+            taken.eq(take),
         ]
         self.sync += [
             If(self.request,

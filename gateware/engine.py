@@ -245,7 +245,9 @@ class _Pairing(LiteXModule):
         threshold_one = Signal()        # trigger_threshold == 1
         threshold_before = Signal(32)   # trigger_threshold - 1
         at_threshold = Signal()     # age == trigger_threshold (decided a tick ahead, as `reaching`)
+        threshold_lo, threshold_hi = Signal(), Signal()   # its two 16-bit halves (registers)
         late     = Signal()         # age > trigger_threshold (likewise)
+        self.comb += at_threshold.eq(threshold_lo & threshold_hi)
         sync += [has_deadline.eq(cfg.deadline != 0),
                  deadline_two.eq(cfg.deadline == 2), deadline_near.eq(cfg.deadline - 2),
                  trigger_on.eq(cfg.trigger_threshold != 0), threshold_one.eq(cfg.trigger_threshold == 1),
@@ -299,7 +301,11 @@ class _Pairing(LiteXModule):
             # Decided a tick ahead, outside the open/close chain above (a closed window reads neither;
             # an open resets both): the next age is this one plus one, unless saturated.
             reaching.eq(Mux(opens, deadline_two, age == deadline_near)),
-            at_threshold.eq(Mux(opens, threshold_one, Mux(age_full, at_threshold, age == threshold_before))),
+            # at_threshold in two registered halves (one 32-bit compare and its muxes was the routed
+            # critical path); an open sets both to the threshold-of-one case, saturation holds both.
+            threshold_lo.eq(Mux(opens, threshold_one,
+                                Mux(age_full, threshold_lo, age[:16] == threshold_before[:16]))),
+            threshold_hi.eq(Mux(opens, 1, Mux(age_full, threshold_hi, age[16:] == threshold_before[16:]))),
             # Closes: each after its interval's last sample (a sample leaves this stage the cycle its
             # window closes; `closable` moves on only from the next cycle, and is itself a register: it
             # only ever moves forward, so a late one only delays a close). The compare is registered

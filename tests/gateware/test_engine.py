@@ -1042,3 +1042,36 @@ def test_pairing_short_deadlines_exact(deadline, threshold):
     assert got == expected, f"deadline {deadline}"
     assert triggers == expected_triggers
     assert len(triggers) > 10 or 0 < deadline <= threshold     # windows too short to reach it
+
+
+@pytest.mark.parametrize("threshold", [3, (1 << 16) + 5])
+def test_pairing_trigger_once_in_a_long_window(threshold):
+    """A window open for more than 2**16 ticks with no response: the trigger pulses once, at the
+    threshold, not again when the age's low half comes round to it (the threshold is compared in two
+    registered halves), and a threshold above 2**16 is not taken at its low half alone."""
+    from types import SimpleNamespace
+
+    from migen import Signal, run_simulation
+
+    from gateware.engine import _Pairing
+
+    d = SimpleNamespace(start=Signal(), isr=Signal(), task=Signal(), tag_edge=Signal(), tag=Signal(),
+                        tick=Signal(64), interval=Signal(32))
+    cfg = SimpleNamespace(deadline=Signal(32), trigger_threshold=Signal(32, reset=threshold),
+                          trigger_response=Signal(), trigger_on_late=Signal())
+    pairing = _Pairing(d, cfg, "sys")
+    start, ticks = 5, (1 << 16) + 4000
+    triggers = []
+
+    def drive():
+        yield pairing.begin.eq(1)
+        yield
+        yield pairing.begin.eq(0)
+        for tick in range(ticks):
+            yield d.start.eq(tick == start)
+            yield
+            if (yield pairing.trigger):
+                triggers.append(tick - 1)     # a register read here: the previous tick's (see above)
+
+    run_simulation(pairing, [drive()])
+    assert triggers == [start + threshold]
