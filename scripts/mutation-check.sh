@@ -76,6 +76,6 @@ PY
         -p no:cacheprovider >"$scratch/log" 2>&1); then
     echo "MISSED  $name"
   else
-    echo "CAUGHT  $name: $(grep -m1 -oE 'AssertionError: .{0,100}' "$scratch/log" || echo failed)"
+    echo "CAUGHT  $name: $(grep -m1 -oE 'AssertionError: .{0,100}|^E +assert .{0,100}' "$scratch/log" || echo failed)"
   fi
 done

@@ -115,7 +115,7 @@ class PllCRG(LiteXModule):
 # Command line ------------------------------------------------------------------------------------
 
 def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, programmer_board,
-                engine_default=True):
+                engine_default=True, engine_default_text=None):
     from litex.build.parser import LiteXArgumentParser
 
     parser = LiteXArgumentParser(platform=platform_cls, description=description)
@@ -132,7 +132,7 @@ def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, pro
         "this many seeds in all (default %(default)d; 1: no retry).")
     parser.add_target_argument("--engine", action=argparse.BooleanOptionalAction, default=engine_default, help=
         "Build in the on-rig measurement engine (docs/engine.md); without it: raw edges only, 32 KiB "
-        "of ROM (default: %(default)s on this board).")
+        "of ROM (default: " + (engine_default_text or "%(default)s on this board") + ").")
     parser.add_target_argument("--flash", action="store_true",
                                help="Write the bitstream to the configuration flash (openFPGALoader).")
     parser.add_target_argument("--cable", default=None,

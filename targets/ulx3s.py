@@ -18,6 +18,7 @@ from targets import board_flow
 
 BOARD = "ulx3s"
 PROGRAMMER_BOARD = "ulx3s"
+ENGINE_OFF_DEVICES = ("LFE5U-25F",)   # the engine does not meet timing there yet (as on the Colorlight i5)
 SYS_CLK_FREQ = 50e6
 TS_CLK_FREQ  = 140e6  # 7.14 ns ticks, exact from the PLL (VCO 700 MHz, with sys 50 MHz)
 
@@ -72,10 +73,11 @@ class BaseSoC(RigSoC):
 # Build --------------------------------------------------------------------------------------------
 
 def make_parser():
-    # The engine fits the LFE5U-45F but does not meet timing yet (docs/engine.md, "Room on the
-    # FPGA"): off by default.
+    # The engine meets timing on the LFE5U-45F (docs/engine.md, "Room on the FPGA"); on the 25F, as
+    # on the Colorlight i5, not yet: on by default on the larger devices only.
     parser = board_flow.make_parser(radiona_ulx3s.Platform, BOARD, "hilat rig on ULX3S",
-                                    SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD, engine_default=False)
+                                    SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD, engine_default=None,
+                                    engine_default_text="on with the LFE5U-45F and -85F, off with the 25F")
     parser.add_target_argument("--device", default="LFE5U-45F",
                                help="FPGA device (LFE5U-25F, LFE5U-45F or LFE5U-85F).")
     parser.add_target_argument("--revision", default="2.0", help="Board revision (2.0 or 1.7).")
@@ -88,7 +90,12 @@ def build_soc(args, parser):
     return BaseSoC(device=args.device, revision=args.revision, sys_clk_freq=args.sys_clk_freq,
                    ts_clk_freq=args.ts_clk_freq, toolchain=args.toolchain, fifo_depth=args.fifo_depth,
                    n_inputs=args.inputs, cpu_variant=cpu_variant,
-                   with_engine=args.engine, **kwargs)
+                   with_engine=engine_for(args), **kwargs)
+
+
+def engine_for(args):
+    """--engine / --no-engine as given, else the device's default."""
+    return args.engine if args.engine is not None else args.device not in ENGINE_OFF_DEVICES
 
 
 def main():
