@@ -519,8 +519,22 @@ class StimulusGenerator(LiteXModule):
         assert n_channels >= 1
         self.n_channels = n_channels
         self.channels = []
+        # Each channel runs in a domain of its own on the same clock, its reset a register of the
+        # domain's reset (a chain, one more tick each: copies with the same input would be merged by
+        # synthesis). The domain's reset is one flip-flop driving every register of the device; a
+        # channel combines it with its commit in front of its resets, and that route across the
+        # chip was the routed critical path. The release comes a tick or two later, while idle.
+        sync = getattr(self.sync, clock_domain)
+        reset = ResetSignal(clock_domain)
         for i in range(n_channels):
-            channel = StimulusChannel(ts, clock_domain, with_csr=with_csr)
+            domain = f"{clock_domain}_stim{i}"
+            cd = ClockDomain(domain)
+            setattr(self, f"cd_{domain}", cd)
+            local = Signal(reset=1, name=f"stim{i}_reset")   # high through the domain's reset too
+            sync += local.eq(reset)
+            self.comb += [cd.clk.eq(ClockSignal(clock_domain)), cd.rst.eq(local)]
+            reset = local
+            channel = StimulusChannel(ts, domain, with_csr=with_csr)
             setattr(self, f"ch{i}", channel)
             self.channels.append(channel)
         self.pins = [c.pin for c in self.channels]
