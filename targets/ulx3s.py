@@ -18,7 +18,7 @@ from targets import board_flow
 
 BOARD = "ulx3s"
 PROGRAMMER_BOARD = "ulx3s"
-ENGINE_OFF_DEVICES = ("LFE5U-25F",)   # the engine does not meet timing there yet (as on the Colorlight i5)
+ENGINE_OFF_DEVICES = ("LFE5U-25F",)   # 79 % full with the engine: timing met with some seeds only
 SYS_CLK_FREQ = 50e6
 TS_CLK_FREQ  = 140e6  # 7.14 ns ticks, exact from the PLL (VCO 700 MHz, with sys 50 MHz)
 
@@ -73,8 +73,8 @@ class BaseSoC(RigSoC):
 # Build --------------------------------------------------------------------------------------------
 
 def make_parser():
-    # The engine meets timing on the LFE5U-45F (docs/engine.md, "Room on the FPGA"); on the 25F, as
-    # on the Colorlight i5, not yet: on by default on the larger devices only.
+    # The engine meets timing on the LFE5U-45F (docs/engine.md, "Room on the FPGA"); on a 25F (the
+    # Colorlight i5's device) with some nextpnr seeds only: on by default on the larger devices.
     parser = board_flow.make_parser(radiona_ulx3s.Platform, BOARD, "hilat rig on ULX3S",
                                     SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD, engine_default=None,
                                     engine_default_text="on with the LFE5U-45F and -85F, off with the 25F")

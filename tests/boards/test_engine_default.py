@@ -1,6 +1,6 @@
 """Which board builds have the measurement engine by default: the ULX3S with the LFE5U-45F and -85F
-(where it meets timing), not with the 25F, nor the Colorlight i5 (LFE5U-25F) yet; --engine and
---no-engine decide over the default."""
+(where it meets timing), not with the 25F, nor the Colorlight i5 (LFE5U-25F: met with some nextpnr
+seeds only); --engine and --no-engine decide over the default."""
 
 import pytest
 
