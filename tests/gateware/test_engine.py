@@ -2,8 +2,8 @@
 HdrHistogram bins, intervals of the start tick): bins exact per interval, kind and tag whether swept
 or spilled, closes after their bins, exact statistics, misses, duplicates (and their saturation),
 below range, the overflow bin, interval boundaries, deadlines, the minimum spacing and what is lost
-below it, flush, clear, trigger-out to the tick, outlier records (and their loss). Random backpressure on the bins and
-outlier ports; unequal clock ratios (tb.CLOCKS).
+below it, flush, clear, trigger-out to the tick, outlier records (and their loss), roles at their
+low level. Random backpressure on the bins and outlier ports; unequal clock ratios (tb.CLOCKS).
 
 The engine runs for hundreds of thousands of ticks per test, so its testbench (``EngineTB``) keeps
 Python off the clock edges: the simulator's own clocks, inputs driven by waking at the next
