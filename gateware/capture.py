@@ -297,11 +297,13 @@ class EdgeCapture(LiteXModule):
         levels = Cat(*[front_end.level for front_end in front_ends])
         self.record = record = stream.Endpoint(self.layout)  # clock_domain; valid = "edges this cycle"
         self.RECORD_DELAY = self.PIN_TO_STAMP_DELAY + 1
+        any_edge = Signal()
         raw_valid = Signal()    # record.valid & raw, as its own register: the FIFO's write enable is
                                 # then one LUT of registers (it was two, the capture's routed critical path)
+        self.comb += any_edge.eq(edges != 0)
         sync += [
-            record.valid.eq(edges != 0),
-            raw_valid.eq((edges != 0) & raw),
+            record.valid.eq(any_edge),
+            raw_valid.eq(any_edge & raw),
             record.timestamp.eq(stamp),
             record.channels.eq(edges),
             record.levels.eq(levels),

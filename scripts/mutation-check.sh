@@ -15,7 +15,7 @@ only="${1:-}"
 # paths that must catch it (default: tests/gateware)
 mutants=(
   "capture: edge detect declares one tick more than it takes (timestamps shifted)@gateware/capture.py@    latency = 1@    latency = 2"
-  "capture: one record in 16 lost silently@gateware/capture.py@record.valid.eq(edges != 0),@record.valid.eq((edges != 0) & (stamp[:4] != 5)),"
+  "capture: one record in 16 lost silently@gateware/capture.py@any_edge.eq(edges != 0)@any_edge.eq((edges != 0) & (stamp[:4] != 5))"
   "capture: channel 2 drops not counted@gateware/capture.py@count_drop[i].eq(drop_d & dropped_channels[i]@count_drop[i].eq(drop_d & dropped_channels[i] & (i != 2)"
   "capture: glitch filter one tick short@gateware/capture.py@s.glitch <= k for k@s.glitch <= k + 1 for k"
   "capture: FIFO full flag ignores the write in flight@gateware/cdc.py@writable.eq(~Mux(ce, full(wgray_inc, consume_wdomain),@writable.eq(~Mux(ce, full(wgray, consume_wdomain),"
