@@ -614,8 +614,10 @@ class _HistogramBank(LiteXModule):
         # A new sample: it waits for the next phase 0 (it is taken there).
         take = Signal()
         inc_in_range = Signal()
+        intervals_ahead = Signal(32)    # modulo 2**32, as a signal: an interval before k is far ahead
         self.comb += [
-            inc_in_range.eq((interval - interval_k) < 2),   # k or k+1: never a bank two intervals on
+            intervals_ahead.eq(interval - interval_k),
+            inc_in_range.eq(intervals_ahead < 2),   # k or k+1: never a bank two intervals on
             take.eq(phase == 0),
         ]
         sync += [
@@ -980,13 +982,11 @@ class MeasurementEngine(LiteXModule):
         # Per kind: binning, bank, statistics. The run's events follow the samples through the same
         # stages (a close after its interval's samples, a begin or clear after what came before).
         close, begin_banks, clear_banks, flushed = crossing.close, crossing.begin, crossing.clear, crossing.flushed
-        in_flight = [close, begin_banks, clear_banks, flushed]   # on their way (not yet in the banks' `busy`)
         first_interval = Signal(32)
         for stage in range(_SampleValues.latency + _Binning.latency):
             delayed = [Signal() for _ in range(4)]
             self.sync += [d.eq(x) for d, x in zip(delayed, (close, begin_banks, clear_banks, flushed))]
             close, begin_banks, clear_banks, flushed = delayed
-            in_flight += delayed
             if stage == _SampleValues.latency - 1:
                 # The begin's first interval has just been through the values stage.
                 self.sync += If(begin_banks, first_interval.eq(values.interval))
@@ -1054,8 +1054,11 @@ class MeasurementEngine(LiteXModule):
             outlier_fifo.source.connect(self.outliers),
         ]
 
-        # Status, in sys. A clear is under way from its strobe until its entry reaches the banks; a
-        # flush is complete once its entry has come through and the banks are idle.
+        # Status, in sys. A clear is under way from its strobe until its entry reaches the banks (the
+        # banks' and statistics' own clearing take over in the same edge); a flush is complete once its
+        # entry has come through and the banks are idle. The events still in the delay stages need not
+        # be in `busy`: the crossing writes the flush's entry after every sample and close owed, so
+        # when it reaches the banks the closes ahead of it are in the banks' `closes` already.
         self.busy    = Signal()
         self.flushed = Signal()
         self.running = Signal()
@@ -1066,7 +1069,7 @@ class MeasurementEngine(LiteXModule):
         ]
         self.specials += MultiReg(self.pairing.running, self.running)
         self.comb += [
-            self.busy.eq(reduce(or_, [bank.busy for bank in self.banks] + in_flight
+            self.busy.eq(reduce(or_, [bank.busy for bank in self.banks]
                                 + [clearing, crossing.pending, values.valid, self.stats.clearing])),
             self.flushed.eq(flush_seen & ~self.busy),
         ]
