@@ -463,6 +463,8 @@ class _Crossing(LiteXModule):
             If(begin, begin_p.eq(1)),
             # Each written as `event` picks it: nothing before it pending and the FIFO taking it
             # (the same as "written and `event` == E_...", without the event's mux and compare).
+            # A begin never waits beside a clear under the CSR contract (start once busy has dropped
+            # after a clear); the order is kept all the same.
             If(flushed_p & events_free, flushed_p.eq(0)),
             If(clear_p & events_free & ~flushed_p, clear_p.eq(0)),
             If(begin_p & events_free & ~flushed_p & ~clear_p, begin_p.eq(0)),

@@ -13,6 +13,14 @@ only="${1:-}"
 
 # name@file@text@mutated text[@tests] ('@' separates: the patterns contain '|'); tests: the pytest
 # paths that must catch it (default: tests/gateware)
+#
+# Mutants removed as equivalent under the engine's contract (the reasons are in engine.py too):
+# - "status.flushed before the last closes reach the banks" (busy without the delay stages' events):
+#   the crossing writes the flush's entry after every close owed, so the closes are in the banks'
+#   own busy by the time it arrives.
+# - "a begin written over a pending clear" (begin_p cleared with clear_p pending): a start is only
+#   allowed once status.busy has dropped after a clear (the CSR's contract; the firmware waits), and
+#   busy covers the clear from its strobe through the crossing, so the two are never pending together.
 mutants=(
   "capture: edge detect declares one tick more than it takes (timestamps shifted)@gateware/capture.py@    latency = 1@    latency = 2"
   "capture: one record in 16 lost silently@gateware/capture.py@any_edge.eq(edges != 0)@any_edge.eq((edges != 0) & (stamp[:4] != 5))"
@@ -52,14 +60,13 @@ mutants=(
   "engine: windows lost at the crossing counted again by every later entry@gateware/engine.py@If(take, lost_carried.eq(src.lost)),@If(0, lost_carried.eq(src.lost)),@tests/gateware/test_engine.py"
   "engine: a role's level ignored (rising edges only)@gateware/engine.py@record.channels[i] & (record.levels[i] == level)@record.channels[i] & (record.levels[i] == 1)@tests/gateware/test_engine.py"
   "engine: the tag's level ignored (high is active)@gateware/engine.py@tag_levels[i].eq(record.levels[i] == cfg.tag_level)@tag_levels[i].eq(record.levels[i])@tests/gateware/test_engine.py"
-  "engine: a begin written over a pending clear@gateware/engine.py@If(begin_p & events_free & ~flushed_p & ~clear_p, begin_p.eq(0))@If(begin_p & events_free & ~flushed_p, begin_p.eq(0))@tests/gateware/test_engine.py"
   "engine: an outlier at a value equal to the threshold@gateware/engine.py@(values.value[k] > thresholds[k])@(values.value[k] >= thresholds[k])@tests/gateware/test_engine.py"
   "engine: duplicates wrap instead of saturating@gateware/engine.py@dups_full.eq(dups == 0xFFFE)),@dups_full.eq(0)),@tests/gateware/test_engine.py"
   "engine: below range counted as a miss@gateware/engine.py@self.below[k].eq(found[k] & raw[k][32]),@self.below[k].eq(0),@tests/gateware/test_engine.py"
   "engine: clear leaves the histograms@gateware/engine.py@clearing.eq(1), *scan_restart, closes.eq(0),@*scan_restart, closes.eq(0),@tests/gateware/test_engine.py"
   "engine: an interval closes with a window of it still open@gateware/engine.py@Mux(opened, start_iv, d.interval))),@d.interval)),@tests/gateware/test_engine.py"
   "engine: offset not subtracted from the task latency@gateware/engine.py@raw[1].eq(Cat(s.task, C(0, 1)) - cfg.offset),@raw[1].eq(Cat(s.task, C(0, 1))),@tests/gateware/test_engine.py"
-  "engine: samples of the interval after next binned while the sweep lags@gateware/engine.py@inc_in_range.eq((interval - interval_k) < 2),@inc_in_range.eq((interval - interval_k) < 3),@tests/gateware/test_engine.py"
+  "engine: samples of the interval after next binned while the sweep lags@gateware/engine.py@inc_in_range.eq(intervals_ahead < 2),@inc_in_range.eq(intervals_ahead < 3),@tests/gateware/test_engine.py"
 )
 
 for m in "${mutants[@]}"; do
