@@ -2,11 +2,14 @@
 
 Channels are fixed at build time: first the ``internal`` levels (the stimulus pins, already in the
 ``ts`` domain), then the external ``inputs`` (the DUT's pins; ``gateware/channels.py`` names them).
-Each has an enable, an edge select (rise / fall / both) and an optional glitch filter.
+Each has an enable, an edge select (rise / fall / both) and an optional glitch filter. The inputs
+are sampled ``samples_per_tick`` times a tick (``gateware/sampler.py``); a record's ``fraction``
+says where inside its tick each input's edge fell (docs/subtick.md).
 
 Structure (docs/timing-cores.md, "EdgeCapture" and "Capture pipeline"):
 
-- ``_ChannelFrontEnd`` per channel: ``_Synchronizer`` -> ``_GlitchFilter`` -> ``_EdgeDetect``. Each
+- ``_ChannelFrontEnd`` per channel: ``InputSampler`` (an input; ``_Synchronizer``, a stimulus pin)
+  -> ``_GlitchFilter`` -> ``_EdgeDetect``, the sub-tick position riding alongside. Each
   stage declares its ``latency`` in ticks; ``PIN_TO_STAMP_DELAY`` is their sum, and records are
   stamped from a counter that many ticks behind the timebase, so a timestamp names the tick in
   which the edge reached the pin.
@@ -25,6 +28,7 @@ from migen import *
 from migen.genlib.cdc import MultiReg
 
 from gateware.cdc import ConfigCommit, Snapshot, StreamAsyncFIFO
+from gateware.sampler import InputSampler, fraction_bits, subtick_position
 
 RECORD_KIND_EDGES    = 0
 RECORD_KIND_OVERFLOW = 1
@@ -104,9 +108,10 @@ class _EdgeDetect(LiteXModule):
     record is off any long path."""
     latency = 1
 
-    def __init__(self, level, held, enable, rise, fall, clock_domain):
+    def __init__(self, level, held, enable, rise, fall, clock_domain, fraction=0, fraction_width=0):
         self.edge  = Signal()  # registered
         self.level = Signal()  # registered: the channel's level after `edge`
+        self.fraction = Signal(max(fraction_width, 1))  # registered: the edge's sample in its tick (0: no edge)
 
         # # #
 
@@ -118,31 +123,50 @@ class _EdgeDetect(LiteXModule):
             If(accepted, current.eq(level)),
             self.edge.eq(accepted & enable & Mux(level, rise, fall)),
             self.level.eq(Mux(accepted, level, current)),
+            self.fraction.eq(Mux(accepted & enable & Mux(level, rise, fall), fraction, 0)),
         ]
 
 
 class _ChannelFrontEnd(LiteXModule):
     """One channel from its pin to its registered edge. ``settings``: the channel's enable, rise,
-    fall and glitch mask, in ``clock_domain``. ``latency``, in ticks from the pin to ``edge``, is the
+    fall and glitch mask, in ``clock_domain``. An input is sampled ``samples_per_tick`` times a tick
+    and its edge carries ``fraction`` (its first sample at the new level, docs/subtick.md); an
+    internal level changes on the clock edge (fraction 0) and takes as many registers as the
+    inputs' sampler (``sampler_latency``). ``latency``, in ticks from the pin to ``edge``, is the
     sum of the stages' own."""
-    def __init__(self, pin, internal, settings, sync_stages, filter_taps, clock_domain):
+    def __init__(self, pin, internal, settings, sync_stages, filter_taps, clock_domain,
+                 samples_per_tick=1, edge_clock_domain=None, sampler_latency=None):
         self.edge  = Signal()  # registered
         self.level = Signal()  # registered
+        self.fraction_width = 0 if internal else fraction_bits(samples_per_tick)
+        self.fraction = Signal(max(self.fraction_width, 1))  # registered with `edge`
 
         # # #
 
         enable, rise, fall, ignore = settings
-        self.synchronizer = _Synchronizer(pin, sync_stages, internal, clock_domain)
-        self.glitch_filter = _GlitchFilter(self.synchronizer.o, ignore, filter_taps, clock_domain)
-        # The edge selects are delayed as long as the glitch mask takes to reach the verdict: all
-        # settings change between the same two ticks.
         sync = getattr(self.sync, clock_domain)
+        if internal:
+            self.synchronizer = _Synchronizer(pin, sampler_latency or sync_stages, True, clock_domain)
+            level, fraction = self.synchronizer.o, 0
+        else:
+            self.synchronizer = InputSampler(pin, samples_per_tick, clock_domain, edge_clock_domain, sync_stages)
+            previous_level = Signal()   # the tick before's level (its last sample)
+            level, fraction = subtick_position(self.synchronizer.samples, previous_level)
+            sync += previous_level.eq(level)
+        self.glitch_filter = _GlitchFilter(level, ignore, filter_taps, clock_domain)
+        # The edge selects are delayed as long as the glitch mask takes to reach the verdict: all
+        # settings change between the same two ticks. The fraction travels with its level.
         enable, rise, fall = [_delayed(sync, s, self.glitch_filter.setting_latency) for s in (enable, rise, fall)]
+        if self.fraction_width:
+            position = Signal(self.fraction_width)
+            self.comb += position.eq(fraction)
+            fraction = _delayed(sync, position, self.glitch_filter.latency)
         self.edge_detect = _EdgeDetect(self.glitch_filter.level, self.glitch_filter.held,
-                                       enable, rise, fall, clock_domain)
+                                       enable, rise, fall, clock_domain, fraction, self.fraction_width)
         self.comb += [
             self.edge.eq(self.edge_detect.edge),
             self.level.eq(self.edge_detect.level),
+            self.fraction.eq(self.edge_detect.fraction),
         ]
         self.latency = sum(stage.latency for stage in (self.synchronizer, self.glitch_filter, self.edge_detect))
 
@@ -231,10 +255,13 @@ class EdgeCapture(LiteXModule):
     ``inputs``       asynchronous external pins (synchronized here).
     ``internal``     levels already registered in ``clock_domain`` (stimulus pins).
     ``glitch_max``   longest configurable glitch filter, in ticks (0: no filter hardware).
+    ``samples_per_tick``  samples of each input a tick (1, 2 or 4; docs/subtick.md); 4 needs
+                     ``edge_clock_domain``, the edge clock at twice ``clock_domain``, in phase.
     ``source``       the record stream, in ``sys``.
     """
     def __init__(self, timebase, inputs, internal=(), clock_domain="ts", fifo_depth=256,
-                 sync_stages=2, glitch_max=15, fraction_width=8, counter_width=32, with_csr=True):
+                 sync_stages=2, glitch_max=15, fraction_width=8, counter_width=32, with_csr=True,
+                 samples_per_tick=1, edge_clock_domain=None):
         assert fifo_depth >= 4 and (fifo_depth & (fifo_depth - 1)) == 0, "fifo_depth: power of 2"
         internal, inputs = list(internal), list(inputs)
         n = len(internal) + len(inputs)
@@ -246,6 +273,11 @@ class EdgeCapture(LiteXModule):
         self.filter_taps   = max(glitch_max, 1)
         self.counter_width = counter_width
         self.layout        = record_layout(n, fraction_width)
+        self.samples_per_tick = samples_per_tick
+        self.fraction_bits = fraction_bits(samples_per_tick)   # per input, in `fraction`
+        assert len(inputs) * self.fraction_bits <= fraction_width, (
+            f"{len(inputs)} inputs at {samples_per_tick} samples a tick need "
+            f"{len(inputs) * self.fraction_bits} fraction bits; the record has {fraction_width}")
 
         # Settings, in sys: written, then applied to all channels at once by `commit`.
         self.settings = [_ChannelSettings(i, max(bits_for(glitch_max), 1)) for i in range(n)]
@@ -278,9 +310,11 @@ class EdgeCapture(LiteXModule):
 
         # Channel front ends: pin -> registered edge, all with the same latency.
         front_ends = []
+        sampler_latency = InputSampler.latency_of(samples_per_tick, sync_stages)
         for i, pin in enumerate(internal + inputs):
             front_end = _ChannelFrontEnd(pin, i < len(internal), self.config.outputs[4*i:4*i + 4],
-                                         sync_stages, self.filter_taps, clock_domain)
+                                         sync_stages, self.filter_taps, clock_domain,
+                                         samples_per_tick, edge_clock_domain, sampler_latency)
             self.add_module(f"channel{i}", front_end)
             front_ends.append(front_end)
         latencies = {front_end.latency for front_end in front_ends}
@@ -308,7 +342,9 @@ class EdgeCapture(LiteXModule):
             record.channels.eq(edges),
             record.levels.eq(levels),
             record.kind.eq(RECORD_KIND_EDGES),
-            record.fraction.eq(0),
+            # Each input's sub-tick position, in channel order (0 where no edge; docs/subtick.md).
+            record.fraction.eq(Cat(*[front_end.fraction[:front_end.fraction_width]
+                                     for front_end in front_ends if front_end.fraction_width] or [0])),
         ]
         self.fifo = fifo = ClockDomainsRenamer({"write": clock_domain, "read": "sys"})(
             StreamAsyncFIFO(self.layout, fifo_depth))
@@ -408,7 +444,9 @@ class EdgeCapture(LiteXModule):
             CSRField("levels",   size=n, description="Channel levels after the edges."),
             CSRField("kind",     size=1, description="0: edges; 1: overflow marker."),
             CSRField("fraction", size=fraction_width, description=
-                "Sub-tick phase, in 1/2**width ticks (reserved: 0)."),
+                f"Sub-tick positions: per input in channel order, {self.fraction_bits} bits, the sample "
+                f"({self.samples_per_tick} a tick) at which its edge reached the new level; 0 without an "
+                "edge (docs/subtick.md)."),
         ], description="Head record: channels, levels, kind (bit fields; offsets in csr.h).")
         self._ev_pop = CSRStorage(fields=[
             CSRField("pop", size=1, pulse=True, description="Write ``1`` to drop the head record."),

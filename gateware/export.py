@@ -1,8 +1,11 @@
-"""``python -m gateware.export DIR``: generate the timing cores' Verilog and CSR map (for lint)."""
+"""``python -m gateware.export DIR``: generate the timing cores' Verilog and CSR map (for lint): the
+default build, and one sampling its inputs four times a tick (the I/O cells' models; docs/subtick.md)."""
 
 import sys
 
 from gateware.standalone import export
 
 if __name__ == "__main__":
-    print(export(sys.argv[1] if len(sys.argv) > 1 else "build/verilog"))
+    out = sys.argv[1] if len(sys.argv) > 1 else "build/verilog"
+    print(export(out))
+    print(export(out, name="hilat_timing_cores_subtick", samples_per_tick=4))

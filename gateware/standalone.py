@@ -40,17 +40,23 @@ def _add_csr_bus(module, bank_number):
 
 class TimingCores(LiteXModule):
     def __init__(self, n_stimulus=2, n_inputs=4, fifo_depth=256, glitch_max=15, reset_value=0,
-                 event_port="stream", with_engine=False, engine_port="stream", engine_word_count_bits=WORD_COUNT_BITS):
+                 event_port="stream", with_engine=False, engine_port="stream", engine_word_count_bits=WORD_COUNT_BITS,
+                 samples_per_tick=1):
         assert event_port in ("stream", "csr")
         self.cd_sys = ClockDomain()
         self.cd_ts  = ClockDomain()
+        # Four samples a tick: the inputs' edge clock, twice ts and in phase with it (its own port).
+        edge_clock = None
+        if samples_per_tick == 4:
+            self.cd_eclk = ClockDomain(reset_less=True)
+            edge_clock = "eclk"
 
         self.timebase = Timebase("ts", reset_value=reset_value)
         self.stimulus = StimulusGenerator(self.timebase.ts, n_stimulus, "ts")
         self.inputs   = Signal(n_inputs)
         self.capture  = EdgeCapture(self.timebase, inputs=[self.inputs[i] for i in range(n_inputs)],
             internal=self.stimulus.pins, clock_domain="ts", fifo_depth=fifo_depth,
-            glitch_max=glitch_max)
+            glitch_max=glitch_max, samples_per_tick=samples_per_tick, edge_clock_domain=edge_clock)
 
         # Ports.
         self.ts        = Signal(64)
@@ -61,6 +67,8 @@ class TimingCores(LiteXModule):
         ]
         self.ios = {self.cd_sys.clk, self.cd_sys.rst, self.cd_ts.clk, self.cd_ts.rst,
                     self.ts, self.stim_pins, self.inputs}
+        if edge_clock:
+            self.ios.add(self.cd_eclk.clk)
         if event_port == "csr":
             self.capture.add_csr_reader()
         else:
@@ -71,6 +79,7 @@ class TimingCores(LiteXModule):
             self.ev_channels  = Signal(len(source.channels))
             self.ev_levels    = Signal(len(source.levels))
             self.ev_kind      = Signal()
+            self.ev_fraction  = Signal(len(source.fraction))
             self.comb += [
                 self.ev_valid.eq(source.valid),
                 source.ready.eq(self.ev_ready),
@@ -78,9 +87,10 @@ class TimingCores(LiteXModule):
                 self.ev_channels.eq(source.channels),
                 self.ev_levels.eq(source.levels),
                 self.ev_kind.eq(source.kind),
+                self.ev_fraction.eq(source.fraction),
             ]
             self.ios |= {self.ev_valid, self.ev_ready, self.ev_timestamp, self.ev_channels,
-                         self.ev_levels, self.ev_kind}
+                         self.ev_levels, self.ev_kind, self.ev_fraction}
 
         if with_engine:
             # The engine and its trigger pin; its bins and outliers as ports (for the testbench) or
@@ -106,7 +116,8 @@ class TimingCores(LiteXModule):
             pin_to_stamp_delay=self.capture.PIN_TO_STAMP_DELAY, with_engine=with_engine,
             trigger_delay=self.engine.TRIGGER_DELAY if with_engine else None,
             engine_word_count_bits=engine_word_count_bits,
-            n_channels=self.capture.n_channels)
+            n_channels=self.capture.n_channels, samples_per_tick=samples_per_tick,
+            fraction_bits=self.capture.fraction_bits)
 
     def _engine_ports(self):
         """The engine's bins and outliers as ports (the testbench reads them)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, FallingEdge
+from cocotb.triggers import ClockCycles, FallingEdge, Timer
 
 # The model sits next to this file, which is on sys.path both under pytest and in the simulator.
 from model import expected_records, filtered_edges
@@ -51,6 +51,12 @@ class TB:
         self.rng = random.Random(seed)
         self.ready_probability = ready_probability
         self.records = []     # (timestamp, channels, levels, kind), in arrival order
+        self.fractions = []   # each record's fraction field, in the same order
+        self.samples_per_tick = self.params.get("samples_per_tick", 1)
+        self.fraction_bits = self.params.get("fraction_bits", 0)
+        self.subtick_schedule = {}   # tick -> [(ps after the tick's clock edge, input index, level)]
+        self.edge_fraction = {}      # (channel, tick) -> the sample its change is driven in
+        self.horizon = None          # the last tick scheduled (unwrapped)
         self.schedule = {}    # tick -> {input index: level}
         self.input_changes = {ch: [] for ch in range(self.first_input, self.n_channels)}
         self.inputs = 0
@@ -61,6 +67,10 @@ class TB:
         dut = self.dut
         cocotb.start_soon(Clock(dut.ts_clk, self.ts_period, unit="ps", impl=self.clock_impl).start())
         cocotb.start_soon(Clock(dut.sys_clk, self.sys_period, unit="ps", impl=self.clock_impl).start())
+        if self.samples_per_tick == 4:
+            # The edge clock: twice ts, started with it (both rise together, as CLKDIVF makes ts).
+            assert self.ts_period % 4 == 0
+            cocotb.start_soon(Clock(dut.eclk_clk, self.ts_period // 2, unit="ps", impl=self.clock_impl).start())
         dut.inputs.value = 0
         dut.bus_adr.value = 0
         dut.bus_we.value = 0
@@ -148,6 +158,30 @@ class TB:
         changes.append((tick, level))
         changes.sort()
 
+    def drive_subtick(self, channel, tick, sample, level):
+        """Schedule input ``channel`` to take ``level`` between sample ``sample`` - 1 and ``sample``
+        of tick ``tick`` (halfway; docs/subtick.md): the capture records it at ``tick``, fraction
+        ``sample``. One change per channel and tick (the tick-level model's). Ticks are unwrapped
+        (they may pass 2**64); the records' are modulo 2**64."""
+        assert 0 <= sample < self.samples_per_tick
+        assert self.last_ts is None or tick > self.last_ts + 2, "scheduled in the past"
+        assert (channel, tick) not in self.edge_fraction, "one change per channel and tick"
+        sample_ps = self.ts_period // self.samples_per_tick
+        self.subtick_schedule.setdefault(tick % 2**64, []).append((sample * sample_ps + sample_ps // 2,
+                                                                   channel - self.first_input, level))
+        self.edge_fraction[channel, tick] = sample
+        self.horizon = max(self.horizon or tick, tick)
+        changes = self.input_changes[channel]
+        changes.append((tick, level))
+        changes.sort()
+
+    def drive_at_time(self, tick, offset_ps, channel, level):
+        """Schedule input ``channel`` to take ``level`` at ``offset_ps`` after the clock edge that
+        starts tick ``tick`` (no model bookkeeping: for pulses the test checks by itself)."""
+        assert 0 < offset_ps < self.ts_period
+        self.subtick_schedule.setdefault(tick % 2**64, []).append((offset_ps, channel - self.first_input, level))
+        self.horizon = max(self.horizon or tick, tick)
+
     def drive_random_toggles(self, rng, start, n, max_gap):
         """Schedule ``n`` toggles of random inputs, 1..``max_gap`` ticks apart from ``start`` on;
         returns the tick of the last one."""
@@ -166,6 +200,20 @@ class TB:
             for bit, level in self.schedule.pop(tick, {}).items():
                 self.inputs = (self.inputs & ~(1 << bit)) | (level << bit)
                 self.dut.inputs.value = self.inputs
+            changes = self.subtick_schedule.pop((tick + 1) % 2**64, None)
+            if changes:
+                cocotb.start_soon(self._drive_within_tick(sorted(changes)))
+
+    async def _drive_within_tick(self, changes):
+        """From mid-tick, the next tick's changes at their sub-tick times (halfway between samples)."""
+        elapsed = 0
+        for offset, bit, level in changes:
+            at = self.ts_period // 2 + offset
+            if at > elapsed:
+                await Timer(at - elapsed, unit="ps")
+                elapsed = at
+            self.inputs = (self.inputs & ~(1 << bit)) | (level << bit)
+            self.dut.inputs.value = self.inputs
 
     async def _monitor(self):
         dut = self.dut
@@ -177,9 +225,12 @@ class TB:
                 self.records.append((dut.ev_timestamp.value.to_unsigned(),
                                      dut.ev_channels.value.to_unsigned(),
                                      dut.ev_levels.value.to_unsigned(), int(dut.ev_kind.value)))
+                self.fractions.append(dut.ev_fraction.value.to_unsigned())
 
     async def settle(self, ticks=200):
         """Let every scheduled edge reach the pins, the pipeline and the FIFO drain."""
+        if self.subtick_schedule:
+            await ClockCycles(self.dut.ts_clk, (self.horizon - await self.now()) % 2**64)
         if self.schedule:
             await self.wait_until(max(self.schedule))
         await ClockCycles(self.dut.ts_clk, ticks)
@@ -239,6 +290,24 @@ class TB:
     def edge_records(self):
         return [(t, ch, lv) for t, ch, lv, kind in self.records if kind == 0]
 
+    def subtick_records(self):
+        """Edge records as (tick, channels, levels, {channel: fraction} of the channels with an edge)."""
+        out, mask = [], (1 << self.fraction_bits) - 1
+        for (t, ch, lv, kind), fraction in zip(self.records, self.fractions):
+            if kind == 0:
+                by_channel = {c: fraction >> ((c - self.first_input) * self.fraction_bits) & mask
+                              for c in range(self.first_input, self.n_channels)}
+                assert all(f == 0 for c, f in by_channel.items() if not ch >> c & 1), (
+                    f"record at {t}: a fraction for an input without an edge: {by_channel}, channels {ch:b}")
+                out.append((t, ch, lv, {c: f for c, f in by_channel.items() if ch >> c & 1}))
+        return out
+
+    def expected_subtick(self, configs, stim_edges=None):
+        """The model's records with each input edge's fraction (the sample it was driven in)."""
+        return [(t % 2**64, ch, lv, {c: self.edge_fraction.get((c, t), 0)
+                                     for c in range(self.first_input, self.n_channels) if ch >> c & 1})
+                for t, ch, lv in self.expected(configs, stim_edges)]
+
 
 def assert_records_equal(observed, expected, what="records"):
     assert len(observed) == len(expected), f"{what}: {len(observed)} records, expected {len(expected)}"
@@ -274,6 +343,10 @@ VARIANTS = {
     # The measurement engine on the capture's record register (test_engine.py). Its bank words count
     # to 255 here (17 bits on the boards), so the tests' busy bins spill as full words do.
     "engine":  dict(fifo_depth=16, glitch_max=4, with_engine=True, engine_word_count_bits=8),
+    # Sub-tick timestamps (test_sampler.py): four samples a tick (IDDRX2F and its edge clock), and
+    # two (IDDRX1F) near the 64-bit wrap.
+    "subtick4": dict(fifo_depth=64, glitch_max=15, samples_per_tick=4),
+    "subtick2": dict(fifo_depth=64, glitch_max=4, samples_per_tick=2, reset_value=2**64 - 3000),
 }
 
 
