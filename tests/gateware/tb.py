@@ -39,7 +39,7 @@ class TB:
     # simulator, without Python per edge: for tests that let long stretches run unattended).
     clock_impl = None
 
-    def __init__(self, dut, clocks, ready_probability=1.0, seed=1):
+    def __init__(self, dut, clocks, ready_probability=1.0, seed=1, eclk_edges_ps=None):
         self.dut = dut
         self.ts_period, self.sys_period = clocks
         info = json.loads(Path(os.environ["HILAT_TB_INFO"]).read_text())
@@ -57,6 +57,9 @@ class TB:
         self.subtick_schedule = {}   # tick -> [(ps after the tick's clock edge, input index, level)]
         self.edge_fraction = {}      # (channel, tick) -> the sample its change is driven in
         self.horizon = None          # the last tick scheduled (unwrapped)
+        # The edge clock's rise, fall, rise, fall in each ts period (ps after ts's rising edge);
+        # None: an even clock at twice ts. Uneven edges make uneven sub-tick bins.
+        self.eclk_edges_ps = eclk_edges_ps
         self.schedule = {}    # tick -> {input index: level}
         self.input_changes = {ch: [] for ch in range(self.first_input, self.n_channels)}
         self.inputs = 0
@@ -67,10 +70,12 @@ class TB:
         dut = self.dut
         cocotb.start_soon(Clock(dut.ts_clk, self.ts_period, unit="ps", impl=self.clock_impl).start())
         cocotb.start_soon(Clock(dut.sys_clk, self.sys_period, unit="ps", impl=self.clock_impl).start())
-        if self.samples_per_tick == 4:
+        if self.samples_per_tick == 4 and self.eclk_edges_ps is None:
             # The edge clock: twice ts, started with it (both rise together, as CLKDIVF makes ts).
             assert self.ts_period % 4 == 0
             cocotb.start_soon(Clock(dut.eclk_clk, self.ts_period // 2, unit="ps", impl=self.clock_impl).start())
+        elif self.samples_per_tick == 4:
+            cocotb.start_soon(self._uneven_edge_clock())
         dut.inputs.value = 0
         dut.bus_adr.value = 0
         dut.bus_we.value = 0
@@ -89,6 +94,23 @@ class TB:
         cocotb.start_soon(self._drive_inputs())
         if self.params["event_port"] == "stream":
             cocotb.start_soon(self._monitor())
+
+    async def _uneven_edge_clock(self):
+        """The edge clock with its edges at ``eclk_edges_ps`` in every ts period: an I/O cell whose
+        samples sit off their nominal quarter-tick instants (duty-cycle and phase distortion)."""
+        edges = list(self.eclk_edges_ps)
+        assert len(edges) == 4 and 0 <= edges[0] < edges[1] < edges[2] < edges[3] < self.ts_period
+        assert edges[1] < self.ts_period // 2 < edges[2], "SCLK is high in the first ECLK cycle, low in the second"
+        self.dut.eclk_clk.value = 0
+        now = 0
+        while True:
+            for k, at in enumerate(edges):
+                if at > now:
+                    await Timer(at - now, unit="ps")
+                now = at
+                self.dut.eclk_clk.value = int(k % 2 == 0)
+            await Timer(self.ts_period - now, unit="ps")
+            now = 0
 
     # CSR bus (what the firmware does) ---------------------------------------------------------
 
@@ -158,17 +180,18 @@ class TB:
         changes.append((tick, level))
         changes.sort()
 
-    def drive_subtick(self, channel, tick, sample, level):
+    def drive_subtick(self, channel, tick, sample, level, offset_ps=None):
         """Schedule input ``channel`` to take ``level`` between sample ``sample`` - 1 and ``sample``
         of tick ``tick`` (halfway; docs/subtick.md): the capture records it at ``tick``, fraction
         ``sample``. One change per channel and tick (the tick-level model's). Ticks are unwrapped
-        (they may pass 2**64); the records' are modulo 2**64."""
+        (they may pass 2**64); the records' are modulo 2**64. ``offset_ps``: drive it at that time
+        after the tick's clock edge instead (``sample`` is then the fraction the test expects)."""
         assert 0 <= sample < self.samples_per_tick
         assert self.last_ts is None or tick > self.last_ts + 2, "scheduled in the past"
         assert (channel, tick) not in self.edge_fraction, "one change per channel and tick"
         sample_ps = self.ts_period // self.samples_per_tick
-        self.subtick_schedule.setdefault(tick % 2**64, []).append((sample * sample_ps + sample_ps // 2,
-                                                                   channel - self.first_input, level))
+        at = sample * sample_ps + sample_ps // 2 if offset_ps is None else offset_ps
+        self.subtick_schedule.setdefault(tick % 2**64, []).append((at, channel - self.first_input, level))
         self.edge_fraction[channel, tick] = sample
         self.horizon = max(self.horizon or tick, tick)
         changes = self.input_changes[channel]
