@@ -10,8 +10,9 @@ Three measurements, each stored per rig identity and applied by later captures:
 
 ``resolution.py`` estimates the sub-tick bins' widths by code density (docs/subtick.md; its command
 and storage come with the fractions on the wire). ``store.py`` keeps the measurements, one file per
-rig identity, and picks the one a capture applies (``for_rig``); ``statement.py`` words them: the resolution statement every run carries, and what ``hilat calibrate``
-prints; ``listener.py`` collects a calibration's edges from its session.
+rig identity, and picks the one a capture applies (``for_rig``); ``statement.py`` words them: the
+resolution statement every run carries, and what ``hilat calibrate`` prints; ``listener.py``
+collects a calibration's edges from its session.
 """
 
 from hilat.calibration.clock import (
