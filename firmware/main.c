@@ -23,6 +23,10 @@ _Static_assert(HILAT_N_CHANNELS == HILAT_N_STIMULUS + HILAT_N_INPUTS, "channel t
 _Static_assert(HILAT_N_CHANNELS <= HILAT_MAX_CHANNELS, "more channels than a protocol mask holds");
 _Static_assert(HILAT_N_STIMULUS <= HILAT_MAX_STIMULUS, "more stimulus channels than a START mask holds");
 _Static_assert(CSR_CAPTURE_EV_INFO_CHANNELS_SIZE == HILAT_N_CHANNELS, "ev_info carries every channel");
+/* The record's sub-tick positions (docs/subtick.md): the bits the inputs fill, in whole bytes. */
+#define FRACTION_BYTES hilat_fraction_bytes(HILAT_FRACTION_BITS)
+_Static_assert(HILAT_FRACTION_BITS <= CSR_CAPTURE_EV_INFO_FRACTION_SIZE, "ev_info carries the inputs' positions");
+_Static_assert(HILAT_FRACTION_BITS <= 16, "an EVENTS record carries at most 2 fraction bytes");
 
 /* A CSR field's value in its place, and out of a register word, by csr.h's CSR_<REG>_<FIELD>_OFFSET
  * and _SIZE: no bit position is typed here. */
@@ -219,6 +223,7 @@ static void on_hello(const hilat_command_t *cmd)
         .pin_to_stamp_delay = HILAT_PIN_TO_STAMP_DELAY,
         .capabilities = HILAT_CAP_DITHER | HILAT_CAP_RANDOM | HILAT_CAP_BURST | HILAT_CAP_ABSOLUTE_START
                         | HILAT_CAP_GLITCH_FILTER | HILAT_CAP_TAG_CHANNEL
+                        | (HILAT_SAMPLES_PER_TICK > 1 ? HILAT_CAP_SUBTICK : 0u)
 #ifdef CSR_ENGINE_BASE
                         | HILAT_CAP_ENGINE
 #endif
@@ -226,6 +231,7 @@ static void on_hello(const hilat_command_t *cmd)
         .min_interval = HILAT_MIN_INTERVAL,
         .glitch_max = HILAT_GLITCH_MAX,
         .start_margin = HILAT_START_MARGIN,
+        .samples_per_tick = HILAT_SAMPLES_PER_TICK,
         .firmware = FIRMWARE_IDENTITY,
         .gateware = HILAT_GATEWARE_IDENTITY,
         .channels = HILAT_CHANNELS,
@@ -614,6 +620,7 @@ static void drain_events(void)
         capture_ev_pop_write(FIELD(CAPTURE_EV_POP, POP, 1));
         uint16_t channels = (uint16_t)GET(CAPTURE_EV_INFO, CHANNELS, info);
         uint16_t levels = (uint16_t)GET(CAPTURE_EV_INFO, LEVELS, info);
+        uint16_t fraction = (uint16_t)GET(CAPTURE_EV_INFO, FRACTION, info);
         if (GET(CAPTURE_EV_INFO, KIND, info)) { /* overflow marker from the gateware */
             flush_events();
             hilat_msg_overflow(&out, tx_seq, timestamp, channels);
@@ -622,14 +629,14 @@ static void drain_events(void)
         }
         if (!events_open) {
             flush_events(); /* an open engine frame first */
-            hilat_events_begin(&events, tx_seq, timestamp, hilat_mask_bytes(N_CHANNELS));
+            hilat_events_begin(&events, tx_seq, timestamp, hilat_mask_bytes(N_CHANNELS), FRACTION_BYTES);
             events_open = 1;
         }
-        if (!hilat_events_add(&events, timestamp, channels, levels)) {
+        if (!hilat_events_add(&events, timestamp, channels, levels, fraction)) {
             flush_events();
-            hilat_events_begin(&events, tx_seq, timestamp, hilat_mask_bytes(N_CHANNELS));
+            hilat_events_begin(&events, tx_seq, timestamp, hilat_mask_bytes(N_CHANNELS), FRACTION_BYTES);
             events_open = 1;
-            hilat_events_add(&events, timestamp, channels, levels);
+            hilat_events_add(&events, timestamp, channels, levels, fraction);
         }
         records_sent++;
         for (uint16_t m = channels; m; m &= (uint16_t)(m - 1u))

@@ -300,7 +300,7 @@ int hilat_msg_identify(hilat_frame_t *f, uint16_t seq, const hilat_identify_t *m
 {
     uint8_t *p;
     hilat_frame_begin(f, HILAT_MSG_IDENTIFY, seq);
-    p = f->buf + f->len; /* 25 fixed bytes always fit in an empty frame */
+    p = f->buf + f->len; /* 26 fixed bytes always fit in an empty frame */
     p[0] = m->version;
     put_le32(p + 1, m->ts_hz);
     put_le32(p + 5, m->sys_hz);
@@ -314,7 +314,8 @@ int hilat_msg_identify(hilat_frame_t *f, uint16_t seq, const hilat_identify_t *m
     p[19] = (uint8_t)(m->min_interval >> 8);
     p[20] = m->glitch_max;
     put_le32(p + 21, m->start_margin);
-    f->len += 25;
+    p[25] = m->samples_per_tick;
+    f->len += 26;
     return hilat_frame_put_str(f, m->firmware) && hilat_frame_put_str(f, m->gateware)
            && put_channel_table(f, m->channels, (unsigned)m->n_stimulus + m->n_inputs);
 }
@@ -358,20 +359,21 @@ int hilat_msg_time(hilat_frame_t *f, uint16_t seq, uint16_t command_seq, uint64_
     return hilat_frame_put_u64(f, now);
 }
 
-void hilat_events_begin(hilat_frame_t *f, uint16_t seq, uint64_t base, uint8_t mask_bytes)
+void hilat_events_begin(hilat_frame_t *f, uint16_t seq, uint64_t base, uint8_t mask_bytes, uint8_t fraction_bytes)
 {
     hilat_frame_begin(f, HILAT_MSG_EVENTS, seq);
     hilat_frame_put_u64(f, base);
-    hilat_frame_put_u8(f, mask_bytes);
+    hilat_frame_put_u8(f, HILAT_EVENTS_FORMAT(mask_bytes, fraction_bytes));
     f->last = base;
     f->mask_bytes = mask_bytes;
+    f->fraction_bytes = fraction_bytes;
 }
 
-int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint16_t channels, uint16_t levels)
+int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint16_t channels, uint16_t levels, uint16_t fraction)
 {
     uint64_t delta = timestamp - f->last; /* mod 2**64 */
     uint8_t *p = f->buf + f->len;
-    size_t n, masks = 2u * f->mask_bytes;
+    size_t n, masks = 2u * f->mask_bytes + f->fraction_bytes; /* and the fraction after them */
 
     if (delta < 0x80u) { /* fast path: 1-byte delta */
         if (f->len + 1 + masks > HILAT_MAX_PAYLOAD)
@@ -392,6 +394,11 @@ int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint16_t channels, ui
         p[n + 1] = (uint8_t)(channels >> 8);
         p[n + 2] = (uint8_t)levels;
         p[n + 3] = (uint8_t)(levels >> 8);
+    }
+    if (f->fraction_bytes) {
+        p[n + 2u * f->mask_bytes] = (uint8_t)fraction;
+        if (f->fraction_bytes == 2)
+            p[n + 2u * f->mask_bytes + 1] = (uint8_t)(fraction >> 8);
     }
     f->len += n + masks;
     f->last = timestamp;

@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HILAT_PROTOCOL_VERSION 2u
-#define HILAT_PROTOCOL_VERSION_TEXT "2"
+#define HILAT_PROTOCOL_VERSION 3u
+#define HILAT_PROTOCOL_VERSION_TEXT "3"
 
 /* Sizes. */
 #define HILAT_HEADER_SIZE 4u    /* version, type, seq */
@@ -35,10 +35,12 @@
  * OVERFLOW: u16); stimulus channel masks (START, STOP) are u8. */
 #define HILAT_MAX_CHANNELS 16u
 #define HILAT_MAX_STIMULUS 8u
-/* EVENTS: the body of an empty frame (base:u64 mask_bytes:u8) and the largest record (10-byte
- * uleb128 + two 2-byte masks). */
+/* EVENTS: the body of an empty frame (base:u64 format:u8) and the largest record (10-byte
+ * uleb128 + two 2-byte masks + a 2-byte fraction). The format byte: bits 0-3 the bytes of a mask
+ * (1 or 2), bits 4-7 the bytes of a record's fraction (0, 1 or 2). */
 #define HILAT_EVENTS_EMPTY (HILAT_HEADER_SIZE + 9u)
-#define HILAT_EVENTS_MAX_RECORD 14u
+#define HILAT_EVENTS_MAX_RECORD 16u
+#define HILAT_EVENTS_FORMAT(mask_bytes, fraction_bytes) ((uint8_t)((mask_bytes) | ((fraction_bytes) << 4)))
 
 /* Message types. Host -> rig (>= 0x80). */
 #define HILAT_MSG_HELLO 0x81u
@@ -163,6 +165,7 @@ typedef struct {
     uint64_t last;                  /* EVENTS: timestamp of the last record (base at first) */
     uint16_t records;               /* EVENTS: records in this frame */
     uint8_t mask_bytes;             /* EVENTS: bytes per channel mask (1 or 2) */
+    uint8_t fraction_bytes;         /* EVENTS: bytes of each record's fraction (0, 1 or 2) */
 } hilat_frame_t;
 
 /* Start a frame: writes the header (version, type, seq). */
@@ -199,6 +202,7 @@ typedef struct {
     uint16_t min_interval; /* shortest stimulus interval, ticks */
     uint8_t glitch_max;    /* longest glitch filter, ticks */
     uint32_t start_margin; /* a START closer than this to now is refused as late, ticks */
+    uint8_t samples_per_tick; /* samples of each DUT input a tick (1, 2 or 4; docs/subtick.md) */
     const char *firmware;  /* NUL-terminated; NULL = empty */
     const char *gateware;
     /* Every channel in order as "name:role" items, comma separated (soc.h's HILAT_CHANNELS): sent
@@ -227,12 +231,14 @@ int hilat_msg_time(hilat_frame_t *f, uint16_t seq, uint16_t command_seq, uint64_
 /* EVENTS, built incrementally. The delta of a record is (timestamp - previous) mod 2**64, previous
  * being base for the first record: base = the first record's timestamp gives a 1-byte delta; a
  * timestamp that wrapped past 2**64 still round-trips. Masks take mask_bytes (1 or 2) bytes each:
- * hilat_mask_bytes(n_channels). */
-void hilat_events_begin(hilat_frame_t *f, uint16_t seq, uint64_t base, uint8_t mask_bytes);
+ * hilat_mask_bytes(n_channels); the fraction (the inputs' sub-tick positions, the capture record's
+ * field) fraction_bytes (0, 1 or 2): hilat_fraction_bytes(bits). */
+void hilat_events_begin(hilat_frame_t *f, uint16_t seq, uint64_t base, uint8_t mask_bytes, uint8_t fraction_bytes);
 /* Returns 1 if added, 0 if the record does not fit (frame unchanged): finish and send this frame,
  * then begin a new one. A record always fits in a frame just begun. */
-int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint16_t channels, uint16_t levels);
+int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint16_t channels, uint16_t levels, uint16_t fraction);
 #define hilat_mask_bytes(n_channels) ((uint8_t)((n_channels) > 8u ? 2u : 1u))
+#define hilat_fraction_bytes(bits) ((uint8_t)(((bits) + 7u) / 8u))
 
 /* ---- rig -> host: the measurement engine ---- */
 

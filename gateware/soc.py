@@ -49,7 +49,8 @@ def git_identity():
 class RigSoC(SoCCore):
     def __init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                  board="unknown", fifo_depth=None, glitch_max=15, cpu_variant="standard",
-                 identity=None, with_engine=False, trigger_pad=None, **kwargs):
+                 identity=None, with_engine=False, trigger_pad=None, samples_per_tick=1,
+                 edge_clock_domain=None, **kwargs):
         # With the engine, 20 KiB of ROM hold the firmware with room; the block RAM this frees goes
         # to the engine's histograms (docs/engine.md, "Room on the FPGA").
         kwargs.setdefault("integrated_rom_size", 0x5000 if with_engine else 0x8000)
@@ -68,7 +69,7 @@ class RigSoC(SoCCore):
         self.stimulus = StimulusGenerator(self.timebase.ts, n_stimulus, "ts")
         self.capture  = EdgeCapture(self.timebase, inputs=list(capture_pads),
             internal=self.stimulus.pins, clock_domain="ts", fifo_depth=fifo_depth,
-            glitch_max=glitch_max)
+            glitch_max=glitch_max, samples_per_tick=samples_per_tick, edge_clock_domain=edge_clock_domain)
         self.capture.add_csr_reader()
         self.comb += [pad.eq(pin) for pad, pin in zip(stimulus_pads, self.stimulus.pins)]
         if with_engine:
@@ -85,9 +86,9 @@ class RigSoC(SoCCore):
         identity = identity or git_identity()
         self.ts_clk_freq = int(ts_clk_freq)
         self.gateware_identity = f"{board} {identity}"
-        # IDENTIFY must fit one frame: header, 25 fixed bytes, the firmware's name (<= 32 bytes), the
+        # IDENTIFY must fit one frame: header, 26 fixed bytes, the firmware's name (<= 32 bytes), the
         # gateware's, and the channel table (docs/protocol.md).
-        identify_bytes = (4 + 25 + 1 + 32 + 1 + len(self.gateware_identity.encode())
+        identify_bytes = (4 + 26 + 1 + 32 + 1 + len(self.gateware_identity.encode())
                           + sum(2 + len(c.name) + len(c.role) for c in self.channels))
         assert identify_bytes <= 250, f"IDENTIFY of {identify_bytes} bytes does not fit a frame: fewer channels"
         self.add_constant("HILAT_TS_CLOCK_FREQUENCY", self.ts_clk_freq)
@@ -100,6 +101,9 @@ class RigSoC(SoCCore):
         self.add_constant("HILAT_START_MARGIN", START_MARGIN)
         self.add_constant("HILAT_FIFO_DEPTH", fifo_depth)
         self.add_constant("HILAT_PIN_TO_STAMP_DELAY", self.capture.PIN_TO_STAMP_DELAY)
+        # Sub-tick sampling: samples a tick, and the record's fraction bits the inputs fill.
+        self.add_constant("HILAT_SAMPLES_PER_TICK", self.capture.samples_per_tick)
+        self.add_constant("HILAT_FRACTION_BITS", n_inputs * self.capture.fraction_bits)
         self.add_constant("HILAT_GATEWARE_IDENTITY", self.gateware_identity)
         if with_engine:
             self.add_constant("HILAT_ENGINE_MIN_SPACING", engine.MIN_SPACING)

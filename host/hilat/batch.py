@@ -34,6 +34,7 @@ class RecordBatch(NamedTuple):
     levels: np.ndarray    # uint16 level masks
     frames: list          # the frames that are not EVENTS (protocol.Frame), in arrival order
     events_frames: int    # EVENTS frames decoded into the arrays
+    fractions: np.ndarray = np.zeros(0, np.uint16)  # uint16 sub-tick positions (0 without; docs/subtick.md)
 
 
 class _Events(NamedTuple):
@@ -45,10 +46,11 @@ class _Events(NamedTuple):
     ticks: np.ndarray
     channels: np.ndarray
     levels: np.ndarray
+    fractions: np.ndarray
 
 
 def _no_records():
-    return np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16)
+    return np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16), np.zeros(0, np.uint16)
 
 
 class _Batch:
@@ -59,18 +61,20 @@ class _Batch:
         self.frames = []
         self.events_frames = 0
 
-    def add_arrays(self, ticks, channels, levels, n_frames):
+    def add_arrays(self, ticks, channels, levels, fractions, n_frames):
         if len(ticks):
-            self.parts.append((ticks, channels, levels))
+            self.parts.append((ticks, channels, levels, fractions))
         self.events_frames += n_frames
 
     def add_frames(self, frames):
         for frame in frames:
             msg = frame.msg
             if isinstance(msg, p.Events):
-                table = np.array(msg.records, dtype=np.uint64).reshape(-1, 3)
-                ticks, channels, levels = table.T
-                self.add_arrays(ticks.copy(), channels.astype(np.uint16), levels.astype(np.uint16), 1)
+                width = 4 if msg.fraction_bytes else 3
+                table = np.array(msg.records, dtype=np.uint64).reshape(-1, width)
+                fractions = table[:, 3] if width == 4 else np.zeros(len(table), np.uint64)
+                self.add_arrays(table[:, 0].copy(), table[:, 1].astype(np.uint16), table[:, 2].astype(np.uint16),
+                                fractions.astype(np.uint16), 1)
             else:
                 self.frames.append(frame)
 
@@ -81,7 +85,8 @@ class _Batch:
             arrays = [np.concatenate(x) for x in zip(*self.parts)]
         else:
             arrays = _no_records()
-        return RecordBatch(*arrays, self.frames, self.events_frames)
+        ticks, channels, levels, fractions = arrays
+        return RecordBatch(ticks, channels, levels, self.frames, self.events_frames, fractions)
 
 
 class BatchDecoder(p.FrameDecoder):
@@ -135,7 +140,8 @@ class BatchDecoder(p.FrameDecoder):
             if intact_l[k] and self.expected_seq in (None, seq_l[k]):
                 j = int(stops[np.searchsorted(stops, k, side="right")])
                 a, b = events.first[record_at[k]], events.first[record_at[j - 1] + 1]
-                out.add_arrays(events.ticks[a:b], events.channels[a:b], events.levels[a:b], j - k)
+                out.add_arrays(events.ticks[a:b], events.channels[a:b], events.levels[a:b],
+                               events.fractions[a:b], j - k)
                 self._accept_run(data, lo, starts_l, ends_l, seq_l, k, j)
                 k = j
             else:
@@ -170,12 +176,11 @@ class BatchDecoder(p.FrameDecoder):
         header = starts[index] + 1  # decoded frame k: dec[starts[k] + 1 : ends[k]]
         crc_at = ends[index] - p.CRC_SIZE
         seq = dec[header + 2].astype(np.int64) | (dec[header + 3].astype(np.int64) << 8)
-        keep = (dec[header] == p.PROTOCOL_VERSION) & (dec[header + 1] == p.MSG_EVENTS)
+        keep = np.isin(dec[header], self.versions) & (dec[header + 1] == p.MSG_EVENTS)
         keep[keep] = _crc_ok(dec, header[keep], crc_at[keep])
         index, seq = index[keep], seq[keep]
-        well_formed, first, ticks, channels, levels = _events_records(dec, header[keep] + p.HEADER_SIZE,
-                                                                      crc_at[keep])
-        return _Events(index[well_formed], seq[well_formed], first, ticks, channels, levels)
+        well_formed, first, *records = _events_records(dec, header[keep] + p.HEADER_SIZE, crc_at[keep])
+        return _Events(index[well_formed], seq[well_formed], first, *records)
 
 
 def _cobs_decode(buf, starts, ends):
@@ -216,11 +221,11 @@ def _crc_ok(dec, header, crc_at):
     return computed == stored
 
 
-def _record_lengths(dec, mask_bytes):
-    """For every byte of dec: the length of a record starting there (uleb128 delta and two masks
-    of mask_bytes each), the delta counted as 11 bytes when it is longer than 10."""
+def _record_lengths(dec, tail):
+    """For every byte of dec: the length of a record starting there (uleb128 delta, then ``tail``
+    bytes: two masks and the fraction), the delta counted as 11 bytes when it is longer than 10."""
     more = dec >= 0x80  # a uleb128 byte with another one after it
-    length = more.astype(np.uint8) + np.uint8(1 + 2 * mask_bytes)
+    length = more.astype(np.uint8) + np.uint8(1 + tail)
     run = more
     for i in range(1, _ULEB_MAX):
         run = run[:-1] & more[i:]  # bytes p..p+i all go on
@@ -232,19 +237,24 @@ def _record_lengths(dec, mask_bytes):
 
 def _events_records(dec, body, body_end):
     """The records of the EVENTS bodies dec[body[k]:body_end[k]] (intact frames). Returns
-    (well_formed, first, ticks, channels, levels): well_formed[k] as Events.from_body would accept
-    body k; the records of the well-formed bodies in order, those of the i-th well-formed body at
-    first[i]:first[i + 1]."""
+    (well_formed, first, ticks, channels, levels, fractions): well_formed[k] as Events.from_body
+    would accept body k; the records of the well-formed bodies in order, those of the i-th
+    well-formed body at first[i]:first[i + 1]."""
     base = dec[body[:, None] + np.arange(8)].view("<u8").ravel()
-    mask_bytes = dec[body + 8].astype(np.int64)
-    well_formed = (body_end - body >= 9) & ((mask_bytes == 1) | (mask_bytes == 2))
+    fmt = dec[body + 8].astype(np.int64)
+    mask_bytes, fraction_bytes = fmt & 0x0F, fmt >> 4
+    well_formed = (body_end - body >= 9) & ((mask_bytes == 1) | (mask_bytes == 2)) & (fraction_bytes <= 2)
     wide = well_formed & (mask_bytes == 2)
+    tail = 2 * mask_bytes + fraction_bytes      # a record's bytes after its delta
     # step[i]: from a record at byte i to the next one; 0 where a body ends, so a walk stops there.
-    if not wide.any() or not (well_formed & ~wide).any():  # one mask width (the usual case)
-        step = _record_lengths(dec, 2 if wide.any() else 1)
+    tails = np.unique(tail[well_formed])
+    if len(tails) <= 1:  # one record layout (the usual case)
+        step = _record_lengths(dec, int(tails[0]) if len(tails) else 2)
     else:
-        in_wide = _covered(len(dec), body[wide], body_end[wide])
-        step = np.where(in_wide, _record_lengths(dec, 2), _record_lengths(dec, 1))
+        step = np.zeros(len(dec), np.uint8)
+        for t in tails.tolist():
+            in_these = _covered(len(dec), body[well_formed & (tail == t)], body_end[well_formed & (tail == t)])
+            step = np.where(in_these, _record_lengths(dec, t), step)
     step[body_end] = 0
     step[-_PAD:] = 0
     # Walk the records of all bodies together: one step per record index. A record that runs past
@@ -261,7 +271,7 @@ def _events_records(dec, body, body_end):
 
     def records():  # where the records of the well-formed bodies are, how many a body, delta lengths
         at, counts = _flatten(visited, body_end, well_formed)
-        return at, counts, step[at] - np.repeat(2 * mask_bytes[well_formed], counts)
+        return at, counts, step[at] - np.repeat(tail[well_formed], counts)
 
     at, counts, length = records()
     if (length > _ULEB_MAX).any():  # a delta longer than 10 bytes: that body is malformed
@@ -286,7 +296,13 @@ def _events_records(dec, body, body_end):
         high = dec[masks_at + 1].astype(np.uint16) << 8
         channels = np.where(wide, channels | high, channels)
         levels = np.where(wide, dec[masks_at + 2] | (dec[masks_at + 3].astype(np.uint16) << 8), levels)
-    return well_formed, first, ticks, channels, levels
+    fractions = np.zeros(len(at), np.uint16)
+    fraction_bytes = np.repeat(fraction_bytes[well_formed], counts)
+    if fraction_bytes.any():
+        fraction_at = masks_at + 2 * np.repeat(mask_bytes[well_formed], counts)
+        fractions = np.where(fraction_bytes >= 1, dec[fraction_at], 0).astype(np.uint16)
+        fractions |= np.where(fraction_bytes == 2, dec[fraction_at + 1].astype(np.uint16) << 8, 0).astype(np.uint16)
+    return well_formed, first, ticks, channels, levels, fractions
 
 
 def _covered(n, starts, ends):

@@ -25,6 +25,9 @@ def describe(ident, status, url, resolution, engine=None):
         "min_interval_ticks": ident.min_interval, "glitch_max_ticks": ident.glitch_max,
         "start_margin_ticks": ident.start_margin, "fifo_depth": ident.fifo_depth,
         "pin_to_stamp_delay_ticks": ident.pin_to_stamp_delay,
+        # Sub-tick sampling (docs/subtick.md): samples of each input a tick, and their spacing.
+        "samples_per_tick": ident.samples_per_tick,
+        "sample_ns": 1e9 / ident.ts_hz / ident.samples_per_tick,
         "capabilities": [name for name, bit in CAPABILITIES if ident.capabilities & bit],
         "dropped_per_channel": list(status.dropped),
         "engine": None if engine is None else {
@@ -54,6 +57,9 @@ def text(info):
         f"{info['glitch_max_ticks']} ticks, start >= {info['start_margin_ticks']} ticks ahead",
         f"  fifo       {info['fifo_depth']} records; pin-to-stamp delay {info['pin_to_stamp_delay_ticks']} ticks "
         "(subtracted in gateware)",
+        f"  sampling   each input {info['samples_per_tick']} time{'s' if info['samples_per_tick'] > 1 else ''} a "
+        f"tick: {info['sample_ns']:.3g} ns between samples" + (" (sub-tick positions in every record)"
+                                                               if info['samples_per_tick'] > 1 else ""),
         f"  features   {', '.join(info['capabilities'])}",
     ]
     engine = info.get("engine")

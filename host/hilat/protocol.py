@@ -16,7 +16,10 @@ import zlib
 from dataclasses import dataclass, field
 from typing import ClassVar, NamedTuple
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
+# Rig frames of these versions decode (a run's raw.bin from before version 3: IDENTIFY without
+# samples_per_tick, EVENTS as version 3's without fractions).
+READABLE_VERSIONS = (2, 3)
 
 HEADER_SIZE = 4  # version, type, seq
 CRC_SIZE = 4
@@ -27,7 +30,7 @@ MAX_ENCODED = 255  # COBS of MAX_DECODED bytes, delimiter excluded
 MAX_WIRE = 256  # delimiter included
 MAX_CHANNELS = 16  # capture channel masks: at most 16 bits (EVENTS: 1 or 2 bytes, OVERFLOW: u16)
 MAX_STIMULUS = 8  # stimulus channel masks (START, STOP) are u8
-EVENTS_EMPTY = HEADER_SIZE + 9  # payload of an EVENTS frame without records (base, mask_bytes)
+EVENTS_EMPTY = HEADER_SIZE + 9  # payload of an EVENTS frame without records (base, format)
 MASK64 = (1 << 64) - 1
 
 # Message types. Host -> rig (>= 0x80).
@@ -541,7 +544,8 @@ class Identify(Message):
 
     TYPE: ClassVar[int] = MSG_IDENTIFY
     NAME: ClassVar[str] = "IDENTIFY"
-    _S: ClassVar[struct.Struct] = struct.Struct("<BIIBBHBIHBI")
+    _S: ClassVar[struct.Struct] = struct.Struct("<BIIBBHBIHBIB")
+    _S_V2: ClassVar[struct.Struct] = struct.Struct("<BIIBBHBIHBI")   # version 2: no samples_per_tick
     version: int
     ts_hz: int
     sys_hz: int
@@ -553,6 +557,7 @@ class Identify(Message):
     min_interval: int = 4
     glitch_max: int = 15
     start_margin: int = 1000
+    samples_per_tick: int = 1     # of each DUT input (docs/subtick.md)
     firmware: str = ""
     gateware: str = ""
     channels: list[tuple[str, str]] = field(default_factory=list)
@@ -565,6 +570,7 @@ class Identify(Message):
             self._S.pack(
                 self.version, self.ts_hz, self.sys_hz, self.n_stimulus, self.n_inputs, self.fifo_depth,
                 self.pin_to_stamp_delay, self.capabilities, self.min_interval, self.glitch_max, self.start_margin,
+                self.samples_per_tick,
             )
             + _pack_str(self.firmware)
             + _pack_str(self.gateware)
@@ -572,11 +578,14 @@ class Identify(Message):
         )
 
     @classmethod
-    def from_body(cls, body: bytes) -> Identify:
-        n = cls._S.size
+    def from_body(cls, body: bytes, version: int = PROTOCOL_VERSION) -> Identify:
+        layout = cls._S if version >= 3 else cls._S_V2
+        n = layout.size
         if len(body) < n:
             raise MalformedFrame(f"IDENTIFY: body of {len(body)} bytes")
-        fixed = cls._S.unpack_from(body)
+        fixed = layout.unpack_from(body)
+        if version < 3:
+            fixed = (*fixed, 1)
         firmware, i = _unpack_str(body, n)
         gateware, i = _unpack_str(body, i)
         channels = []
@@ -586,7 +595,18 @@ class Identify(Message):
             channels.append((name, role))
         if i != len(body):
             raise MalformedFrame("IDENTIFY: trailing bytes")
+        if fixed[-1] not in (1, 2, 4, 8):
+            raise MalformedFrame(f"IDENTIFY: {fixed[-1]} samples a tick")
         return cls(*fixed, firmware, gateware, channels)
+
+    @property
+    def fraction_bits(self) -> int:
+        """Bits of each input's sub-tick position in an EVENTS record's fraction."""
+        return self.samples_per_tick.bit_length() - 1
+
+    @property
+    def fraction_bytes(self) -> int:
+        return (self.n_inputs * self.fraction_bits + 7) // 8
 
     @property
     def n_channels(self) -> int:
@@ -595,29 +615,43 @@ class Identify(Message):
 
 @dataclass(slots=True)
 class Events(Message):
-    """records: (timestamp, channels, levels), absolute timestamps. On the wire each record
-    carries delta = (timestamp - previous) mod 2**64, previous being ``base`` for the first, then
-    its channel and level masks in ``mask_bytes`` bytes each (1 for up to 8 channels, else 2)."""
+    """records: (timestamp, channels, levels), absolute timestamps, and with ``fraction_bytes`` > 0
+    (timestamp, channels, levels, fraction). On the wire each record carries delta = (timestamp -
+    previous) mod 2**64, previous being ``base`` for the first, then its channel and level masks in
+    ``mask_bytes`` bytes each (1 for up to 8 channels, else 2), then its fraction (the inputs'
+    sub-tick positions, docs/subtick.md) in ``fraction_bytes`` bytes (0, 1 or 2). The body's
+    format byte holds mask_bytes (bits 0-3) and fraction_bytes (bits 4-7)."""
 
     TYPE: ClassVar[int] = MSG_EVENTS
     NAME: ClassVar[str] = "EVENTS"
     base: int
-    records: list[tuple[int, int, int]] = field(default_factory=list)
+    records: list[tuple[int, ...]] = field(default_factory=list)
     mask_bytes: int = 1
+    fraction_bytes: int = 0
 
     def body(self) -> bytes:
         if self.mask_bytes not in (1, 2):
             raise ValueError(f"EVENTS: mask_bytes {self.mask_bytes}, must be 1 or 2")
-        out = bytearray(struct.pack("<QB", self.base, self.mask_bytes))
+        if self.fraction_bytes not in (0, 1, 2):
+            raise ValueError(f"EVENTS: fraction_bytes {self.fraction_bytes}, must be 0, 1 or 2")
+        out = bytearray(struct.pack("<QB", self.base, self.mask_bytes | self.fraction_bytes << 4))
         prev = self.base
         limit = 1 << (8 * self.mask_bytes)
-        for ts, channels, levels in self.records:
+        width = 4 if self.fraction_bytes else 3
+        for rec in self.records:
+            if len(rec) != width:
+                raise ValueError(f"EVENTS: record {rec} with fraction_bytes {self.fraction_bytes}")
+            ts, channels, levels = rec[:3]
             if not 0 <= ts <= MASK64:
                 raise ValueError(f"timestamp out of range: {ts}")
             if not (0 <= channels < limit and 0 <= levels < limit):
                 raise ValueError(f"masks {channels:#x}/{levels:#x} do not fit {self.mask_bytes} bytes")
             out += uleb128((ts - prev) & MASK64)
             out += channels.to_bytes(self.mask_bytes, "little") + levels.to_bytes(self.mask_bytes, "little")
+            if self.fraction_bytes:
+                if not 0 <= rec[3] < 1 << (8 * self.fraction_bytes):
+                    raise ValueError(f"fraction {rec[3]:#x} does not fit {self.fraction_bytes} bytes")
+                out += rec[3].to_bytes(self.fraction_bytes, "little")
             prev = ts
         return bytes(out)
 
@@ -628,10 +662,10 @@ class Events(Message):
             raise MalformedFrame(f"EVENTS: body of {n} bytes")
         ts = int.from_bytes(body[:8], "little")
         base = ts
-        mask_bytes = body[8]
-        if mask_bytes not in (1, 2):
-            raise MalformedFrame(f"EVENTS: mask_bytes {mask_bytes}")
-        records: list[tuple[int, int, int]] = []
+        mask_bytes, fraction_bytes = body[8] & 0x0F, body[8] >> 4
+        if mask_bytes not in (1, 2) or fraction_bytes not in (0, 1, 2):
+            raise MalformedFrame(f"EVENTS: format {body[8]:#04x}")
+        records: list[tuple[int, ...]] = []
         append = records.append
         i = 9
         try:
@@ -663,7 +697,17 @@ class Events(Message):
                 # wrap as often as a long one).
                 if ts > MASK64:
                     ts &= MASK64
-                if mask_bytes == 1:
+                if fraction_bytes:
+                    at = i + 2 * mask_bytes
+                    if at + fraction_bytes > n:
+                        raise IndexError
+                    fraction = int.from_bytes(body[at:at + fraction_bytes], "little")
+                    if mask_bytes == 1:
+                        append((ts, body[i], body[i + 1], fraction))
+                    else:
+                        append((ts, body[i] | body[i + 1] << 8, body[i + 2] | body[i + 3] << 8, fraction))
+                    i = at + fraction_bytes
+                elif mask_bytes == 1:
                     append((ts, body[i], body[i + 1]))
                     i += 2
                 else:
@@ -675,7 +719,7 @@ class Events(Message):
             raise MalformedFrame("EVENTS: truncated record") from None
         if i != n:
             raise MalformedFrame("EVENTS: truncated record")
-        return cls(base, records, mask_bytes)
+        return cls(base, records, mask_bytes, fraction_bytes)
 
     @property
     def timestamps(self) -> list[int]:
@@ -955,13 +999,14 @@ def mask_bytes_for(n_channels: int) -> int:
     return 1 if n_channels <= 8 else 2
 
 
-def pack_events(records: list[tuple[int, int, int]], base: int | None = None, mask_bytes: int = 1) -> list[Events]:
+def pack_events(records: list[tuple[int, ...]], base: int | None = None, mask_bytes: int = 1,
+                fraction_bytes: int = 0) -> list[Events]:
     """Split records into as few EVENTS messages as fit MAX_PAYLOAD. Each frame's base is the
     given base (first frame) or its first record's timestamp, as the firmware does."""
     frames: list[Events] = []
     cur: Events | None = None
     size = prev = 0
-    masks = 2 * mask_bytes
+    masks = 2 * mask_bytes + fraction_bytes
     for rec in records:
         ts = rec[0]
         if cur is not None:
@@ -970,7 +1015,7 @@ def pack_events(records: list[tuple[int, int, int]], base: int | None = None, ma
                 cur = None
         if cur is None:
             b = ts if base is None or frames else base
-            cur = Events(b, [], mask_bytes)
+            cur = Events(b, [], mask_bytes, fraction_bytes)
             frames.append(cur)
             size, prev = EVENTS_EMPTY, b
             need = len(uleb128((ts - prev) & MASK64)) + masks
@@ -1017,18 +1062,27 @@ class Frame:
         return self.msg.TYPE
 
 
-def decode_frame(frame: bytes, messages: dict[int, type[Message]] = MESSAGES) -> Frame:
+def _message(cls: type[Message], body: bytes, version: int) -> Message:
+    """``cls`` from ``body`` of a frame of ``version`` (only IDENTIFY changed with version 3)."""
+    return cls.from_body(body, version) if cls is Identify else cls.from_body(body)
+
+
+def decode_frame(frame: bytes, messages: dict[int, type[Message]] = MESSAGES,
+                 versions: tuple[int, ...] | None = None) -> Frame:
     """Decode one wire frame (a trailing 0x00 delimiter is accepted). Raises a ProtocolError:
-    CorruptFrame, WrongVersion, UnknownType or MalformedFrame."""
+    CorruptFrame, WrongVersion, UnknownType or MalformedFrame. ``versions``: those accepted (by
+    default: commands only in ours, a rig's frames in READABLE_VERSIONS)."""
     if frame.endswith(b"\x00"):
         frame = frame[:-1]
     version, msg_type, seq, body = decode_payload(frame)
-    if version != PROTOCOL_VERSION:
+    if versions is None:
+        versions = (PROTOCOL_VERSION,) if messages is HOST_MESSAGES else READABLE_VERSIONS
+    if version not in versions:
         raise WrongVersion(version, msg_type, seq)
     cls = messages.get(msg_type)
     if cls is None:
         raise UnknownType(msg_type, seq)
-    return Frame(seq, cls.from_body(body))
+    return Frame(seq, _message(cls, body, version))
 
 
 class FrameDecoder:
@@ -1051,8 +1105,15 @@ class FrameDecoder:
 
     DUPLICATE_WINDOW = 64  # the rig never reuses a seq within 2**16 frames, so 64 is no ambiguity
 
-    def __init__(self, from_host: bool = False, expected_seq: int | None = None):
+    def __init__(self, from_host: bool = False, expected_seq: int | None = None,
+                 versions: tuple[int, ...] | None = None):
         self.messages = HOST_MESSAGES if from_host else RIG_MESSAGES
+        # ``versions`` accepted: by default a rig's frames of an earlier version still decode (a run's
+        # raw.bin), commands only in ours. A live session takes only ours (a rig of another version
+        # is refused by name: Rig.hello).
+        if versions is None:
+            versions = (PROTOCOL_VERSION,) if from_host else READABLE_VERSIONS
+        self.versions = versions
         self.expected_seq = expected_seq
         self.frames_ok = 0
         self.corrupt = 0
@@ -1122,7 +1183,7 @@ class FrameDecoder:
         except CorruptFrame:
             self._bad(len(enc))
             return
-        if version != PROTOCOL_VERSION:
+        if version not in self.versions:
             self.wrong_version += 1
             self.last_wrong_version = version
             return
@@ -1141,7 +1202,7 @@ class FrameDecoder:
             self.unknown_type += 1
             return
         try:
-            msg = cls.from_body(body)
+            msg = _message(cls, body, version)
         except ProtocolError:
             self.malformed += 1
             return

@@ -19,7 +19,11 @@ log = logging.getLogger("hilat")
 
 
 class RigError(Exception):
-    """The rig did not answer, answered wrongly, or refused a command."""
+    """The rig did not answer, answered wrongly, or refused a command (``code``: its ACK code)."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code
 
 
 class Rig:
@@ -28,7 +32,7 @@ class Rig:
         self.raw_sink = raw_sink
         self.hello_timeout = hello_timeout
         self.command_timeout = command_timeout
-        self.decoder = BatchDecoder()
+        self.decoder = BatchDecoder(versions=(p.PROTOCOL_VERSION,))   # a live rig speaks ours or is refused
         self.tx_seq = 0
         self.identity = None
         self.pending = []          # frames other than EVENTS read while waiting for a reply, in arrival order
@@ -133,7 +137,7 @@ class Rig:
             return isinstance(frame.msg, reply) and frame.msg.command_seq == seq
         frame = self._wait_for(is_reply, self.command_timeout, f"reply to {msg.NAME}")
         if reply is p.Ack and frame.msg.code != 0:
-            raise RigError(f"the rig refused {msg.NAME}: {frame.msg.message} (code {frame.msg.code})")
+            raise RigError(f"the rig refused {msg.NAME}: {frame.msg.message} (code {frame.msg.code})", frame.msg.code)
         return frame.msg
 
     def now(self):

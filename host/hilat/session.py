@@ -23,6 +23,9 @@ MODES = {"periodic": p.MODE_PERIODIC, "dither": p.MODE_DITHER, "random": p.MODE_
          "burst": p.MODE_BURST, "oneshot": p.MODE_ONESHOT}
 
 
+START_ATTEMPTS = 5   # a START refused as late is tried again this often, 4 times further ahead each time
+
+
 def start_margin(ident):
     """Ticks ahead of now to start at: 1 ms, and at least twice the rig's own start margin (the
     commands take a round trip before the start is armed)."""
@@ -122,11 +125,29 @@ class Session:
 
     def start(self, channels_mask, at=None):
         """Start the stimuli of ``channels_mask`` at the absolute tick ``at`` (default: a start margin
-        from now, so that the start is exact and recorded). Returns the start tick."""
-        if at is None:
-            at = self.rig.now() + start_margin(self.identity)
-        if channels_mask:
-            self.rig.command(p.Start(channels=channels_mask, at_time=1, start=at))
+        from now, so that the start is exact and recorded). Returns the start tick.
+
+        Without ``at``: a start the rig refuses as late (the round trip took longer than the margin:
+        a loaded host, or a simulated rig running faster than usual) is tried again with a margin 4
+        times longer, up to START_ATTEMPTS times; a refused START arms nothing."""
+        if at is not None or not channels_mask:
+            at = self.rig.now() + start_margin(self.identity) if at is None else at
+            if channels_mask:
+                self.rig.command(p.Start(channels=channels_mask, at_time=1, start=at))
+            return at
+        margin = start_margin(self.identity)
+        for _ in range(START_ATTEMPTS - 1):
+            at = self.rig.now() + margin
+            try:
+                self.rig.command(p.Start(channels=channels_mask, at_time=1, start=at))
+                return at
+            except RigError as e:
+                if e.code != p.ACK_LATE:
+                    raise
+                log.info("the rig refused a start %d ticks ahead as late; trying %d ticks ahead", margin, 4 * margin)
+                margin *= 4
+        at = self.rig.now() + margin
+        self.rig.command(p.Start(channels=channels_mask, at_time=1, start=at))
         return at
 
     def stop(self, channels_mask=None):

@@ -51,3 +51,23 @@ def test_info_shows_an_unstructured_gateware_string_as_is(capsys):
         assert main(["info", rig.url]) == 0
     out = capsys.readouterr().out
     assert "gateware   custom" in out and "board" not in out
+
+
+def test_info_states_the_sampling_of_a_sub_tick_rig(capsys, tmp_path, monkeypatch):
+    """A rig sampling its inputs four times a tick says so, with the spacing of its samples; a rig
+    sampling once a tick says that too."""
+    monkeypatch.setenv("HILAT_CALIBRATION_DIR", str(tmp_path / "calibration"))
+    subtick = dataclasses.replace(BOARD_IDENT, ts_hz=135_000_000, samples_per_tick=4,
+                                  capabilities=BOARD_IDENT.capabilities | p.CAP_SUBTICK)
+    with rig_identifying_as(subtick) as rig:
+        assert main(["info", rig.url]) == 0
+    out = capsys.readouterr().out
+    assert "sampling   each input 4 times a tick: 1.85 ns between samples (sub-tick positions in every record)" in out
+    assert "sub-tick" in out.split("features")[1].splitlines()[0]
+    with rig_identifying_as(subtick) as rig:
+        assert main(["info", rig.url, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["samples_per_tick"] == 4 and info["sample_ns"] == pytest.approx(1e9 / 135e6 / 4)
+    with rig_identifying_as(BOARD_IDENT) as rig:
+        assert main(["info", rig.url]) == 0
+    assert "sampling   each input 1 time a tick: 6.67 ns between samples\n" in capsys.readouterr().out

@@ -54,7 +54,7 @@ CHANNELS6 = [("stim0", "stimulus"), ("stim1", "stimulus"), ("in0", "isr"), ("in1
 
 
 def identify() -> list[dict]:
-    base = dict(version=2, ts_hz=100_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4,
+    base = dict(version=3, ts_hz=100_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4,
                 fifo_depth=512, pin_to_stamp_delay=17, capabilities=0x3F, min_interval=4, glitch_max=15,
                 start_margin=1000)
     ten = CHANNELS6 + [(f"in{k}", "") for k in range(4, 8)]
@@ -64,27 +64,31 @@ def identify() -> list[dict]:
         vec("utf8 strings", 3, p.Identify(**base, firmware="µ-fw ✓", gateware="ΔT", channels=CHANNELS6)),
         vec("10 channels, 4 without a role", 4, p.Identify(**{**base, "n_inputs": 8}, firmware="hilat-fw 2",
                                                            gateware="colorlight_i5 0123456789", channels=ten)),
+        vec("four samples a tick (sub-tick capability)", 5,
+            p.Identify(**{**base, "capabilities": 0x7F}, samples_per_tick=4, firmware="hilat-fw 3",
+                       gateware="ulx3s 0123456789", channels=CHANNELS6)),
         vec(
             "all ones",
             0xFFFF,
-            p.Identify(255, U32, U32, 1, 1, 0xFFFF, 255, U32, 0xFFFF, 255, U32, "\x7f", "\x7f", [("\x7f", "\x7f")] * 2),
+            p.Identify(255, U32, U32, 1, 1, 0xFFFF, 255, U32, 0xFFFF, 255, U32, 8, "\x7f", "\x7f",
+                       [("\x7f", "\x7f")] * 2),
         ),
         vec(
             "zeros",
             0,
-            p.Identify(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, "", "", []),
+            p.Identify(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, "", "", []),
             note="mostly 0x00: every COBS block is short",
         ),
     ]
 
-    # Max payload (250 bytes): 4 + 25 fixed + strings and the channel table; every byte non-zero so
+    # Max payload (250 bytes): 4 + 26 fixed + strings and the channel table; every byte non-zero so
     # the frame is one 254-byte COBS run: code 0xFF and no trailing block (256 bytes on the wire).
     def full():
-        fixed = dict(version=2, ts_hz=0x05F5E101, sys_hz=0x02FAF081, n_stimulus=2, n_inputs=4, fifo_depth=0x0201,
+        fixed = dict(version=3, ts_hz=0x05F5E101, sys_hz=0x02FAF081, n_stimulus=2, n_inputs=4, fifo_depth=0x0201,
                      pin_to_stamp_delay=19, capabilities=0x0101017F, min_interval=0x0104, glitch_max=15,
                      start_margin=0x010103E8)
         table = sum(2 + len(n) + len(r) for n, r in CHANNELS6)
-        return p.Identify(**fixed, firmware="f" * (250 - 4 - 25 - 2 - 25 - table), gateware="g" * 25,
+        return p.Identify(**fixed, firmware="f" * (250 - 4 - 26 - 2 - 25 - table), gateware="g" * 25,
                           channels=CHANNELS6)
 
     assert len(full().body()) + 4 == 250
@@ -171,6 +175,22 @@ def events() -> list[dict]:
     recs = [(k * 100, 1 << (k % 16), k & 0xFFFF) for k in range(1, 46)]
     recs += [(4500 + 300, 0x8000, 0x8000), (4500 + 600, 0x4000, 0x0000)]
     out.append(vec("2-byte masks, max size: 45 records of 5 bytes + 2 of 6", 18, p.Events(0, recs, 2)))
+    # Fractions (sub-tick positions, docs/subtick.md): 1 byte (four inputs of 2 bits), 2 bytes.
+    out.append(vec("1-byte fractions", 19,
+                   p.Events(9_000, [(9_000, 0b000100, 0b000100, 0b11), (9_001, 0b111100, 0b001100, 0b10_01_00_11),
+                                    (9_200, 0b000001, 0b001101, 0), (9_201, 0b100000, 0b101101, 0xC0)], 1, 1),
+                   note="format byte 0x11: masks of 1 byte, fractions of 1"))
+    rng = random.Random(3)
+    t, recs = U64 - 500, []
+    for _ in range(25):
+        t = (t + rng.choice([0, 1, 127, 128, 16384])) & U64
+        recs.append((t, rng.randrange(1 << 16), rng.randrange(1 << 16), rng.randrange(1 << 16)))
+    out.append(vec("2-byte masks and 2-byte fractions, across 2**64", 20, p.Events(U64 - 500, recs, 2, 2)))
+    recs = [(k * 100, 1 << (k % 8), k & 0xFF, k & 0xFF) for k in range(1, 59)]
+    recs.append((recs[-1][0] + 200, 1, 1, 1))
+    full_fractions = p.Events(0, recs, 1, 1)
+    assert len(full_fractions.body()) + 4 == 250
+    out.append(vec("1-byte fractions, max size: 58 records of 4 bytes + 1 of 5", 21, full_fractions))
     return out
 
 
@@ -226,9 +246,9 @@ def time_() -> list[dict]:
 
 def hello() -> list[dict]:
     return [
-        vec("version 2, seq 0", 0, p.Hello(2)),
-        vec("version 3 in the body (header stays 2)", 0, p.Hello(3)),
-        vec("seq 0xffff", 0xFFFF, p.Hello(2)),
+        vec("version 3, seq 0", 0, p.Hello(3)),
+        vec("version 4 in the body (header stays 3)", 0, p.Hello(4)),
+        vec("seq 0xffff", 0xFFFF, p.Hello(3)),
     ]
 
 
@@ -395,7 +415,9 @@ def invalid() -> list[dict]:
          "type": p.MSG_STOP, "seq": 5},
         {"name": "HELLO of a version-1 host", "wire": _raw(1, p.MSG_HELLO, 0, b"\x01"), "error": "version",
          "type": p.MSG_HELLO, "seq": 0},
-        {"name": "version 3", "wire": _raw(3, p.MSG_STOP, 5, b"\x03"), "error": "version",
+        {"name": "version 2 (the previous protocol)", "wire": _raw(2, p.MSG_STOP, 5, b"\x03"), "error": "version",
+         "type": p.MSG_STOP, "seq": 5},
+        {"name": "version 4", "wire": _raw(4, p.MSG_STOP, 5, b"\x03"), "error": "version",
          "type": p.MSG_STOP, "seq": 5},
         {"name": "version 0", "wire": _raw(0, p.MSG_HELLO, 0, b"\x01"), "error": "version",
          "type": p.MSG_HELLO, "seq": 0},
@@ -485,7 +507,8 @@ MESSAGES = {
 
 FORMAT = (
     "fields: the message's fields in spec order (str as text, lists as JSON arrays; EVENTS records as "
-    "[timestamp, channels, levels] with absolute timestamps); wire: the whole frame in hex, 0x00 "
+    "[timestamp, channels, levels] with absolute timestamps, [timestamp, channels, levels, fraction] with "
+    "fraction_bytes > 0); wire: the whole frame in hex, 0x00 "
     "delimiter included"
 )
 ENGINE_FORMAT = FORMAT + (

@@ -186,7 +186,7 @@ def _damage(rng, frames, kind):
     elif kind == "replay":  # a link sends a frame again, right after or later
         frames.insert(rng.randrange(k + 1, min(k + 70, len(frames)) + 1), frames[k])
     elif kind == "version":
-        frames.insert(k, p.encode_frame(p.MSG_EVENTS, rng.randrange(1 << 16), b"\x00" * 9, version=3))
+        frames.insert(k, p.encode_frame(p.MSG_EVENTS, rng.randrange(1 << 16), b"\x00" * 9, version=4))
     elif kind == "unknown_type":
         frames.insert(k, p.encode_frame(rng.choice([0x7E, p.MSG_HELLO]), rng.randrange(1 << 16), b"abc"))
     elif kind == "truncated_record":  # CRC right, the last record lacks its level mask
@@ -335,7 +335,7 @@ def test_gap_and_replay():
 
 def test_wrong_version_unknown_type_malformed_events():
     good = [f for k in range(5) for f in _frames([(k + 1, 1, 0)], seq=k)]
-    wrong = p.encode_frame(p.MSG_EVENTS, 5, bytes(9), version=3)
+    wrong = p.encode_frame(p.MSG_EVENTS, 5, bytes(9), version=4)
     unknown = p.encode_frame(0x7E, 5, b"")
     truncated = p.encode_frame(p.MSG_EVENTS, 6, bytes(8) + b"\x01\x05\x01")
     long_uleb = p.encode_frame(p.MSG_EVENTS, 7, bytes(8) + b"\x01" + b"\x81" * 10 + b"\x01\x01\x01")
@@ -343,7 +343,7 @@ def test_wrong_version_unknown_type_malformed_events():
     d = BatchDecoder(expected_seq=0)
     batch = d.feed_batch(b"".join(good + [wrong, unknown, truncated, long_uleb] + tail))
     assert batch.ticks.tolist() == [1, 2, 3, 4, 5, 100, 101, 102]
-    assert (d.wrong_version, d.last_wrong_version, d.unknown_type, d.malformed) == (1, 3, 1, 2)
+    assert (d.wrong_version, d.last_wrong_version, d.unknown_type, d.malformed) == (1, 4, 1, 2)
     assert d.lost == 0 and d.frames_ok == 8 and d.expected_seq == 11
 
 
@@ -411,3 +411,42 @@ def test_clean_events_skip_the_per_frame_path(monkeypatch):
     bad[code] = len(bad) - code + 1  # the last code byte, now pointing at the next frame's version byte
     batch = d.feed_batch(b"".join(events[:1] + [bytes(bad)] + events[1:]))
     assert calls == [bad[:-1]] and batch.events_frames == len(events) and d.corrupt == 1 and d.lost == 0
+
+
+def test_fractions_and_mixed_record_layouts_in_one_piece():
+    """EVENTS frames with 1- and 2-byte fractions, 1- and 2-byte masks and none, mixed in one piece
+    (more than _MIN_VECTOR frames): every record's fraction as from_body gives it, 0 where none."""
+    rng = np.random.default_rng(16)
+    frames, expected, seq = [], [], 0
+    for layout in [(1, 1), (2, 2), (1, 0), (2, 1), (1, 2), (2, 0), (1, 1)]:
+        mask_bytes, fraction_bytes = layout
+        t = int(rng.integers(0, 1 << 40))
+        records = []
+        for _ in range(int(rng.integers(1, 30))):
+            t += int(rng.choice([0, 1, 127, 128, 20_000]))
+            rec = (t, int(rng.integers(0, 1 << (8 * mask_bytes))), int(rng.integers(0, 1 << (8 * mask_bytes))))
+            records.append((*rec, int(rng.integers(0, 1 << (8 * fraction_bytes)))) if fraction_bytes else rec)
+        for frame in p.pack_events(records, mask_bytes=mask_bytes, fraction_bytes=fraction_bytes):
+            frames.append(frame.encode(seq))
+            seq += 1
+            expected += [(*r[:3], r[3] if fraction_bytes else 0) for r in frame.records]
+    batch = BatchDecoder().feed_batch(b"".join(frames))
+    got = list(zip(batch.ticks.tolist(), batch.channels.tolist(), batch.levels.tolist(), batch.fractions.tolist()))
+    assert got == expected and batch.events_frames == len(frames)
+    # One frame at a time (the per-frame path) gives the same.
+    d = BatchDecoder()
+    parts = [d.feed_batch(f) for f in frames]
+    assert sum((b.fractions.tolist() for b in parts), []) == [r[3] for r in expected]
+
+
+def test_version_2_frames_of_an_old_raw_bin_decode():
+    """A run's raw.bin from a version-2 rig: its EVENTS (no fraction byte) still decode, in bulk and
+    one by one; a live session's decoder (ours only) refuses them."""
+    records = [(5 + k, 1 << (k % 6), k & 0x3F) for k in range(40)]
+    v2 = [p.encode_frame(p.MSG_EVENTS, k, e.body(), version=2) for k, e in enumerate(p.pack_events(records[:10]))]
+    v2 += [p.encode_frame(p.MSG_EVENTS, len(v2) + k, p.Events(r[0], [r]).body(), version=2)
+           for k, r in enumerate(records[10:])]
+    batch = BatchDecoder().feed_batch(b"".join(v2))
+    assert list(zip(batch.ticks.tolist(), batch.channels.tolist(), batch.levels.tolist())) == records
+    live = BatchDecoder(versions=(p.PROTOCOL_VERSION,))
+    assert len(live.feed_batch(b"".join(v2)).ticks) == 0 and live.wrong_version == len(v2)

@@ -80,6 +80,9 @@ def tool_line(msg: p.Message, seq: int) -> str:
             # The C encoder takes the table as soc.h gives it: "name:role,name:role,...".
             add(",".join(f"{name}:{role}" for name, role in v))
             continue
+        if isinstance(msg, p.Events) and f.name == "records":
+            # The C encoder takes every record with its fraction (ignored with fraction_bytes 0).
+            v = [tuple(r) if len(r) == 4 else (*r, 0) for r in v]
         if isinstance(v, list):
             toks.append(str(len(v)))
         add(v)
@@ -207,10 +210,10 @@ def test_hand_crc(tool):
 
 
 def test_hand_frame_time_req(tool):
-    # TIME_REQ, seq 0: payload 02 87 00 00; CRC-32 of it = 0x6f371a92, little-endian 92 1a 37 6f.
-    # COBS: [02 87] 00 | [] 00 | [92 1a 37 6f] -> 03 02 87 | 01 | 05 92 1a 37 6f, then 00.
-    assert bitwise_crc32(bytes.fromhex("02870000")) == 0x6F371A92
-    wire = "0302870105921a376f00"
+    # TIME_REQ, seq 0: payload 03 87 00 00; CRC-32 of it = 0xd78b7df7, little-endian f7 7d 8b d7.
+    # COBS: [03 87] 00 | [] 00 | [f7 7d 8b d7] -> 03 03 87 | 01 | 05 f7 7d 8b d7, then 00.
+    assert bitwise_crc32(bytes.fromhex("03870000")) == 0xD78B7DF7
+    wire = "0303870105f77d8bd700"
     assert p.TimeReq().encode(0).hex() == wire
     assert tool.one("time_req 0") == wire
     assert tool.one("parse " + wire[:-2]) == "time_req 0"
@@ -220,27 +223,42 @@ def test_hand_frame_time_req(tool):
 
 def test_hand_frame_events(tool):
     # EVENTS, seq 1, base 1000 (e8 03 00..), masks of 1 byte, one record: delta 0, channels 4, levels 4.
-    payload = bytes.fromhex("02020100" + "e803000000000000" + "01" + "00" + "0404")
+    payload = bytes.fromhex("03020100" + "e803000000000000" + "01" + "00" + "0404")
     crc = bitwise_crc32(payload).to_bytes(4, "little")
     assert 0 not in crc  # so the tail is one block
-    # Blocks: [02 02 01] 00 | [e8 03] 00 | then 5 zeros (base bytes) as empty blocks, [01] (mask
-    # bytes) 00 (the delta), and the last block 04 04 + CRC (6 bytes, code 07).
-    wire = bytes.fromhex("04020201" + "03e803" + "01" * 5 + "0201" + "070404") + crc + b"\x00"
+    # Blocks: [03 02 01] 00 | [e8 03] 00 | then 5 zeros (base bytes) as empty blocks, [01] (format:
+    # masks of 1 byte, no fraction) 00 (the delta), and the last block 04 04 + CRC (6 bytes, code 07).
+    wire = bytes.fromhex("04030201" + "03e803" + "01" * 5 + "0201" + "070404") + crc + b"\x00"
     msg = p.Events(1000, [(1000, 4, 4)])
     assert msg.encode(1) == wire
-    assert tool.one("events 1 1000 1 1000 4 4 1") == wire.hex()
+    assert tool.one("events 1 1000 1 1000 4 4 0 1 0") == wire.hex()
     doc = json.loads((VECTORS / "events.json").read_text(encoding="utf-8"))
     assert [v["wire"] for v in doc["vectors"] if v["name"] == "one record, delta 0"] == [wire.hex()]
 
 
 def test_hand_frame_events_two_byte_masks(tool):
     # 10 channels: masks of 2 bytes, little-endian; channel 9 rising is channels 0x0200, levels 0x0200.
-    payload = bytes.fromhex("02020200" + "0a00000000000000" + "02" + "03" + "0002" + "0002")
+    payload = bytes.fromhex("03020200" + "0a00000000000000" + "02" + "03" + "0002" + "0002")
     crc = bitwise_crc32(payload).to_bytes(4, "little")
     msg = p.Events(10, [(13, 0x0200, 0x0200)], 2)
     assert p.cobs_decode(msg.encode(2)[:-1]) == payload + crc
-    assert tool.one("events 2 10 1 13 512 512 2") == msg.encode(2).hex()
+    assert tool.one("events 2 10 1 13 512 512 0 2 0") == msg.encode(2).hex()
     assert p.decode_frame(msg.encode(2)).msg.records == [(13, 0x0200, 0x0200)]
+
+
+def test_hand_frame_events_fractions(tool):
+    # Four inputs at four samples a tick: one fraction byte, input i's position at bits 2i..2i+1.
+    # Format byte 0x11 (masks of 1 byte, fraction of 1); the record: delta 3, channels 0b001100
+    # (in0, in1), levels 0b000100, fraction 0b0111 (in0 at sample 3, in1 at sample 1).
+    payload = bytes.fromhex("03020300" + "0a00000000000000" + "11" + "03" + "0c04" + "07")
+    crc = bitwise_crc32(payload).to_bytes(4, "little")
+    msg = p.Events(10, [(13, 0b001100, 0b000100, 0b0111)], 1, 1)
+    assert p.cobs_decode(msg.encode(3)[:-1]) == payload + crc
+    assert tool.one("events 3 10 1 13 12 4 7 1 1") == msg.encode(3).hex()
+    assert p.decode_frame(msg.encode(3)).msg.records == [(13, 0b001100, 0b000100, 0b0111)]
+    # A version-2 frame (a run's raw.bin from before) still decodes: no fraction byte.
+    v2 = p.encode_frame(p.MSG_EVENTS, 4, bytes.fromhex("0a00000000000000" + "01" + "03" + "0c04"), version=2)
+    assert p.decode_frame(v2).msg.records == [(13, 0b001100, 0b000100)]
 
 
 def test_hand_frame_engine_bins(tool):
@@ -249,7 +267,7 @@ def test_hand_frame_engine_bins(tool):
     #   head 0x14 (type 0, kind 1 << 2, tag 1 << 4), 300 = ac 02, 2304 = 0x900 = 80 12, 01;
     #   head 0x05 (type 1, kind 1 << 2), ac 02.
     body = bytes.fromhex("14ac02801201" + "05ac02")
-    payload = bytes.fromhex("02070900") + body
+    payload = bytes.fromhex("03070900") + body
     wire = p.cobs_encode(payload + bitwise_crc32(payload).to_bytes(4, "little")) + b"\x00"
     msg = p.EngineBins([(0, 1, 1, 300, 2304, 1), (1, 1, 0, 300, 0, 0)])
     assert msg.encode(9) == wire
@@ -329,7 +347,7 @@ def test_vectors_cover_edge_cases():
         if n == "EVENTS":
             prev = None
             ev = p.decode_frame(w).msg
-            for ts, _, _ in ev.records:
+            for ts, *_ in ev.records:
                 sizes.add(len(p.uleb128((ts - (ev.base if prev is None else prev)) % 2**64)))
                 prev = ts
     assert sizes == set(range(1, 11))
@@ -586,7 +604,7 @@ def rig_frames(n: int, seed: int, seq0: int = 0) -> list[tuple[int, p.Message, b
         elif kind == 4:
             msg = p.Time(rng.randrange(65536), rng.randrange(2**64))
         else:
-            msg = p.Identify(2, 10**8, 5 * 10**7, 2, 4, 512, 17, 0x3F, 4, 15, 1000, "fw", "gw" * rng.randrange(40),
+            msg = p.Identify(3, 10**8, 5 * 10**7, 2, 4, 512, 17, 0x3F, 4, 15, 1000, 1, "fw", "gw" * rng.randrange(40),
                              [(f"c{i}", "role") for i in range(6)])
         out.append((seq, msg, msg.encode(seq)))
     return out
@@ -676,9 +694,9 @@ def test_decoder_sequence_gaps():
     assert lost([65534, 65535, 0, 3]) == 2  # wraps at 2**16
     assert lost([65535, 1]) == 1
     assert lost([3, 4], expected=0) == 3  # right after HELLO
-    # A version-2 frame in the middle: refused, its seq not taken, so counted as lost too.
+    # A version-4 frame in the middle: refused, its seq not taken, so counted as lost too.
     dec = p.FrameDecoder()
-    dec.feed(p.Time(0, 0).encode(0) + p.encode_frame(p.MSG_TIME, 1, p.Time(0, 0).body(), version=3))
+    dec.feed(p.Time(0, 0).encode(0) + p.encode_frame(p.MSG_TIME, 1, p.Time(0, 0).body(), version=4))
     dec.feed(p.Time(0, 0).encode(2))
     assert (dec.frames_ok, dec.wrong_version, dec.lost) == (2, 1, 1)
     dec.reset_sequence(0)
@@ -926,7 +944,7 @@ def test_c_parse_random_frames(tool_checked):
         if msg_type == p.MSG_CAPTURE_CONFIG and body and rng.random() < 0.7:
             body = bytes([rng.randrange(9)]) + body[1:]
             body = body[: 1 + 2 * body[0]] + bytes(max(0, 1 + 2 * body[0] - len(body)))
-        wire = p.encode_frame(msg_type, seq, body, version=rng.choice([1, 1, 1, 2]))
+        wire = p.encode_frame(msg_type, seq, body, version=rng.choice([2, 2, 2, 3]))
         lines.append(f"parse {wire[:-1].hex()}")
         try:
             f = p.decode_frame(wire, p.HOST_MESSAGES)

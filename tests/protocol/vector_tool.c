@@ -5,9 +5,10 @@
  *
  * Encode (answer: the wire bytes in hex, delimiter included, or "err nofit [index]"):
  *   identify SEQ version ts_hz sys_hz n_stimulus n_inputs fifo_depth pin_to_stamp_delay
- *            capabilities min_interval glitch_max start_margin FIRMWARE_HEX GATEWARE_HEX
+ *            capabilities min_interval glitch_max start_margin samples_per_tick FIRMWARE_HEX GATEWARE_HEX
  *            CHANNELS_HEX (the table as "name:role,name:role,...", as soc.h's HILAT_CHANNELS)
- *   events   SEQ base N {timestamp channels levels} x N mask_bytes   (absolute timestamps)
+ *   events   SEQ base N {timestamp channels levels fraction} x N mask_bytes fraction_bytes
+ *            (absolute timestamps)
  *   overflow SEQ timestamp channels
  *   status   SEQ records_sent events_sent frames_sent overflow N {dropped} x N STIM_N {status} x STIM_N
  *   ack      SEQ command_seq code MESSAGE_HEX
@@ -173,12 +174,12 @@ static const char *err_name(int r)
 static void do_identify(uint16_t seq)
 {
     static char fw[256], gw[256], channels[1024];
-    unsigned long long v[11];
+    unsigned long long v[12];
     hilat_identify_t m;
     hilat_frame_t f;
     long nf, ng, nc;
     int i;
-    for (i = 0; i < 11; i++)
+    for (i = 0; i < 12; i++)
         NUM(v[i]);
     nf = hex((uint8_t *)fw, 255);
     ng = hex((uint8_t *)gw, 255);
@@ -199,17 +200,18 @@ static void do_identify(uint16_t seq)
     m.min_interval = (uint16_t)v[8];
     m.glitch_max = (uint8_t)v[9];
     m.start_margin = (uint32_t)v[10];
+    m.samples_per_tick = (uint8_t)v[11];
     m.firmware = fw;
     m.gateware = nf || ng ? gw : NULL; /* NULL is the empty string too */
     m.channels = channels;
     finish(&f, hilat_msg_identify(&f, seq, &m));
 }
 
-/* events SEQ base N {timestamp channels levels} x N mask_bytes */
+/* events SEQ base N {timestamp channels levels fraction} x N mask_bytes fraction_bytes */
 static void do_events(uint16_t seq)
 {
-    static unsigned long long recs[256][3];
-    unsigned long long base, n, i, mask_bytes;
+    static unsigned long long recs[256][4];
+    unsigned long long base, n, i, mask_bytes, fraction_bytes;
     hilat_frame_t f;
     NUM(base);
     NUM(n);
@@ -221,11 +223,13 @@ static void do_events(uint16_t seq)
         NUM(recs[i][0]);
         NUM(recs[i][1]);
         NUM(recs[i][2]);
+        NUM(recs[i][3]);
     }
     NUM(mask_bytes);
-    hilat_events_begin(&f, seq, base, (uint8_t)mask_bytes);
+    NUM(fraction_bytes);
+    hilat_events_begin(&f, seq, base, (uint8_t)mask_bytes, (uint8_t)fraction_bytes);
     for (i = 0; i < n; i++) {
-        if (!hilat_events_add(&f, recs[i][0], (uint16_t)recs[i][1], (uint16_t)recs[i][2])) {
+        if (!hilat_events_add(&f, recs[i][0], (uint16_t)recs[i][1], (uint16_t)recs[i][2], (uint16_t)recs[i][3])) {
             printf("err nofit %llu\n", i);
             return;
         }
