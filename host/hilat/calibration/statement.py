@@ -62,6 +62,12 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
     ts_hz = nominal * (1 + ppm * 1e-6)
     lines = [f"timebase: {nominal / 1e6:g} MHz nominal, 1 tick = {_fmt_ns(tick_ns)}; every edge is quantized "
              f"to 1 tick (a latency is +-1 tick)"]
+    samples = int(identity.get("samples_per_tick") or 1)
+    if samples > 1:
+        # The rig sends each input edge's sample in its tick (docs/subtick.md); the analysis does not
+        # use it yet, so nothing here claims it. raw.bin keeps it.
+        lines.append(f"sub-tick: the rig samples each input {samples} times a tick ({_fmt_ns(tick_ns / samples)} "
+                     "apart); these results use whole ticks, the positions are kept in raw.bin")
     if clock:
         source = f"1PPS on channel {clock.get('channel')}" if clock["method"] == "pps" else "against the host clock"
         lines.append(f"clock: {ppm:+.4g} ppm +- {clock['uncertainty_ppm']:.2g} ppm ({clock['coverage']}, {source}, "

@@ -39,6 +39,7 @@ def rig_identity(ident):
     """The identity a calibration belongs to, from an IDENTIFY message."""
     out = {name: getattr(ident, name) for name in IDENTITY_FIELDS}
     out["firmware"] = ident.firmware
+    out["samples_per_tick"] = ident.samples_per_tick   # stated in the resolution, not in the file key
     return out
 
 
