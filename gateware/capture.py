@@ -8,7 +8,7 @@ says where inside its tick each input's edge fell (docs/subtick.md).
 
 Structure (docs/timing-cores.md, "EdgeCapture" and "Capture pipeline"):
 
-- ``_ChannelFrontEnd`` per channel: ``InputSampler`` (an input; ``_Synchronizer``, a stimulus pin)
+- ``_ChannelFrontEnd`` per channel: ``InputSampler`` (an input; ``_Aligner``, a stimulus pin)
   -> ``_GlitchFilter`` -> ``_EdgeDetect``, the sub-tick position riding alongside. Each
   stage declares its ``latency`` in ticks; ``PIN_TO_STAMP_DELAY`` is their sum, and records are
   stamped from a counter that many ticks behind the timebase, so a timestamp names the tick in
@@ -25,7 +25,6 @@ from litex.gen import LiteXModule
 from litex.soc.interconnect import stream
 from litex.soc.interconnect.csr import CSRField, CSRStatus, CSRStorage
 from migen import *
-from migen.genlib.cdc import MultiReg
 
 from gateware.cdc import ConfigCommit, Snapshot, StreamAsyncFIFO
 from gateware.sampler import InputSampler, fraction_bits, subtick_position
@@ -55,23 +54,19 @@ def _delayed(sync, signal, cycles):
 
 # Channel front end ---------------------------------------------------------------------------------
 
-class _Synchronizer(LiteXModule):
-    """``stages`` flip-flops into ``clock_domain``: a MultiReg for an asynchronous pin, plain
-    registers for a level already in the domain (``internal``), so both kinds of channel align."""
-    def __init__(self, pin, stages, internal, clock_domain):
-        assert stages >= 2, "a synchronizer needs at least two flip-flops"
+class _Aligner(LiteXModule):
+    """``stages`` plain registers for a level already in ``clock_domain`` (a stimulus pin): as many
+    ticks as an input's sampler takes (``InputSampler``), so both kinds of channel align."""
+    def __init__(self, pin, stages, clock_domain):
         self.latency = stages
         self.o = Signal()  # `pin`, `latency` ticks late
 
         # # #
 
-        if internal:
-            sync  = getattr(self.sync, clock_domain)
-            chain = [Signal(name=f"aligned{k}") for k in range(stages)]
-            sync += [chain[0].eq(pin)] + [chain[k].eq(chain[k - 1]) for k in range(1, stages)]
-            self.comb += self.o.eq(chain[-1])
-        else:
-            self.specials += MultiReg(pin, self.o, odomain=clock_domain, n=stages)
+        sync  = getattr(self.sync, clock_domain)
+        chain = [Signal(name=f"aligned{k}") for k in range(stages)]
+        sync += [chain[0].eq(pin)] + [chain[k].eq(chain[k - 1]) for k in range(1, stages)]
+        self.comb += self.o.eq(chain[-1])
 
 
 class _GlitchFilter(LiteXModule):
@@ -146,7 +141,7 @@ class _ChannelFrontEnd(LiteXModule):
         enable, rise, fall, ignore = settings
         sync = getattr(self.sync, clock_domain)
         if internal:
-            self.synchronizer = _Synchronizer(pin, sampler_latency or sync_stages, True, clock_domain)
+            self.synchronizer = _Aligner(pin, sampler_latency or sync_stages, clock_domain)
             level, fraction = self.synchronizer.o, 0
         else:
             self.synchronizer = InputSampler(pin, samples_per_tick, clock_domain, edge_clock_domain, sync_stages)
