@@ -390,6 +390,8 @@ class Run:
     def _compute(self, kind, subset) -> Stats:
         how, source = self._statistics_source()
         title, tick_s = self._run.kind_titles[kind], self._run.tick_ns * 1e-9
+        if how == "rig":  # the engine's figures are whole ticks, the run's unit may be a sub-tick
+            tick_s *= source.units_per_value
         if how == "exact":
             series = source.series[kind]
             if subset != "all":

@@ -246,15 +246,19 @@ class _RollingHlog:
 
 class _Stream:
     """The consumer of the session's records: edges to the run directory, the streaming pairing,
-    the count that ends the capture, and the new maxima."""
+    the count that ends the capture, and the new maxima. Its times, durations and values are in the
+    analysis's unit: ticks, or sub-ticks on a rig that samples its inputs ``samples_per_tick`` S > 1
+    times a tick (``unit_hz``: units per second; ``first_input``: the rig's first input channel)."""
 
-    def __init__(self, writer, roles, measures, builtin, deadline, offset_ticks, pace, ts_hz, hlog=None,
-                 chunk_records=None, on_new_max=None):
+    def __init__(self, writer, roles, measures, builtin, deadline, offset_ticks, pace, unit_hz, hlog=None,
+                 chunk_records=None, on_new_max=None, samples_per_tick=1, first_input=0):
         from hilat.aggregate import StreamingAggregator
 
         self.writer = writer
         self.pace_channel, self.pace_level = pace
-        self.tick_ns = 1e9 / ts_hz
+        self.tick_ns = 1e9 / unit_hz
+        self.samples_per_tick = samples_per_tick
+        self.first_input = first_input
         self.hlog = hlog
         self.chunk_records = chunk_records
         self.on_new_max = on_new_max
@@ -275,14 +279,15 @@ class _Stream:
     # tens of MiB however much one read of the link brings.
     DEFAULT_CHUNK = 1 << 16
 
-    def __call__(self, ticks, masks, levels):
+    def __call__(self, ticks, masks, levels, fractions):
         step = self.chunk_records or self.DEFAULT_CHUNK
         for i in range(0, len(ticks), step):
-            self._records(ticks[i:i + step], masks[i:i + step], levels[i:i + step])
+            self._records(ticks[i:i + step], masks[i:i + step], levels[i:i + step], fractions[i:i + step])
 
-    def _records(self, rec_ticks, masks, levels):
+    def _records(self, rec_ticks, masks, levels, fractions):
         self.records += len(rec_ticks)
-        ticks, chans, lv = analysis.edges_from_records((rec_ticks, masks, levels))
+        ticks, chans, lv = analysis.edges_from_records((rec_ticks, masks, levels), fractions,
+                                                       self.samples_per_tick, self.first_input)
         ticks = ticks.astype(np.int64)
         if self.last_tick is not None and len(ticks) and (ticks[0] < self.last_tick or (np.diff(ticks) < 0).any()):
             keep = ticks >= np.maximum.accumulate(np.concatenate(([self.last_tick], ticks)))[:-1]
@@ -429,15 +434,19 @@ class Capture:
         self.writer.set_kinds(kinds)
         if self.settings.hlog_interval_s and self.settings.raw:
             (self.run_dir / "hlog").mkdir(exist_ok=True)
-            self.hlog = _RollingHlog(self.run_dir / "hlog" / "capture.hlog", kinds, self.ts_hz,
+            self.hlog = _RollingHlog(self.run_dir / "hlog" / "capture.hlog", kinds, self.unit_hz,
                                      self.settings.hlog_interval_s, self._t0)
         if self.live is None:
             # On-rig without raw edges it shows the engine's intervals as they come.
             self.live = live_view.LiveView(enabled=self.settings.progress)
         self.live.begin(self, kinds)
-        self.stream = _Stream(self.writer, self._roles, self._measures, builtin, self.deadline_ticks,
-                              self.offset_ticks, self._pace, self.ts_hz, hlog=self.hlog,
-                              chunk_records=self.settings.chunk_records, on_new_max=self.live.new_max)
+        # The stream works in the edges' unit: durations in ticks become sub-ticks when S > 1.
+        offset, deadline, measures = analysis.in_subticks(self.samples_per_tick, self.offset_ticks,
+                                                          self.deadline_ticks, self._measures)
+        self.stream = _Stream(self.writer, self._roles, measures, builtin, deadline, offset, self._pace,
+                              self.unit_hz, hlog=self.hlog, chunk_records=self.settings.chunk_records,
+                              on_new_max=self.live.new_max, samples_per_tick=self.samples_per_tick,
+                              first_input=self.identity.n_stimulus)
 
     # stream ---------------------------------------------------------------------------------------
 
@@ -446,7 +455,7 @@ class Capture:
         if s.count is not None and self.stream.paced >= s.count:
             return True
         if s.duration_ticks is not None and self.stream.last_tick is not None:
-            return self.stream.last_tick >= self.start_tick + s.duration_ticks
+            return self.stream.last_tick >= (self.start_tick + s.duration_ticks) * self.samples_per_tick
         return False
 
     def _rig_finished(self, status):
@@ -505,7 +514,8 @@ class Capture:
         if self.deadline_ticks:
             window = min(window, self.deadline_ticks)
         # On-rig the last stimulus is not known here (raw edges, if any, may miss it): it is before now.
-        last = session.now() if self.settings.on_rig else (self.stream.last_paced or self.start_tick)
+        last = (session.now() if self.settings.on_rig
+                else (self.stream.last_paced or 0) // self.samples_per_tick or self.start_tick)
         target = last + window + 64
         session.wait_clock(target, self.stream, tick=self._tick)
         # Records older than `target` are in the FIFO or on the wire: read until quiet, or until a
@@ -628,6 +638,16 @@ class Capture:
             return self.calibration["ts_hz"]
         return self.identity.ts_hz if self.identity else 1
 
+    @property
+    def samples_per_tick(self):
+        """How often the rig samples each input a tick: the raw edges' times are in 1/this tick."""
+        return getattr(self.identity, "samples_per_tick", 1) or 1
+
+    @property
+    def unit_hz(self):
+        """The raw edges' time units per second (sub-ticks when the rig samples more than once a tick)."""
+        return self.ts_hz * self.samples_per_tick
+
     def _meta(self, decoder, interim=False):
         ident = self.identity
         stream = self.stream
@@ -736,7 +756,8 @@ class Capture:
         if self.rig_histograms is not None:
             from hilat.engine import RigAggregates
 
-            aggregates = RigAggregates(self.rig_histograms, edges=self.writer.edge_count)
+            aggregates = RigAggregates(self.rig_histograms, edges=self.writer.edge_count,
+                                       units_per_value=self.samples_per_tick)
         doc = report.build_report([run], aggregates={run.path: aggregates})
         if interim:
             doc["runs"][0]["problems"].insert(0, f"interim summary #{self.interim_summaries} while capturing: "

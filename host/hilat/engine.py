@@ -500,8 +500,10 @@ class RigAggregates:
                        "digits, highest equivalent value) and std from them (HdrHistogram's: bucket medians, "
                        "population); count, min, max, mean exact (ENGINE_STATS)")
 
-    def __init__(self, rig: RigHistograms, edges: int = 0):
+    def __init__(self, rig: RigHistograms, edges: int = 0, units_per_value: int = 1):
         self.rig = rig
+        # The engine's values are whole ticks: this many of the run's units (sub-ticks, docs/subtick.md).
+        self.units_per_value = units_per_value
         self.kinds = list(KINDS)
         self.edges = edges
         stats = rig.stats

@@ -91,7 +91,7 @@ class LiveView:
         total = f"/{c.settings.count}" if c.settings.count else ""
         return {"elapsed": elapsed, "paced": stream.paced, "total": total, "counted": counted,
                 "records": stream.records, "rate": stream.records / elapsed, "rows": rows, "lost": lost,
-                "tick_ns": 1e9 / c.ts_hz}
+                "tick_ns": 1e9 / c.unit_hz}
 
     def _table(self, s):
         from rich import box
@@ -227,10 +227,11 @@ class LiveView:
     def new_max(self, kind, worst):
         if not self.enabled or self.capture is None:
             return
-        tick_ns = 1e9 / self.capture.ts_hz
+        tick_ns = 1e9 / self.capture.unit_hz
         what = "stimulus" if kind in dict(analysis.KINDS) else "sample"
-        self._say(f"new max {kind}: {_us(worst['ticks'], tick_ns)} us ({worst['ticks']} ticks) at {what} "
-                  f"#{worst['index']}, tick {worst['start_tick']}" + (", tagged" if worst["tagged"] else ""))
+        unit = "ticks" if self.capture.samples_per_tick == 1 else "sub-ticks"
+        self._say(f"new max {kind}: {_us(worst['ticks'], tick_ns)} us ({worst['ticks']} {unit}) at {what} "
+                  f"#{worst['index']}, {unit[:-1]} {worst['start_tick']}" + (", tagged" if worst["tagged"] else ""))
 
     def _say(self, text):
         if self._console is not None:

@@ -110,7 +110,9 @@ def run_summary(run, hdr=None, aggregator=None):
         aggregator = _on_rig_aggregates(run)
     if aggregator is not None:
         hdr = True
-        subsets, worst, stimuli, tagged, edges = _aggregate_statistics(aggregator, run.tick_ns)
+        # The engine's figures are whole ticks, the run's unit may be a sub-tick (docs/subtick.md).
+        value_ns = run.tick_ns * getattr(aggregator, "units_per_value", 1)
+        subsets, worst, stimuli, tagged, edges = _aggregate_statistics(aggregator, value_ns)
     else:
         hdr = use_hdr(run, hdr)
         subsets, worst, stimuli, tagged, edges = _hdr_statistics(run) if hdr else _exact_statistics(run)
@@ -118,8 +120,13 @@ def run_summary(run, hdr=None, aggregator=None):
     calibration = run.meta.get("calibration")
     # Every run records the ts_hz it converts with; only a clock calibration makes it calibrated.
     clock = (calibration or {}).get("clock")
-    resolution = [f"1 tick = {run.tick_ns:.6g} ns (ts {run.ts_hz / 1e6:.6f} MHz"
+    samples = run.samples_per_tick
+    tick_hz = run.ts_hz / samples
+    resolution = [f"1 tick = {1e9 / tick_hz:.6g} ns (ts {tick_hz / 1e6:.6f} MHz"
                   + (f", clock calibrated: {clock['ppm']:+.4g} ppm)" if clock else ", nominal, clock uncalibrated)")]
+    if samples > 1 and run.on_rig:
+        resolution.append(f"on-rig: the engine pairs and bins whole ticks, though each input is sampled {samples} "
+                          "times a tick (the raw edges keep the positions)")
     if calibration:
         resolution += list(calibration.get("statement") or [])
     else:
@@ -132,6 +139,7 @@ def run_summary(run, hdr=None, aggregator=None):
         "rig": {k: rig.get(k) for k in ("gateware", "firmware", "ts_hz", "sys_hz")},
         "ts_hz": run.ts_hz,
         "tick_ns": run.tick_ns,
+        "samples_per_tick": run.samples_per_tick,
         "offset_ticks": run.offset_ticks,
         "deadline_ticks": run.deadline_ticks,
         "kinds": run.kind_titles,
@@ -162,7 +170,7 @@ def _on_rig_aggregates(run):
         doc = json.loads((run.path / "engine.json").read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise RunError(f"{run.path}: an on-rig run without a readable engine.json ({e})") from None
-    return RigAggregates(RigHistograms.from_json(doc), edges=run.edge_count)
+    return RigAggregates(RigHistograms.from_json(doc), edges=run.edge_count, units_per_value=run.samples_per_tick)
 
 
 def _where(worst):

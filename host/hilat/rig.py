@@ -36,7 +36,7 @@ class Rig:
         self.tx_seq = 0
         self.identity = None
         self.pending = []          # frames other than EVENTS read while waiting for a reply, in arrival order
-        self.pending_records = []  # EVENTS records read meanwhile: (ticks, channel masks, level masks) arrays
+        self.pending_records = []  # EVENTS records read meanwhile: (ticks, channel masks, levels, fractions) arrays
         self.bytes_received = 0
 
     # low level ----------------------------------------------------------------------------------
@@ -51,12 +51,12 @@ class Rig:
             self.raw_sink(data)
         batch = self.decoder.feed_batch(data)
         if len(batch.ticks):
-            self.pending_records.append((batch.ticks, batch.channels, batch.levels))
+            self.pending_records.append((batch.ticks, batch.channels, batch.levels, batch.fractions))
         return batch.frames
 
     def read(self):
-        """One read of the link: (records as (ticks, channel masks, level masks) arrays, other frames),
-        with what arrived while commands waited for replies first."""
+        """One read of the link: (records as (ticks, channel masks, level masks, fractions) arrays, other
+        frames), with what arrived while commands waited for replies first."""
         try:
             fresh = self._read_frames()
         except TransportError:
@@ -71,7 +71,7 @@ class Rig:
         elif parts:
             records = tuple(np.concatenate(x) for x in zip(*parts))
         else:
-            records = (np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16))
+            records = (np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16), np.zeros(0, np.uint16))
         return records, frames
 
     def send(self, msg):

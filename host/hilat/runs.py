@@ -15,6 +15,9 @@ Layout (docs/analysis.md, "Run directory"):
                      the rig's engine (``rig.hlog``) in an on-rig capture;
 - ``outliers.bin``   on-rig: the engine's outlier records (header ``HILATOUT``, ``OUTLIER_DTYPE``).
 
+Times and values are in ticks, or in sub-ticks (1/S tick) when meta.json's ``rig.samples_per_tick`` S
+is above 1 (docs/subtick.md); meta.json's durations (deadline, offset, measures) stay in ticks.
+
 Runs written before ``edges.bin`` existed keep ``events.csv`` (CSV: tick,channel,level,tag); with
 neither, the edges are decoded again from ``raw.bin``. Reports recompute the latencies from the
 edges, so they reflect the pairing rules and the calibration, not what an older tool wrote.
@@ -192,10 +195,14 @@ class Run:
     chunks with ``iter_edges`` (bounded memory, for runs of any length)."""
 
     def __init__(self, path, meta, ts_hz, offset_ticks, roles, deadline_ticks, edges_source, measures=(),
-                 builtin=True, edges=None):
+                 builtin=True, edges=None, samples_per_tick=1):
         self.path = Path(path)
         self.meta = meta
-        self.ts_hz = ts_hz                  # tick frequency for ns (calibrated when a calibration was in force)
+        # The analysis counts time in ticks, or in sub-ticks (1/S tick) on a rig that samples its inputs
+        # S > 1 times a tick (docs/subtick.md): edges, samples, offset and deadlines are all in that
+        # unit, and ts_hz is its rate (S times the rig's tick frequency).
+        self.samples_per_tick = samples_per_tick
+        self.ts_hz = ts_hz                  # units per second for ns (calibrated when a calibration was in force)
         self.offset_ticks = offset_ticks    # calibrated rig offset, subtracted from output -> input intervals
         self.roles = roles
         self.deadline_ticks = deadline_ticks
@@ -216,7 +223,8 @@ class Run:
             elif self.edges_source == "events.csv":
                 edges = read_events_csv(self.path / "events.csv")
             else:
-                edges = read_raw(self.path / "raw.bin")[:3]
+                rig = self.meta.get("rig") or {}
+                edges = read_raw(self.path / "raw.bin", self.samples_per_tick, rig.get("n_stimulus", 0))[:3]
             self._edges = _sorted(*edges)
         return self._edges
 
@@ -379,8 +387,9 @@ def read_events_csv(path):
     return _parse_rows(path, body)
 
 
-def read_raw(path):
-    """Decode raw.bin again: (ticks, chans, levels, decoder counters)."""
+def read_raw(path, samples_per_tick=1, first_input=0):
+    """Decode raw.bin again: (times, chans, levels, decoder counters); times in sub-ticks when the rig
+    samples S > 1 times a tick (``first_input``: its first input channel)."""
     from hilat.batch import BatchDecoder
 
     decoder = BatchDecoder()
@@ -389,7 +398,8 @@ def read_raw(path):
         while chunk := f.read(1 << 20):
             batch = decoder.feed_batch(chunk)
             if len(batch.ticks):
-                parts.append(analysis.edges_from_records((batch.ticks, batch.channels, batch.levels)))
+                parts.append(analysis.edges_from_records((batch.ticks, batch.channels, batch.levels), batch.fractions,
+                                                         samples_per_tick, first_input))
     if parts:
         ticks, chans, levels = (np.concatenate(x) for x in zip(*parts))
     else:
@@ -478,10 +488,14 @@ def run_from_meta(path, meta, edges=None):
         measures = [Measure.from_json(m) for m in meta.get("measures") or []]
     except MeasureError as e:
         raise RunError(f"{path / 'meta.json'}: {e}") from None
-    return Run(path=path, meta=meta, ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]),
-               offset_ticks=int(calibration.get("offset_ticks") or 0), roles=roles,
-               deadline_ticks=meta.get("deadline_ticks", settings.get("deadline_ticks")), edges_source=source,
-               measures=measures, builtin=not settings.get("no_stimulus"), edges=edges)
+    # meta.json keeps durations in ticks; the Run works in the edges' unit (sub-ticks when S > 1).
+    samples = int(rig.get("samples_per_tick") or 1)
+    offset, deadline, measures = analysis.in_subticks(
+        samples, int(calibration.get("offset_ticks") or 0),
+        meta.get("deadline_ticks", settings.get("deadline_ticks")), measures)
+    return Run(path=path, meta=meta, ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]) * samples,
+               offset_ticks=offset, roles=roles, deadline_ticks=deadline, edges_source=source,
+               measures=measures, builtin=not settings.get("no_stimulus"), edges=edges, samples_per_tick=samples)
 
 
 def load_run(path):

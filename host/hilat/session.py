@@ -185,9 +185,10 @@ class Session:
     # ---- the stream ----
 
     def poll(self, consumer):
-        """One read of the link; its records go to ``consumer(ticks, channel_masks, level_masks)``,
-        engine frames to ``engine_sink``. Returns the number of records and engine frames."""
-        (ticks, masks, levels), frames = self.rig.read()
+        """One read of the link; its records go to ``consumer(ticks, channel_masks, level_masks,
+        fractions)`` (fractions: the inputs' sub-tick positions, docs/subtick.md), engine frames to
+        ``engine_sink``. Returns the number of records and engine frames."""
+        (ticks, masks, levels, fractions), frames = self.rig.read()
         engine_frames = 0
         for frame in frames:
             msg = frame.msg
@@ -203,7 +204,7 @@ class Session:
         n = len(ticks)
         if n:
             self.last_tick = int(ticks[-1])
-            consumer(ticks, masks, levels)
+            consumer(ticks, masks, levels, fractions)
         return n + engine_frames
 
     def _warn_overflow(self, msg):

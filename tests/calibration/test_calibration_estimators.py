@@ -294,14 +294,17 @@ def test_uncalibrated_statement_says_so(tmp_path):
     assert "1 tick = 20 ns" in text and "clock: not calibrated" in text and "rig offset: not calibrated" in text
 
 
-def test_statement_says_sub_tick_positions_are_not_used_yet(tmp_path):
-    """A rig sampling four times a tick: the statement says so, and that these results use whole
-    ticks (the positions stay in raw.bin); a rig sampling once a tick gets no such line."""
+def test_statement_gives_the_sub_tick_resolution(tmp_path):
+    """A rig sampling four times a tick: the statement gives the quantization of input edges (a
+    quarter tick) and that results are in sub-ticks; a rig sampling once a tick gets no such line."""
     ident = identify()
     ident.samples_per_tick = 4
     text = "\n".join(cal.for_rig(ident, tmp_path)["statement"])
-    assert "sub-tick: the rig samples each input 4 times a tick (5 ns apart); these results use whole ticks" in text
-    assert "sub-tick" not in "\n".join(cal.for_rig(identify(), tmp_path)["statement"])
+    assert "each input is sampled 4 times a tick, so input edges are quantized to 1/4 tick (5 ns)" in text
+    assert "a latency is +-1 sub-tick" in text
+    assert "sub-tick: times and latencies are in sub-ticks of 5 ns (1/4 tick)" in text
+    once = "\n".join(cal.for_rig(identify(), tmp_path)["statement"])
+    assert "sub-tick" not in once and "every edge is quantized to 1 tick (a latency is +-1 tick)" in once
 
 
 def test_stale_calibration_warns(tmp_path):

@@ -9,13 +9,14 @@ import threading
 from hilat import protocol as p
 
 
-def identify(version=p.PROTOCOL_VERSION, n_inputs=4):
+def identify(version=p.PROTOCOL_VERSION, n_inputs=4, samples_per_tick=1):
     from gateware.channels import channel_table
 
     table = [(c.name, c.role) for c in channel_table(2, n_inputs)]
     return p.Identify(version=version, ts_hz=50_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=n_inputs,
-                      fifo_depth=1024, pin_to_stamp_delay=17, capabilities=0x3F, firmware="fake",
-                      gateware="fake rig", channels=table)
+                      fifo_depth=1024, pin_to_stamp_delay=17,
+                      capabilities=0x3F | (p.CAP_SUBTICK if samples_per_tick > 1 else 0), firmware="fake",
+                      gateware="fake rig", channels=table, samples_per_tick=samples_per_tick)
 
 
 class FakeRig:
@@ -82,13 +83,18 @@ class FakeRig:
         self.close()
 
 
-def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False, n_inputs=4, extra_edges=()):
+def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False, n_inputs=4, extra_edges=(),
+                   samples_per_tick=1):
     """A rig that runs a whole capture: ACKs every command, answers TIME_REQ and STATUS_REQ, and on
     START sends one stimulus per entry of ``isr_latencies``, ``period`` ticks apart, each answered on
     the ISR input (channel 2) that many ticks later. Once started, its clock is past the last
     response. ``drop_link``: the link drops right after the events. ``n_inputs``: the rig's inputs
     (more than 6 makes its EVENTS masks 2 bytes); ``extra_edges``: (offset from the start, channel
-    mask, levels) records sent too."""
+    mask, levels) records sent too. ``samples_per_tick`` S > 1: the rig samples its inputs S times a
+    tick, the ISR latencies are in sub-ticks (1/S tick) and its records carry the ISR's position in
+    the tick (the record's fraction, input 0's bits); the ISR falls 20 ticks after it rose, on the
+    same position."""
+    fraction_bytes = 1 if samples_per_tick > 1 else 0
 
     def script(receive, send):
         seq, now = 0, 1000
@@ -99,7 +105,7 @@ def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False, n_i
             for frame in frames:
                 msg = frame.msg
                 if isinstance(msg, p.Hello):
-                    send(identify(n_inputs=n_inputs).encode(0))
+                    send(identify(n_inputs=n_inputs, samples_per_tick=samples_per_tick).encode(0))
                     seq = 1
                     continue
                 if isinstance(msg, p.TimeReq):
@@ -113,11 +119,14 @@ def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False, n_i
                         records = []
                         for k, latency in enumerate(isr_latencies):
                             t = msg.start + period * k
-                            records += [(t, 0b1, 0b1), (t + 10, 0b1, 0), (t + latency, 0b100, 0b100),
-                                        (t + latency + 20, 0b100, 0)]
+                            ticks, position = divmod(latency, samples_per_tick)
+                            records += [(t, 0b1, 0b1), (t + 10, 0b1, 0), (t + ticks, 0b100, 0b100, position),
+                                        (t + ticks + 20, 0b100, 0, position)]
                         records += [(msg.start + dt, mask, levels) for dt, mask, levels in extra_edges]
-                        records.sort()
-                        for events in p.pack_events(records, mask_bytes=p.mask_bytes_for(2 + n_inputs)):
+                        records = sorted(r + (0,) * (3 + fraction_bytes - len(r)) if fraction_bytes else r[:3]
+                                         for r in records)
+                        for events in p.pack_events(records, mask_bytes=p.mask_bytes_for(2 + n_inputs),
+                                                    fraction_bytes=fraction_bytes):
                             send(events.encode(seq))
                             seq += 1
                         if drop_link:

@@ -65,7 +65,7 @@ def test_rate_limited_stream_is_still_running_after_a_second():
         before, after = rig_session.now(), (time.sleep(0.05), rig_session.now())[1]
         # Records that arrived while the commands waited for their replies, kept in order as arrays.
         received = [tuple(r) for part in rig_session.pending_records
-                    for r in zip(*(column.tolist() for column in part))]
+                    for r in zip(*(column.tolist() for column in part[:3]))]
     assert running.stim_status[0] == p.STIM_RUNNING
     assert 0 < running.records_sent < records_for(limit)
     assert stopped.stim_status[0] == 0

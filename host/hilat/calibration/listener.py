@@ -19,8 +19,8 @@ class RecordCollector:
         self.rises = 0
         self.last_rise = None
 
-    def __call__(self, ticks, masks, levels):
-        self.parts.append((ticks, masks, levels))
+    def __call__(self, ticks, masks, levels, fractions):
+        self.parts.append((ticks, masks, levels, fractions))
         if self.count_channel is not None:
             rising = np.flatnonzero((masks >> self.count_channel) & (levels >> self.count_channel) & 1)
             if len(rising):
@@ -29,9 +29,9 @@ class RecordCollector:
 
     @property
     def records(self):
-        """(ticks, channel masks, level masks) arrays of everything received."""
+        """(ticks, channel masks, level masks, fractions) arrays of everything received."""
         if not self.parts:
-            return (np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16))
+            return (np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16), np.zeros(0, np.uint16))
         return tuple(np.concatenate(x) for x in zip(*self.parts))
 
 

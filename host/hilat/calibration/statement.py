@@ -60,14 +60,18 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
     offset = int(loop["offset_ticks"]) if loop else 0
     ppm = float(clock["ppm"]) if clock else 0.0
     ts_hz = nominal * (1 + ppm * 1e-6)
-    lines = [f"timebase: {nominal / 1e6:g} MHz nominal, 1 tick = {_fmt_ns(tick_ns)}; every edge is quantized "
-             f"to 1 tick (a latency is +-1 tick)"]
     samples = int(identity.get("samples_per_tick") or 1)
-    if samples > 1:
-        # The rig sends each input edge's sample in its tick (docs/subtick.md); the analysis does not
-        # use it yet, so nothing here claims it. raw.bin keeps it.
-        lines.append(f"sub-tick: the rig samples each input {samples} times a tick ({_fmt_ns(tick_ns / samples)} "
-                     "apart); these results use whole ticks, the positions are kept in raw.bin")
+    if samples == 1:
+        lines = [f"timebase: {nominal / 1e6:g} MHz nominal, 1 tick = {_fmt_ns(tick_ns)}; every edge is quantized "
+                 f"to 1 tick (a latency is +-1 tick)"]
+    else:
+        # Each input edge carries its sample in the tick (docs/subtick.md); the analysis counts in
+        # sub-ticks, with the nominal, equal bins.
+        lines = [f"timebase: {nominal / 1e6:g} MHz nominal, 1 tick = {_fmt_ns(tick_ns)}; each input is sampled "
+                 f"{samples} times a tick, so input edges are quantized to 1/{samples} tick "
+                 f"({_fmt_ns(tick_ns / samples)}) and stimulus edges fall on ticks: a latency is +-1 sub-tick",
+                 f"sub-tick: times and latencies are in sub-ticks of {_fmt_ns(tick_ns / samples)} (1/{samples} tick), "
+                 "the bins taken as equal (nominal positions)"]
     if clock:
         source = f"1PPS on channel {clock.get('channel')}" if clock["method"] == "pps" else "against the host clock"
         lines.append(f"clock: {ppm:+.4g} ppm +- {clock['uncertainty_ppm']:.2g} ppm ({clock['coverage']}, {source}, "
