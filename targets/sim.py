@@ -45,6 +45,11 @@ N_INPUTS       = 4
 
 _io = [
     ("sys_clk", 0, Pins(1)),
+    # Sub-tick sampling (samples_per_tick > 1): the edge clock at 2 x ts (four samples a tick, ts its
+    # half through CLKDIVF), and the DUT's clock at S x ts, half a sample after the rig's sampling
+    # instants, so the DUT answers in sub-ticks with no edge on a sampling instant.
+    ("eclk", 0, Pins(1)),
+    ("dut_clk", 0, Pins(1)),
     ("serial", 0,
         Subsignal("source_valid", Pins(1)),
         Subsignal("source_ready", Pins(1)),
@@ -61,32 +66,43 @@ class Platform(SimPlatform):
         SimPlatform.__init__(self, "SIM", _io)
 
 
-def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024, with_engine=False):
+def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024, with_engine=False,
+              samples_per_tick=1):
     from gateware import channels, dsp
+    from gateware.clocking import EdgeClock
     from gateware.soc import RigSoC
 
     platform = Platform()
 
     class SimRig(RigSoC):
         def __init__(self):
-            # sys and ts share the simulator's clock here (the gateware tests cover unequal
-            # clocks); the timebase still runs in its own `ts` domain, as on a board.
             # Power-on reset (the simulator drives no reset pin).
             self.crg   = CRG(platform.request("sys_clk"))
-            self.cd_ts = ClockDomain()
-            self.comb += [
-                self.cd_ts.clk.eq(ClockSignal("sys")),
-                self.cd_ts.rst.eq(ResetSignal("sys")),
-            ]
+            edge_clock_domain = None
+            if samples_per_tick == 4:
+                # As on a board: ts is the edge clock's half (EdgeClock), sys a clock of its own.
+                self.edge_clock = EdgeClock(platform.request("eclk"), ResetSignal("sys"))
+                edge_clock_domain = "eclk"
+            else:
+                # sys and ts share the simulator's clock (the gateware tests cover unequal clocks);
+                # the timebase still runs in its own `ts` domain, as on a board. Two samples a tick
+                # take both edges of ts.
+                self.cd_ts = ClockDomain()
+                self.comb += [
+                    self.cd_ts.clk.eq(ClockSignal("sys")),
+                    self.cd_ts.rst.eq(ResetSignal("sys")),
+                ]
             table = channels.channel_table(N_STIMULUS, N_INPUTS)
             stimulus_pads = [Signal(name=c.name) for c in channels.outputs(table)]
             capture_pads  = [Signal(name=c.name) for c in channels.inputs(table)]
             RigSoC.__init__(self, platform, SYS_CLK_FREQ, TS_CLK_FREQ, stimulus_pads, capture_pads,
-                            board="sim", fifo_depth=fifo_depth, uart_name="sim", with_engine=with_engine)
-            # The DUT model's output <role>_pin drives the input whose default role that is.
+                            board="sim", fifo_depth=fifo_depth, uart_name="sim", with_engine=with_engine,
+                            samples_per_tick=samples_per_tick, edge_clock_domain=edge_clock_domain)
+            # The DUT model's output <role>_pin drives the input whose default role that is. It runs
+            # on ts (its latencies in ticks), or on a clock S times faster (in sub-ticks).
             outputs = {f"o_{c.role}_pin": pad for c, pad in zip(channels.inputs(table), capture_pads) if c.role}
             self.specials += Instance(dut_top,
-                i_clk  = ClockSignal("ts"),
+                i_clk  = ClockSignal("ts") if samples_per_tick == 1 else platform.request("dut_clk"),
                 i_rst  = ResetSignal("ts"),
                 i_stim = Cat(*stimulus_pads),
                 **outputs,
@@ -98,7 +114,7 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024,
     return SimRig()
 
 
-def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=False):
+def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=False, samples_per_tick=1):
     """Hash of everything the simulator binary depends on."""
     h = hashlib.sha256()
     # variables.mak is written into sim_modules by the build itself: hashing it would make the
@@ -115,6 +131,7 @@ def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=Fals
             h.update(f.read_bytes())
     h.update(dut_top.encode())
     h.update(b"engine" if with_engine else b"")
+    h.update(b"" if samples_per_tick == 1 else f"samples {samples_per_tick}".encode())
     import litex
     h.update(str(getattr(litex, "__version__", "")).encode())
     return h.hexdigest()[:16]
@@ -124,12 +141,17 @@ def _log(msg):
     print(f"sim: {msg}", file=sys.stderr, flush=True)
 
 
-def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", force=False, with_engine=False):
-    """Build (or reuse) the simulator; return its directory (with ``obj_dir/Vsim``)."""
+def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", force=False, with_engine=False,
+          samples_per_tick=1):
+    """Build (or reuse) the simulator; return its directory (with ``obj_dir/Vsim``). ``samples_per_tick``
+    (1, 2 or 4): how often the rig samples each input a tick; above 1 the DUT model runs on a clock that
+    many times faster than ts, so its settings are in sub-ticks."""
     from gateware.soc import RigBuilder
 
+    if samples_per_tick not in (1, 2, 4):
+        raise ValueError(f"samples_per_tick is 1, 2 or 4, not {samples_per_tick}")
     build_root = Path(build_root or ROOT / "build" / "sim")
-    out = build_root / build_key(dut_model, dut_top, with_engine)
+    out = build_root / build_key(dut_model, dut_top, with_engine, samples_per_tick)
     binary = out / "gateware" / "obj_dir" / "Vsim"
     if binary.exists() and not force:
         return out
@@ -138,9 +160,9 @@ def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", for
     shutil.rmtree(out, ignore_errors=True)
     # LiteX runs meson/ninja from PATH: use the ones installed next to this Python.
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    soc = build_soc(dut_model, dut_top, with_engine=with_engine)
+    soc = build_soc(dut_model, dut_top, with_engine=with_engine, samples_per_tick=samples_per_tick)
     builder = RigBuilder(soc, output_dir=str(out), compile_gateware=False)
-    sim_config = _sim_config(port=0)
+    sim_config = _sim_config(port=0, samples_per_tick=samples_per_tick)
     with _quiet():
         builder.build(sim_config=sim_config, run=False, interactive=False,
                       extra_mods=[SERIAL_MODULE], extra_mods_path=str(SIM_MODULES))
@@ -149,6 +171,8 @@ def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", for
     if result.returncode != 0 or not binary.exists():
         (out / "build.log").write_text(result.stdout + result.stderr)
         raise RuntimeError(f"simulator build failed, see {out / 'build.log'}")
+    # What the runtime needs to clock it as it was built (its sim_config.js).
+    (out / "sim.json").write_text(json.dumps({"samples_per_tick": samples_per_tick}))
     return out
 
 
@@ -165,9 +189,13 @@ class _quiet:
         os.close(self.saved)
 
 
-def _sim_config(port):
+def _sim_config(port, samples_per_tick=1):
     cfg = SimConfig()
     cfg.add_clocker("sys_clk", freq_hz=SYS_CLK_FREQ)
+    if samples_per_tick == 4:
+        cfg.add_clocker("eclk", freq_hz=2 * TS_CLK_FREQ)
+    if samples_per_tick > 1:
+        cfg.add_clocker("dut_clk", freq_hz=samples_per_tick * TS_CLK_FREQ, phase_deg=180)
     cfg.add_module(SERIAL_MODULE, "serial", args={"port": port})
     return cfg
 
@@ -246,6 +274,8 @@ class SimulatedRig:
         self.dut_log = Path(dut_log) if dut_log else None
         self.pps_log = Path(pps_log) if pps_log else None
         self.process = None
+        built = self.sim_dir / "sim.json"
+        self.samples_per_tick = json.loads(built.read_text())["samples_per_tick"] if built.exists() else 1
 
     @property
     def url(self):
@@ -261,7 +291,7 @@ class SimulatedRig:
                 link.unlink()
             link.symlink_to(item)
         for _attempt in range(5):
-            (self.run_dir / "sim_config.js").write_text(_sim_config(self.port).get_json())
+            (self.run_dir / "sim_config.js").write_text(_sim_config(self.port, self.samples_per_tick).get_json())
             args = [str(self.sim_dir / "gateware" / "obj_dir" / "Vsim")]
             args += [f"+dut_{k}={v}" for k, v in self.dut_args.items()]
             if self.dut_log:
@@ -314,10 +344,14 @@ def main(argv=None):
     parser.add_argument("--dut-top", default="hilat_dut_model", help="module name of the DUT model")
     parser.add_argument("--dut", action="append", default=[], metavar="NAME=VALUE",
                         help="DUT model setting, e.g. --dut isr_base=80 (repeatable)")
+    parser.add_argument("--samples-per-tick", type=int, choices=(1, 2, 4), default=1,
+                        help="samples of each input a tick (sub-tick timestamps; the DUT model then runs "
+                             "that many times faster than ts, its settings in sub-ticks)")
     args = parser.parse_args(argv)
     if not (args.build or args.run or args.rebuild):
         parser.error("nothing to do: give --build and/or --run")
-    sim_dir = build(dut_model=args.dut_model, dut_top=args.dut_top, force=args.rebuild)
+    sim_dir = build(dut_model=args.dut_model, dut_top=args.dut_top, force=args.rebuild,
+                    samples_per_tick=args.samples_per_tick)
     print(json.dumps({"sim_dir": str(sim_dir)}))
     if args.run:
         dut_args = dict(kv.split("=", 1) for kv in args.dut)

@@ -187,9 +187,10 @@ def in_subticks(samples_per_tick, offset_ticks, deadline_ticks, measures=()):
     import dataclasses
 
     s = int(samples_per_tick)
+    offset = int(round(offset_ticks * s))   # a loopback offset is whole sub-ticks (7.25 ticks at S = 4)
     if s == 1:
-        return offset_ticks, deadline_ticks, list(measures)
-    return (int(round(offset_ticks * s)), None if deadline_ticks is None else int(deadline_ticks) * s,
+        return offset, deadline_ticks, list(measures)
+    return (offset, None if deadline_ticks is None else int(deadline_ticks) * s,
             [m if m.deadline_ticks is None else dataclasses.replace(m, deadline_ticks=m.deadline_ticks * s)
              for m in measures])
 

@@ -405,7 +405,7 @@ class Capture:
         limits = session.engine_stats()
         try:
             config = engine.EngineConfig.from_roles(
-                self._roles, deadline=self.deadline_ticks, offset=int(self.offset_ticks),
+                self._roles, deadline=self.deadline_ticks, offset=int(round(self.offset_ticks)),
                 interval_shift=s.engine_interval_shift, raw=s.raw, trigger=s.trigger,
                 thresholds=tuple(s.outlier_thresholds.get(kind) for kind in engine.KINDS))
             config.check_limits(limits)

@@ -304,7 +304,7 @@ def cmd_sim(args):
     sim = _sim()
 
     dut_args = {**_dut_args(args), **_sim_calibration_sources(args)}
-    sim_dir = sim.build(dut_model=args.dut_model, dut_top=args.dut_top)
+    sim_dir = sim.build(dut_model=args.dut_model, dut_top=args.dut_top, samples_per_tick=args.samples_per_tick)
     rig = sim.SimulatedRig(sim_dir, sim_dir / "run-sim", port=args.port, dut_args=dut_args,
                            dut_log=args.dut_log, pps_log=args.pps_log)
     with rig:
@@ -324,7 +324,8 @@ def cmd_demo(args):
 
     log.info("building the simulated rig (cached after the first run)")
     # --on-rig: the simulated rig with the measurement engine (a separate, cached build).
-    sim_dir = sim.build(dut_model=args.dut_model, dut_top=args.dut_top, with_engine=args.on_rig)
+    sim_dir = sim.build(dut_model=args.dut_model, dut_top=args.dut_top, with_engine=args.on_rig,
+                        samples_per_tick=args.samples_per_tick)
     run_tmp = Path(tempfile.mkdtemp(prefix="hilat-sim-"))
     dut_log = run_tmp / "dut_injected.csv"
     rig = sim.SimulatedRig(sim_dir, run_tmp, dut_args=_dut_args(args), dut_log=dut_log)
@@ -787,6 +788,10 @@ def build_parser():
                         help="DUT model setting (see targets/dut/hilat_dut_model.v), e.g. isr_base=80")
         sp.add_argument("--dut-model", default=None, help="Verilog file of your own DUT model")
         sp.add_argument("--dut-top", default="hilat_dut_model", help="module name of the DUT model")
+        sp.add_argument("--samples-per-tick", type=int, choices=(1, 2, 4), default=1,
+                        help="the simulated rig samples each input this often a tick (sub-tick timestamps, "
+                             "docs/subtick.md); the DUT model then runs this many times faster than the rig's "
+                             "ts clock, so its --dut settings are in sub-ticks (default 1)")
 
     s = sub.add_parser("sim", help="start the simulated rig and DUT; print the URL")
     s.add_argument("--port", type=_positive_int, default=None, help="TCP port on 127.0.0.1 (default: a free one)")

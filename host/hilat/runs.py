@@ -491,7 +491,7 @@ def run_from_meta(path, meta, edges=None):
     # meta.json keeps durations in ticks; the Run works in the edges' unit (sub-ticks when S > 1).
     samples = int(rig.get("samples_per_tick") or 1)
     offset, deadline, measures = analysis.in_subticks(
-        samples, int(calibration.get("offset_ticks") or 0),
+        samples, calibration.get("offset_ticks") or 0,
         meta.get("deadline_ticks", settings.get("deadline_ticks")), measures)
     return Run(path=path, meta=meta, ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]) * samples,
                offset_ticks=offset, roles=roles, deadline_ticks=deadline, edges_source=source,

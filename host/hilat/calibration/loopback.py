@@ -3,7 +3,8 @@
 A jumper from a stimulus output (STIM0) to a capture input (SPARE, channel 4). The delay from each
 stimulus edge to its copy on the input is the rig's own stimulus->capture offset; its spread is the
 rig's own jitter. The offset (the median delay, an integer number of ticks) is subtracted from every
-stimulus->response latency.
+stimulus->response latency. A rig that samples its inputs S > 1 times a tick (docs/subtick.md) gives
+the delays in sub-ticks: the offset is a whole number of sub-ticks, stored in ticks (7.25 at S = 4).
 """
 
 import logging
@@ -48,9 +49,10 @@ def _first_after(starts, edges):
 @dataclass
 class LoopbackResult:
     stimuli: int
-    rise_delays: np.ndarray        # per stimulus, ticks; -1: no edge on the loopback input
+    rise_delays: np.ndarray        # per stimulus, ticks (sub-ticks when S > 1); -1: no edge on the loopback input
     fall_delays: np.ndarray
     unclaimed_edges: int           # loopback rises before the first stimulus or beyond the first per window
+    samples_per_tick: int = 1      # S: the delays are in 1/S tick
 
     @property
     def missing(self):
@@ -64,9 +66,12 @@ class LoopbackResult:
                 "stimuli": int(self.stimuli), "missing": self.missing, "unclaimed_edges": int(self.unclaimed_edges)}
 
 
-def loopback_delays(records, stimulus_channel, loopback_channel, active=1):
-    """Pair each stimulus edge with the first edge of the same direction on the loopback input."""
-    ticks, chans, levels = analysis.edges_from_records(records)
+def loopback_delays(records, stimulus_channel, loopback_channel, active=1, samples_per_tick=1, first_input=0):
+    """Pair each stimulus edge with the first edge of the same direction on the loopback input; in
+    sub-ticks on a rig that samples ``samples_per_tick`` > 1 times a tick (``first_input``: its first
+    input channel, where the records' fraction bits start)."""
+    ticks, chans, levels = analysis.edges_from_records(records, samples_per_tick=samples_per_tick,
+                                                       first_input=first_input)
     ticks = ticks.astype(np.int64)
     order = np.argsort(ticks, kind="stable")
     ticks, chans, levels = ticks[order], chans[order], levels[order]
@@ -76,7 +81,7 @@ def loopback_delays(records, stimulus_channel, loopback_channel, active=1):
     stim_rise, stim_fall = edges(stimulus_channel, active), edges(stimulus_channel, 1 - active)
     rise, unclaimed = _first_after(stim_rise, edges(loopback_channel, active))
     fall, _ = _first_after(stim_fall, edges(loopback_channel, 1 - active))
-    return LoopbackResult(len(stim_rise), rise, fall, unclaimed)
+    return LoopbackResult(len(stim_rise), rise, fall, unclaimed, samples_per_tick)
 
 
 def no_loopback_message(stimuli, stimulus_channel, loopback_channel):
@@ -103,21 +108,33 @@ def loopback_calibration(result, ts_hz, stimulus_channel, loopback_channel, stim
     if result.unclaimed_edges:
         log.warning("%d more edges on channel %d than stimulus pulses (ringing on the jumper, or another source "
                     "on that input?): not used", result.unclaimed_edges, loopback_channel)
-    rise = s["rise"]
+    rise, fall = _in_ticks(s["rise"], result.samples_per_tick), _in_ticks(s["fall"], result.samples_per_tick)
     tick_ns = 1e9 / ts_hz
     return {
-        "offset_ticks": int(rise["median_ticks"]),
+        "offset_ticks": rise["median_ticks"],
         "offset_ns": rise["median_ticks"] * tick_ns,
         "min_ticks": rise["min_ticks"], "max_ticks": rise["max_ticks"],
         "mean_ticks": rise["mean_ticks"], "std_ticks": rise["std_ticks"], "n": rise["n"],
         "histogram": rise["histogram"],
-        "fall": {k: v for k, v in s["fall"].items() if k != "histogram"},
+        # The delays' unit: 1/samples_per_tick tick (a whole number of them; docs/subtick.md).
+        "samples_per_tick": result.samples_per_tick,
+        "fall": {k: v for k, v in fall.items() if k != "histogram"},
         "stimuli": s["stimuli"], "missing": s["missing"], "unclaimed_edges": s["unclaimed_edges"],
         "stimulus_channel": stimulus_channel, "capture_channel": loopback_channel,
         "stimulus": stimulus, "url": url, "made": made_now(),
         "method": "median (lower median, an observed value) of the delays from each stimulus rising edge to "
                   "the first rising edge on the loopback input; spread = min/max/std of those delays",
     }
+
+
+def _in_ticks(stats, samples_per_tick):
+    """Delay statistics in sub-ticks -> in ticks (unchanged, whole ticks, when S = 1)."""
+    if samples_per_tick == 1 or not stats.get("n"):
+        return stats
+    s = samples_per_tick
+    out = {k: (v / s if k.endswith("_ticks") else v) for k, v in stats.items()}
+    out["histogram"] = {f"{int(k) / s:g}": n for k, n in stats["histogram"].items()}
+    return out
 
 
 def run_loopback(session, count, period, jitter, width, stimulus_channel, loopback_channel, seed=1,
@@ -155,4 +172,5 @@ def run_loopback(session, count, period, jitter, width, stimulus_channel, loopba
     if lost:
         raise CalibrationError(f"the rig lost {lost} edges (FIFO full) during the loopback run: "
                                "lengthen --period and run again")
-    return loopback_delays(collector.records, stimulus_channel, loopback_channel)
+    return loopback_delays(collector.records, stimulus_channel, loopback_channel,
+                           samples_per_tick=ident.samples_per_tick, first_input=ident.n_stimulus)

@@ -57,10 +57,13 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
             if ages[name] is not None and ages[name] > stale_days:
                 warnings.append(f"{name} calibration is stale: made {part.get('made')}, {ages[name]:.0f} days ago "
                                 f"(> {stale_days:g} days): run hilat calibrate {name}")
-    offset = int(loop["offset_ticks"]) if loop else 0
+    offset = loop["offset_ticks"] if loop else 0   # whole ticks, or whole sub-ticks in ticks (7.25)
+    samples = int(identity.get("samples_per_tick") or 1)
+    if loop and int(loop.get("samples_per_tick") or 1) != samples:
+        warnings.append(f"the loopback calibration was made sampling {loop.get('samples_per_tick') or 1} times a "
+                        f"tick, this rig samples {samples} times: recalibrate (hilat calibrate loopback)")
     ppm = float(clock["ppm"]) if clock else 0.0
     ts_hz = nominal * (1 + ppm * 1e-6)
-    samples = int(identity.get("samples_per_tick") or 1)
     if samples == 1:
         lines = [f"timebase: {nominal / 1e6:g} MHz nominal, 1 tick = {_fmt_ns(tick_ns)}; every edge is quantized "
                  f"to 1 tick (a latency is +-1 tick)"]
@@ -81,11 +84,11 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
         lines.append("clock: not calibrated: ticks are converted at the nominal frequency (its error is unknown; "
                      "run hilat calibrate clock)")
     if loop:
-        lines.append(f"rig offset: {offset} ticks ({_fmt_ns(offset * 1e9 / ts_hz)}) subtracted from every "
+        lines.append(f"rig offset: {offset:g} ticks ({_fmt_ns(offset * 1e9 / ts_hz)}) subtracted from every "
                      f"stimulus->response latency (loopback STIM{loop.get('stimulus_channel')} -> channel "
                      f"{loop.get('capture_channel')}, {loop.get('made')}, {_age_text(ages.get('loopback'))})")
-        lines.append(f"rig jitter (loopback): {loop['min_ticks']}..{loop['max_ticks']} ticks "
-                     f"(peak-to-peak {loop['max_ticks'] - loop['min_ticks']} ticks, std {loop['std_ticks']:.3g} "
+        lines.append(f"rig jitter (loopback): {loop['min_ticks']:g}..{loop['max_ticks']:g} ticks "
+                     f"(peak-to-peak {loop['max_ticks'] - loop['min_ticks']:g} ticks, std {loop['std_ticks']:.3g} "
                      f"ticks, N = {loop['n']})")
     else:
         lines.append("rig offset: not calibrated: latencies include the rig's own stimulus->capture delay "
@@ -129,13 +132,16 @@ def loopback_text(loop, url, ts_hz, path):
              f"{loop['stimuli']} pulses, {loop['n']} arrived, {loop['missing']} missing"]
     applies = ("subtracted from stimulus->response latencies from now on" if path else
                "not stored (--no-store): later captures do not subtract it")
-    lines.append(f"  rig offset    {loop['offset_ticks']} ticks ({loop['offset_ticks'] * tick_ns:g} ns), the median "
-                 f"rising-edge delay: {applies}")
-    lines.append(f"  rig jitter    {loop['min_ticks']}..{loop['max_ticks']} ticks (peak-to-peak "
-                 f"{loop['max_ticks'] - loop['min_ticks']}), std {loop['std_ticks']:.3g} ticks, mean "
+    samples = loop.get("samples_per_tick") or 1
+    resolution = f" (the input sampled {samples} times a tick: whole 1/{samples} ticks)" if samples > 1 else ""
+    lines.append(f"  rig offset    {loop['offset_ticks']:g} ticks ({loop['offset_ticks'] * tick_ns:g} ns), the median "
+                 f"rising-edge delay{resolution}: {applies}")
+    lines.append(f"  rig jitter    {loop['min_ticks']:g}..{loop['max_ticks']:g} ticks (peak-to-peak "
+                 f"{loop['max_ticks'] - loop['min_ticks']:g}), std {loop['std_ticks']:.3g} ticks, mean "
                  f"{loop['mean_ticks']:.3f}")
     if fall.get("n"):
-        lines.append(f"  falling edge  {fall['min_ticks']}..{fall['max_ticks']} ticks (median {fall['median_ticks']})")
+        lines.append(f"  falling edge  {fall['min_ticks']:g}..{fall['max_ticks']:g} ticks "
+                     f"(median {fall['median_ticks']:g})")
     lines.append("  histogram     " + ", ".join(f"{k}: {v}" for k, v in loop["histogram"].items()))
     lines.append(_stored(path))
     return "\n".join(lines)

@@ -1,0 +1,98 @@
+"""End to end in simulation with sub-tick timestamps (docs/subtick.md): the rig samples each input 4
+times a tick (IDDRX2F on the edge clock, ts its half through CLKDIVF, as on a board), and the DUT
+model runs on a clock 4 times faster than ts, so it answers with delays in quarter ticks.
+
+The DUT's clock is half a sub-tick off the rig's sampling instants (no edge of the DUT's falls on a
+sampling instant, so nothing depends on the simulator's order of simultaneous events). A response
+the model logs as L of its cycles leaves it L - 1/2 sub-ticks after the stimulus edge: its cycle
+that sees the stimulus began half a sub-tick before it. The rig reports the sub-tick bin the edge
+fell in by its lower end, L - 1; every latency must be exactly that.
+"""
+
+import json
+
+import numpy as np
+import pytest
+from hilat.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.cli import main
+
+from targets import sim
+
+S = 4
+N_STIMULI = 400
+
+
+@pytest.fixture(scope="module")
+def subtick_sim_dir():
+    return sim.build(samples_per_tick=S)
+
+
+def test_sub_tick_latencies_measured_exactly(subtick_sim_dir, tmp_path, capsys):
+    dut_log = tmp_path / "injected.csv"
+    # A spread of 128 sub-ticks puts the responses at every position of the tick.
+    dut = {"seed": 7, "isr_spread_bits": 7, "resched_spread_bits": 6, "mask_per1024": 40, "miss_per1024": 12}
+    settings = CaptureSettings(count=N_STIMULI, out_dir=tmp_path / "runs", progress=False, label="subtick",
+                               stimulus=StimulusSettings(mode="dither", period=2000, jitter=500, seed=3))
+    with sim.SimulatedRig(subtick_sim_dir, tmp_path / "sim", dut_args=dut, dut_log=dut_log) as rig:
+        assert main(["info", rig.url]) == 0
+        capture = Capture(rig.url, settings).run()
+    info = capsys.readouterr().out
+    assert "sampling   each input 4 times a tick" in info and "5 ns" in info
+    assert capture.error is None and not capture.interrupted
+    injected = sim.read_dut_log(dut_log)
+    pairing = capture.pairing()
+    assert len(pairing) == N_STIMULI and len(injected) == N_STIMULI and not (injected[:, 1] == 2).any()
+    missed = injected[:, 1] == 1
+    assert 1 <= missed.sum() < 40
+    np.testing.assert_array_equal(pairing.isr_latency[missed], -1)
+    np.testing.assert_array_equal(pairing.isr_latency[~missed], injected[~missed, 2] - 1)
+    np.testing.assert_array_equal(pairing.task_latency[~missed], injected[~missed, 3] - 1)
+    np.testing.assert_array_equal(pairing.tag_in_window[~missed], injected[~missed, 4])
+    # Every position in the tick occurs, for the ISR and the task alike.
+    for latency in (pairing.isr_latency[~missed], pairing.task_latency[~missed]):
+        assert set(np.unique(latency % S)) == set(range(S))
+    # Stimuli on ticks: their times are whole ticks in sub-ticks, the dither's intervals.
+    assert (pairing.stim_tick % S == 0).all()
+    intervals = np.diff(pairing.stim_tick) // S
+    assert intervals.min() >= 1500 and intervals.max() <= 2500
+    # Nothing lost; the report in ns from 5 ns sub-ticks.
+    assert capture.status.overflow == 0 and not any(capture.status.dropped)
+    assert capture.status.records_sent == capture.records_received
+    doc = json.loads((capture.run_dir / "summary.json").read_text())["runs"][0]
+    row = doc["subsets"]["all"]["stim_to_isr"]
+    assert row["ns"]["min"] == pytest.approx(5.0 * (injected[~missed, 2] - 1).min())
+    assert row["ns"]["max"] == pytest.approx(5.0 * (injected[~missed, 2] - 1).max())
+
+
+def test_loopback_offset_in_sub_ticks_recovered_and_applied(subtick_sim_dir, tmp_path, capsys):
+    """The loopback jumper delayed by 30..33 of the DUT clock's cycles (quarter ticks): the rig sees
+    its copies 29..32 sub-ticks after the stimulus (as above, the bin's lower end), so the offset is
+    a whole number of sub-ticks, 7.25..8 ticks, the spread the jitter's, and a later capture
+    subtracts exactly that many sub-ticks."""
+    cal_dir = tmp_path / "cal"
+    dut_log = tmp_path / "injected.csv"
+    dut = {"loopback": 1, "loopback_delay": 30, "loopback_jitter": 3, "seed": 5}
+    with sim.SimulatedRig(subtick_sim_dir, tmp_path / "sim", dut_args=dut, dut_log=dut_log) as rig:
+        assert main(["calibrate", "loopback", rig.url, "--count", "400", "--period", "2000", "--jitter", "500",
+                     "--width", "50", "--calibration-dir", str(cal_dir), "--json"]) == 0
+        loop = json.loads(capsys.readouterr().out)["loopback"]
+        calibration_pulses = len(sim.read_dut_log(dut_log))
+        assert main(["capture", rig.url, "--count", "200", "--period", "2000", "--jitter", "500", "--out",
+                     str(tmp_path / "runs"), "--no-progress", "--calibration-dir", str(cal_dir)]) == 0
+    assert loop["samples_per_tick"] == S and loop["n"] == 400 and loop["missing"] == 0
+    assert loop["min_ticks"] == 29 / S and loop["max_ticks"] == 32 / S
+    assert set(loop["histogram"]) == {"7.25", "7.5", "7.75", "8"}
+    assert sum(loop["histogram"].values()) == 400 and min(loop["histogram"].values()) > 50
+    offset_subticks = loop["offset_ticks"] * S
+    assert offset_subticks in (29, 30, 31, 32)
+
+    from hilat.runs import load_run
+
+    run = load_run(next((tmp_path / "runs").iterdir()))
+    assert run.offset_ticks == offset_subticks
+    assert any(f"rig offset: {loop['offset_ticks']:g} ticks" in line for line in run.meta["calibration"]["statement"])
+    injected = sim.read_dut_log(dut_log)[calibration_pulses:]
+    isr = np.concatenate(list(run.iter_samples("stim_to_isr")))["ticks"]
+    hit = injected[:, 1] == 0
+    assert len(isr) == len(injected) == 200
+    np.testing.assert_array_equal(isr[hit], injected[hit, 2] - 1 - offset_subticks)
