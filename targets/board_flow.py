@@ -21,13 +21,26 @@ from litex.soc.cores.clock import ECP5PLL
 from migen import ClockDomain, Signal
 
 from gateware import channels
+from gateware.clocking import EdgeClock
+from gateware.sampler import SAMPLES_PER_TICK
 from gateware.soc import RigBuilder, git_identity
-from gateware.standalone import engine_cost
+from gateware.standalone import engine_cost, sampling_cost
 from targets import build_report, open_toolchain
 
 ROOT = open_toolchain.ROOT
 N_STIMULUS = 2
 N_INPUTS = 8  # DUT inputs of a board build by default (--inputs); each board's PINS has at least as many
+
+# Sub-tick sampling (docs/subtick.md). The I/O cells' clock limits, speed grade 6 (prjtrellis'
+# timing database): nextpnr does not check them, so a build stays inside them by construction.
+IDDRX2F_ECLK_MAX_HZ = 277.9e6   # each half period of the edge clock >= 1,799 ps
+IDDRX1F_SCLK_MAX_HZ = 250e6     # each half period of ts >= 2,000 ps
+# Four samples a tick: ts is half the edge clock, so at most 138.9 MHz. 135 MHz (edge clock 270) has
+# no exact PLL setting beside sys 50 MHz from a 25 MHz oscillator (it needs a 5 MHz phase detector,
+# below the PLL's 10 MHz); 125 MHz has (VCO 500 MHz: edge clock / 2, sys / 10), 10 % inside the limit.
+TS_CLK_FREQ_FOUR_SAMPLES = 125e6
+# The record's fraction field (8 bits) holds log2(S) bits per input: 4 inputs at S = 4.
+FRACTION_FIELD_BITS = 8
 
 
 def board_dir(board):
@@ -56,6 +69,43 @@ def rig_io(pins, n_inputs=N_INPUTS):
     return io
 
 
+def max_inputs(samples_per_tick):
+    """DUT inputs whose sub-tick positions fit the record's fraction field (8 at S <= 2, 4 at S = 4)."""
+    bits = samples_per_tick.bit_length() - 1
+    return N_INPUTS if bits == 0 else min(N_INPUTS, FRACTION_FIELD_BITS // bits)
+
+
+def sampling_settings(samples_per_tick, ts_clk_freq=None, n_inputs=None, board_ts_clk_freq=None):
+    """(ts frequency, DUT inputs) of a build that samples its inputs ``samples_per_tick`` times a tick:
+    the defaults filled in (S = 4: ts 125 MHz and 4 inputs), and SystemExit with the reason for a
+    combination the I/O cells or the record cannot take."""
+    S = samples_per_tick
+    if S not in SAMPLES_PER_TICK:
+        raise SystemExit(f"--samples-per-tick {S}: one of {', '.join(map(str, SAMPLES_PER_TICK))}")
+    if ts_clk_freq is None:
+        ts_clk_freq = TS_CLK_FREQ_FOUR_SAMPLES if S == 4 else board_ts_clk_freq
+    if n_inputs is None:
+        n_inputs = max_inputs(S)
+    if S == 4 and 2 * ts_clk_freq > IDDRX2F_ECLK_MAX_HZ:
+        raise SystemExit(f"--samples-per-tick 4 at ts {ts_clk_freq / 1e6:g} MHz needs an edge clock of "
+                         f"{2 * ts_clk_freq / 1e6:g} MHz, above IDDRX2F's {IDDRX2F_ECLK_MAX_HZ / 1e6:g} MHz "
+                         f"(speed grade 6): ts at most {IDDRX2F_ECLK_MAX_HZ / 2e6:g} MHz "
+                         f"(default {TS_CLK_FREQ_FOUR_SAMPLES / 1e6:g} MHz)")
+    if S == 2 and ts_clk_freq > IDDRX1F_SCLK_MAX_HZ:
+        raise SystemExit(f"--samples-per-tick 2 at ts {ts_clk_freq / 1e6:g} MHz: above IDDRX1F's "
+                         f"{IDDRX1F_SCLK_MAX_HZ / 1e6:g} MHz (speed grade 6)")
+    if n_inputs > max_inputs(S):
+        raise SystemExit(f"--inputs {n_inputs} at {S} samples a tick: at most {max_inputs(S)} inputs "
+                         f"({S.bit_length() - 1} fraction bits each in the record's {FRACTION_FIELD_BITS})")
+    return ts_clk_freq, n_inputs
+
+
+def board_pins(samples_per_tick, pins, edge_clock_pins):
+    """The pin map of a build: ``edge_clock_pins`` at four samples a tick (IDDRX2F exists only in the
+    left and right banks), ``pins`` otherwise (two samples use IDDRX1F, on any pin)."""
+    return edge_clock_pins if samples_per_tick == 4 else pins
+
+
 def request_trigger_pad(platform, trigger):
     """The engine's trigger-out pin (docs/engine.md, "Trigger-out"); ``trigger``: (pin, header position)."""
     platform.add_extension([("trigger", 0, Pins(trigger[0]), IOStandard("LVCMOS33"), Misc("SLEWRATE=FAST"),
@@ -70,10 +120,10 @@ def request_rig_pads(platform, n_inputs=N_INPUTS):
             [platform.request(c.name) for c in channels.inputs(table)])
 
 
-def wiring_table(platform, pins):
+def wiring_table(platform, pins, n_inputs=N_INPUTS):
     """The board's rows of docs/wiring.md: channel, pin, role, use, FPGA ball and header position."""
-    return channels.markdown_table(rig_table(), {name: f"{_ball(platform, where)}, {header}"
-                                                 for name, (where, header) in pins.items()})
+    return channels.markdown_table(rig_table(n_inputs), {name: f"{_ball(platform, where)}, {header}"
+                                                         for name, (where, header) in pins.items()})
 
 
 def trigger_line(platform, trigger):
@@ -96,20 +146,31 @@ class PllCRG(LiteXModule):
     """``sys`` and ``ts`` from one ECP5 PLL on a 25 MHz oscillator; ``reset`` (active high) holds the PLL.
 
     margin=0: the clocks are exactly what is asked (or the build stops), so the ts frequency the rig
-    reports is the real tick rate. Both clocks must divide one VCO frequency in 400-800 MHz.
+    reports is the real tick rate. The clocks must divide one VCO frequency in 400-800 MHz.
+
+    ``samples_per_tick`` 4: the PLL makes the edge clock at 2 x ts on CLKOP (nextpnr routes an edge
+    clock from CLKOP or CLKOS only) and sys on CLKOS; ``EdgeClock`` makes ``eclk`` and ``ts`` (the
+    edge clock halved by CLKDIVF, in phase with it) from that one net.
     """
-    def __init__(self, clk25, reset, sys_clk_freq, ts_clk_freq):
+    def __init__(self, clk25, reset, sys_clk_freq, ts_clk_freq, samples_per_tick=1):
         self.rst    = Signal()
         self.cd_sys = ClockDomain()
-        self.cd_ts  = ClockDomain()
 
         # # #
 
         self.pll = pll = ECP5PLL()
         self.comb += pll.reset.eq(reset | self.rst)
         pll.register_clkin(clk25, 25e6)
-        pll.create_clkout(self.cd_sys, sys_clk_freq, margin=0)
-        pll.create_clkout(self.cd_ts,  ts_clk_freq,  margin=0)
+        if samples_per_tick == 4:
+            # ECP5PLL assigns CLKOP, CLKOS, CLKOS2 in create_clkout order: the edge clock first.
+            pll_edge_clock = ClockDomain("pll_eclk", reset_less=True)
+            pll.create_clkout(pll_edge_clock, 2 * ts_clk_freq, margin=0, with_reset=False)
+            pll.create_clkout(self.cd_sys, sys_clk_freq, margin=0)
+            self.edge_clock = EdgeClock(pll_edge_clock.clk, ~pll.locked)
+        else:
+            self.cd_ts = ClockDomain()
+            pll.create_clkout(self.cd_sys, sys_clk_freq, margin=0)
+            pll.create_clkout(self.cd_ts,  ts_clk_freq,  margin=0)
 
 
 # Command line ------------------------------------------------------------------------------------
@@ -121,12 +182,18 @@ def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, pro
     parser = LiteXArgumentParser(platform=platform_cls, description=description)
     parser.add_target_argument("--sys-clk-freq", default=sys_clk_freq, type=float,
                                help="CPU/bus clock frequency, Hz (default %(default).0f).")
-    parser.add_target_argument("--ts-clk-freq", default=ts_clk_freq, type=float,
-                               help="Timebase clock frequency, Hz: one tick per period (default %(default).0f).")
+    parser.add_target_argument("--ts-clk-freq", default=None, type=float, help=
+        f"Timebase clock frequency, Hz: one tick per period (default {ts_clk_freq:.0f}; with "
+        f"--samples-per-tick 4 {TS_CLK_FREQ_FOUR_SAMPLES:.0f}, at most {IDDRX2F_ECLK_MAX_HZ / 2:.0f}).")
+    parser.add_target_argument("--samples-per-tick", default=1, type=int, choices=SAMPLES_PER_TICK, help=
+        "Samples of each DUT input a tick (docs/subtick.md): 1 (flip-flops), 2 (IDDRX1F on both edges "
+        "of ts), 4 (IDDRX2F on an edge clock at 2 x ts; the inputs move to a left/right bank, "
+        "docs/wiring.md) (default %(default)d).")
     parser.add_target_argument("--fifo-depth", default=None, type=int,
                                help="Capture FIFO depth, records (default 512 with the engine, 1024 without).")
-    parser.add_target_argument("--inputs", default=N_INPUTS, type=int,
-                               help="DUT inputs (capture channels after the stimulus outputs; default %(default)d).")
+    parser.add_target_argument("--inputs", default=None, type=int, help=
+        f"DUT inputs (capture channels after the stimulus outputs; default {N_INPUTS}, "
+        f"{max_inputs(4)} with --samples-per-tick 4, which takes at most that many).")
     parser.add_target_argument("--seed-tries", default=3, type=int, help=
         "When a clock misses its frequency, place and route again with the next nextpnr seed, up to "
         "this many seeds in all (default %(default)d; 1: no retry).")
@@ -204,6 +271,11 @@ def build(soc, board, board_file, parser, args):
         # What the engine costs, from a synthesis of it alone with its CSRs (a whole build without it
         # would take as long again).
         report["engine_cost"] = engine_cost(out / "engine_alone", soc.engine.n_channels)
+    samples_per_tick = soc.capture.samples_per_tick
+    if samples_per_tick > 1:
+        # The same way: the timing cores synthesized at S and at 1 (two builds differ by placement noise).
+        report["sampling_cost"] = sampling_cost(out / "sampling_cost", len(channels.inputs(soc.channels)),
+                                                samples_per_tick)
     report["build_seconds"] = round(time.monotonic() - start, 1)
     report["nextpnr_seed"] = seed
     report["seed_tries"] = tries
@@ -218,12 +290,16 @@ def build(soc, board, board_file, parser, args):
 
 def _report(soc, board, board_file, log, nextpnr_report, builder, seed):
     bitstream = Path(builder.get_bitstream_filename(mode="sram"))
+    samples_per_tick = soc.capture.samples_per_tick
     requested = {"sys": soc.sys_clk_freq, "ts": soc.ts_clk_freq}
+    if samples_per_tick == 4:
+        requested["eclk"] = 2 * soc.ts_clk_freq
+    limit = {2: IDDRX1F_SCLK_MAX_HZ, 4: IDDRX2F_ECLK_MAX_HZ}.get(samples_per_tick)
     report = build_report.make(
         board=board, device=soc.platform.device, requested_hz=requested,
         nextpnr_log=log.read_text(errors="replace"),
         nextpnr_report=json.loads(nextpnr_report.read_text()) if nextpnr_report.exists() else None,
-        bitstream=bitstream, root=ROOT)
+        bitstream=bitstream, root=ROOT, sampling=build_report.sampling(samples_per_tick, soc.ts_clk_freq, limit))
     report.update({
         "git": git_identity(),
         "gateware_identity": soc.gateware_identity,

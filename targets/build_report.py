@@ -68,8 +68,23 @@ def sha256(path):
     return h.hexdigest()
 
 
-def make(board, device, requested_hz, nextpnr_log, bitstream, root, nextpnr_report=None):
-    """The report as a dict (see ``problems`` for what makes it a failure)."""
+def sampling(samples_per_tick, ts_hz, io_clock_limit_hz=None):
+    """The report's ``sampling`` entry: samples a tick, their spacing, and for S > 1 the clock the I/O
+    cells sample on against its speed grade 6 limit (``io_clock_limit_hz``: S = 2, IDDRX1F's SCLK,
+    which is ts; S = 4, IDDRX2F's ECLK, the edge clock at 2 x ts)."""
+    entry = {"samples_per_tick": samples_per_tick, "sample_spacing_ns": round(1e9 / ts_hz / samples_per_tick, 4)}
+    if samples_per_tick > 1:
+        primitive, pin, hz = ("IDDRX2F", "ECLK", 2 * ts_hz) if samples_per_tick == 4 else ("IDDRX1F", "SCLK", ts_hz)
+        entry["io_clock"] = {"primitive": primitive, "pin": pin, "mhz": round(hz / 1e6, 6),
+                             "limit_mhz": round(io_clock_limit_hz / 1e6, 6), "speed_grade": 6,
+                             "half_period_ps": round(0.5e12 / hz),
+                             "min_half_period_ps": round(0.5e12 / io_clock_limit_hz),
+                             "within_limit": hz <= io_clock_limit_hz}
+    return entry
+
+
+def make(board, device, requested_hz, nextpnr_log, bitstream, root, nextpnr_report=None, sampling=None):
+    """The report as a dict (see ``problems`` for what makes it a failure); ``sampling``: see ``sampling``."""
     fmax = parse_fmax(nextpnr_log)
     clocks = {}
     for domain, hz in requested_hz.items():
@@ -104,6 +119,8 @@ def make(board, device, requested_hz, nextpnr_log, bitstream, root, nextpnr_repo
         "resources": {k: v for k, v in sorted(resources.items()) if v["used"] > 0},
         "bitstream": bit,
     }
+    if sampling:
+        report["sampling"] = sampling
     report["timing_met"] = not _timing_problems(report)
     return report
 
@@ -119,6 +136,9 @@ def _timing_problems(report):
     for net, c in report["other_clocks"].items():
         if not c["met"]:
             out.append(f"clock {net} reaches {c['achieved_mhz']:.2f} MHz, below its {c['constraint_mhz']:.2f} MHz")
+    io = report.get("sampling", {}).get("io_clock")
+    if io and not io["within_limit"]:   # nextpnr does not check it: the build must stay inside by construction
+        out.append(f"{io['primitive']} {io['pin']} at {io['mhz']:.2f} MHz, above its {io['limit_mhz']:.2f} MHz")
     return out
 
 
@@ -135,6 +155,8 @@ def summary(report):
     for domain, c in report["clocks"].items():
         achieved = "n/a" if c["achieved_mhz"] is None else f"{c['achieved_mhz']:.2f}"
         lines.append(f"  {domain:4} requested {c['requested_mhz']:8.3f} MHz, achieved Fmax {achieved} MHz")
+    if report.get("sampling"):
+        lines.append("  " + sampling_line(report["sampling"]))
     for bel, u in report["resources"].items():
         lines.append(f"  {bel:14} {u['used']:6} / {u['available']:6} ({100 * u['used'] / u['available']:.0f}%)")
     if report.get("bitstream"):
@@ -144,6 +166,25 @@ def summary(report):
         e = report["engine_cost"]
         lines.append(f"  engine: {e['lut4_equivalent']} LUT4-equivalents, {e['flip_flops']} FF, "
                      f"{e['block_rams']} DP16KD, {e['distributed_rams']} LUT RAMs (synthesized alone)")
+    if report.get("sampling_cost"):
+        c = report["sampling_cost"]
+        lines.append(f"  sampling: {c['lut4_equivalent']:+d} LUT4-equivalents, {c['flip_flops']:+d} FF over one "
+                     f"sample a tick (timing cores synthesized alone both ways)")
     if "build_seconds" in report:
         lines.append(f"  built in {report['build_seconds']:.0f} s")
     return "\n".join(lines)
+
+
+def sampling_line(sampling):
+    """The summary's line on sub-tick sampling, e.g. "4 samples a tick, 2.000 ns apart; IDDRX2F ECLK
+    (edge clock) 250.00 MHz, speed grade 6 limit 277.90 MHz (half period 2000 ps >= 1799 ps)"."""
+    S = sampling["samples_per_tick"]
+    line = f"{S} sample{'s' if S > 1 else ''} a tick, {sampling['sample_spacing_ns']:.3f} ns apart"
+    io = sampling.get("io_clock")
+    if io:
+        clock = "edge clock" if io["pin"] == "ECLK" else "ts"
+        verdict = ">=" if io["within_limit"] else "<"
+        line += (f"; {io['primitive']} {io['pin']} ({clock}) {io['mhz']:.2f} MHz, speed grade {io['speed_grade']} "
+                 f"limit {io['limit_mhz']:.2f} MHz (half period {io['half_period_ps']} ps {verdict} "
+                 f"{io['min_half_period_ps']} ps)")
+    return line

@@ -8,7 +8,8 @@ openFPGALoader through the extension board's CMSIS-DAP USB port, which also carr
     python -m targets.colorlight_i5 --load           # SRAM, lost at power-off
     python -m targets.colorlight_i5 --flash          # configuration flash
 
-Rig signals are on connector P3 (litex-boards' ``pmode``); see docs/wiring.md.
+Rig signals are on connector P3 (litex-boards' ``pmode``); with ``--samples-per-tick 4`` the inputs are
+on ``pmodf`` (bank 7, where IDDRX2F is); see docs/wiring.md.
 """
 
 from litex_boards.platforms import colorlight_i5
@@ -36,6 +37,18 @@ PINS = {
     "in7":   ("pmodf:1", "`pmodf` pin 2"),
 }
 
+# Four samples a tick (IDDRX2F, only in the left and right banks; P3 is bank 1, the top): the four
+# inputs on `pmodf` pins 7-10 (balls E2 D2 B1 A3, bank 7), the stimulus outputs where they are. The
+# loopback is a wire from P3 pin 1 (stim0) to `pmodf` pin 9 (in2). `pmodf` pin 3 keeps the trigger-out.
+PINS_FOUR_SAMPLES = {
+    "stim0": PINS["stim0"],
+    "stim1": PINS["stim1"],
+    "in0":   ("pmodf:4", "`pmodf` pin 7"),
+    "in1":   ("pmodf:5", "`pmodf` pin 8"),
+    "in2":   ("pmodf:6", "`pmodf` pin 9"),
+    "in3":   ("pmodf:7", "`pmodf` pin 10"),
+}
+
 # The engine's trigger-out (pulses while a stimulus waits past its threshold): pin, header position.
 TRIGGER = ("pmodf:2", "`pmodf` pin 3")
 
@@ -43,28 +56,31 @@ TRIGGER = ("pmodf:2", "`pmodf` pin 3")
 # CRG ----------------------------------------------------------------------------------------------
 
 class _CRG(board_flow.PllCRG):
-    def __init__(self, platform, sys_clk_freq, ts_clk_freq):
+    def __init__(self, platform, sys_clk_freq, ts_clk_freq, samples_per_tick=1):
         board_flow.PllCRG.__init__(self, platform.request("clk25"), ~platform.request("cpu_reset_n"),
-                                   sys_clk_freq, ts_clk_freq)
+                                   sys_clk_freq, ts_clk_freq, samples_per_tick)
 
 
 # BaseSoC ------------------------------------------------------------------------------------------
 
 class BaseSoC(RigSoC):
-    def __init__(self, sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=TS_CLK_FREQ, toolchain="trellis",
-                 n_inputs=board_flow.N_INPUTS, **kwargs):
+    def __init__(self, sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=None, toolchain="trellis", n_inputs=None,
+                 samples_per_tick=1, **kwargs):
+        ts_clk_freq, n_inputs = board_flow.sampling_settings(samples_per_tick, ts_clk_freq, n_inputs, TS_CLK_FREQ)
         platform = colorlight_i5.Platform(board="i5", revision="7.0", toolchain=toolchain)
-        platform.add_extension(board_flow.rig_io(PINS, n_inputs))
+        platform.add_extension(board_flow.rig_io(board_flow.board_pins(samples_per_tick, PINS, PINS_FOUR_SAMPLES),
+                                                 n_inputs))
 
         # CRG --------------------------------------------------------------------------------------
-        self.crg = _CRG(platform, sys_clk_freq, ts_clk_freq)
+        self.crg = _CRG(platform, sys_clk_freq, ts_clk_freq, samples_per_tick)
 
         # Rig SoC ----------------------------------------------------------------------------------
         stimulus_pads, capture_pads = board_flow.request_rig_pads(platform, n_inputs)
         if kwargs.get("with_engine"):
             kwargs["trigger_pad"] = board_flow.request_trigger_pad(platform, TRIGGER)
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
-                        board=BOARD, **kwargs)
+                        board=BOARD, samples_per_tick=samples_per_tick,
+                        edge_clock_domain="eclk" if samples_per_tick == 4 else None, **kwargs)
 
 
 # Build --------------------------------------------------------------------------------------------
@@ -80,8 +96,8 @@ def build_soc(args, parser):
     kwargs = board_flow.rig_soc_kwargs(parser)
     cpu_variant = kwargs.pop("cpu_variant", None) or "standard"
     return BaseSoC(sys_clk_freq=args.sys_clk_freq, ts_clk_freq=args.ts_clk_freq, toolchain=args.toolchain,
-                   fifo_depth=args.fifo_depth, n_inputs=args.inputs, cpu_variant=cpu_variant,
-                   with_engine=args.engine, **kwargs)
+                   fifo_depth=args.fifo_depth, n_inputs=args.inputs, samples_per_tick=args.samples_per_tick,
+                   cpu_variant=cpu_variant, with_engine=args.engine, **kwargs)
 
 
 def main():

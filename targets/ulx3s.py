@@ -8,7 +8,8 @@ openFPGALoader through the FT231X on the US1 port, which also carries the UART.
     python -m targets.ulx3s --load                          # SRAM, lost at power-off
     python -m targets.ulx3s --flash                         # configuration flash
 
-Rig signals are on header J1, GP0-GP2/GN0-GN2; see docs/wiring.md.
+Rig signals are on header J1, GP0-GP4/GN0-GN4; with ``--samples-per-tick 4`` the inputs are on J2
+(bank 2, where IDDRX2F is); see docs/wiring.md.
 """
 
 from litex_boards.platforms import radiona_ulx3s
@@ -37,6 +38,18 @@ PINS = {
     "in7":   ("A8",  "J1 GN4 (`J1_13-`)"),
 }
 
+# Four samples a tick (IDDRX2F, only in the left and right banks; J1's GP0-GP4 are bank 0, the top):
+# the four inputs on J2 GP18/GN18 and GP19/GN19 (balls H18 H17 F17 G18, bank 2), the stimulus
+# outputs where they are. The loopback is a wire from J1 GP0 (stim0) to J2 GP19 (in2).
+PINS_FOUR_SAMPLES = {
+    "stim0": PINS["stim0"],
+    "stim1": PINS["stim1"],
+    "in0":   ("H18", "J2 GP18 (`J2_13+`)"),
+    "in1":   ("H17", "J2 GN18 (`J2_13-`)"),
+    "in2":   ("F17", "J2 GP19 (`J2_15+`)"),
+    "in3":   ("G18", "J2 GN19 (`J2_15-`)"),
+}
+
 # The engine's trigger-out (pulses while a stimulus waits past its threshold): pin, header position.
 TRIGGER = ("B2", "LED D0 (its resistor side)")
 
@@ -44,9 +57,9 @@ TRIGGER = ("B2", "LED D0 (its resistor side)")
 # CRG ----------------------------------------------------------------------------------------------
 
 class _CRG(board_flow.PllCRG):
-    def __init__(self, platform, sys_clk_freq, ts_clk_freq):
+    def __init__(self, platform, sys_clk_freq, ts_clk_freq, samples_per_tick=1):
         board_flow.PllCRG.__init__(self, platform.request("clk25"), platform.request("rst"),
-                                   sys_clk_freq, ts_clk_freq)
+                                   sys_clk_freq, ts_clk_freq, samples_per_tick)
         # Keep the ESP32 from resetting the FPGA.
         self.comb += platform.request("wifi_gpio0").eq(1)
 
@@ -54,20 +67,23 @@ class _CRG(board_flow.PllCRG):
 # BaseSoC ------------------------------------------------------------------------------------------
 
 class BaseSoC(RigSoC):
-    def __init__(self, device="LFE5U-45F", revision="2.0", sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=TS_CLK_FREQ,
-                 toolchain="trellis", n_inputs=board_flow.N_INPUTS, **kwargs):
+    def __init__(self, device="LFE5U-45F", revision="2.0", sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=None,
+                 toolchain="trellis", n_inputs=None, samples_per_tick=1, **kwargs):
+        ts_clk_freq, n_inputs = board_flow.sampling_settings(samples_per_tick, ts_clk_freq, n_inputs, TS_CLK_FREQ)
         platform = radiona_ulx3s.Platform(device=device, revision=revision, toolchain=toolchain)
-        platform.add_extension(board_flow.rig_io(PINS, n_inputs))
+        platform.add_extension(board_flow.rig_io(board_flow.board_pins(samples_per_tick, PINS, PINS_FOUR_SAMPLES),
+                                                 n_inputs))
 
         # CRG --------------------------------------------------------------------------------------
-        self.crg = _CRG(platform, sys_clk_freq, ts_clk_freq)
+        self.crg = _CRG(platform, sys_clk_freq, ts_clk_freq, samples_per_tick)
 
         # Rig SoC ----------------------------------------------------------------------------------
         stimulus_pads, capture_pads = board_flow.request_rig_pads(platform, n_inputs)
         if kwargs.get("with_engine"):
             kwargs["trigger_pad"] = board_flow.request_trigger_pad(platform, TRIGGER)
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
-                        board=BOARD, **kwargs)
+                        board=BOARD, samples_per_tick=samples_per_tick,
+                        edge_clock_domain="eclk" if samples_per_tick == 4 else None, **kwargs)
 
 
 # Build --------------------------------------------------------------------------------------------
@@ -89,7 +105,7 @@ def build_soc(args, parser):
     cpu_variant = kwargs.pop("cpu_variant", None) or "standard"
     return BaseSoC(device=args.device, revision=args.revision, sys_clk_freq=args.sys_clk_freq,
                    ts_clk_freq=args.ts_clk_freq, toolchain=args.toolchain, fifo_depth=args.fifo_depth,
-                   n_inputs=args.inputs, cpu_variant=cpu_variant,
+                   n_inputs=args.inputs, samples_per_tick=args.samples_per_tick, cpu_variant=cpu_variant,
                    with_engine=engine_for(args), **kwargs)
 
 

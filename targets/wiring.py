@@ -24,12 +24,16 @@ def tables():
 
     i5 = colorlight_i5.Platform(board="i5", revision="7.0", toolchain="trellis")
     ulx3s = radiona_ulx3s.Platform(toolchain="trellis")
+    four = board_flow.max_inputs(4)
     return {
         "channels": channels.markdown_table(board_flow.rig_table()),
         "colorlight_i5": board_flow.wiring_table(i5, i5_target.PINS),
         "ulx3s": board_flow.wiring_table(ulx3s, ulx3s_target.PINS),
         "colorlight_i5_trigger": board_flow.trigger_line(i5, i5_target.TRIGGER),
         "ulx3s_trigger": board_flow.trigger_line(ulx3s, ulx3s_target.TRIGGER),
+        # Four samples a tick (--samples-per-tick 4): four inputs, on a left or right bank.
+        "colorlight_i5_four_samples": board_flow.wiring_table(i5, i5_target.PINS_FOUR_SAMPLES, four),
+        "ulx3s_four_samples": board_flow.wiring_table(ulx3s, ulx3s_target.PINS_FOUR_SAMPLES, four),
     }
 
 
