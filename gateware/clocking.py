@@ -7,7 +7,7 @@ the IDDRs' ECLK net), and the ``ts`` rising edge is the first of each pair of ed
 edges. The edge clock must come from a PLL's CLKOP or CLKOS output (nextpnr routes an edge clock
 only from those), at 2 x ts within the I/O cells' limit (speed grade 6: 277.9 MHz).
 
-Simulation uses ``sim_models/ECLKSYNCB.v`` and ``CLKDIVF.v`` (see ``gateware.dsp.SIM_MODELS``),
+Simulation uses ``sim_models/ECLKSYNCB.v``, ``CLKDIVF.v`` and ``FD1S3BX.v`` (see ``gateware.dsp.SIM_MODELS``),
 written from Lattice's documented behaviour.
 """
 
@@ -17,9 +17,9 @@ from migen import ClockDomain, Instance, Signal
 
 class EdgeClock(LiteXModule):
     """From ``edge_clock`` (a PLL output at twice the tick rate) and ``reset`` (asynchronous, high):
-    ``cd_eclk`` (the edge clock, no reset) and ``cd_ts`` (the tick), whose reset is released
-    ``reset_stages`` ticks after ``reset`` falls, synchronously."""
-    def __init__(self, edge_clock, reset, eclk_domain="eclk", ts_domain="ts", reset_stages=2):
+    ``cd_eclk`` (the edge clock, no reset) and ``cd_ts`` (the tick), in reset at once with ``reset``
+    and released on ts's second rising edge after it falls."""
+    def __init__(self, edge_clock, reset, eclk_domain="eclk", ts_domain="ts"):
         self.cd_eclk = ClockDomain(eclk_domain, reset_less=True)
         self.cd_ts   = ClockDomain(ts_domain)
 
@@ -31,9 +31,13 @@ class EdgeClock(LiteXModule):
             Instance("CLKDIVF", p_DIV="2.0", i_CLKI=eclk, i_RST=reset, i_ALIGNWD=0, o_CDIVX=self.cd_ts.clk),
         ]
         self.comb += self.cd_eclk.clk.eq(eclk)
-        # ts's reset, from registers on the edge clock (it runs while the divider is held): released
-        # reset_stages ticks after `reset` falls, on an edge-clock edge (in phase with ts's).
-        chain = [Signal(reset=1, name=f"ts_reset{k}") for k in range(2 * reset_stages)]
-        sync = getattr(self.sync, eclk_domain)
-        sync += [chain[0].eq(reset)] + [chain[k].eq(chain[k - 1]) for k in range(1, len(chain))]
-        self.comb += self.cd_ts.rst.eq(chain[-1])
+        # ts's reset from two flip-flops on ts with an asynchronous preset (ts stops while the divider
+        # is held, so only a preset can set them), released on a ts edge, which is an edge-clock
+        # edge. Not on the edge clock itself: it reaches I/O cells and CLKDIVF, not the fabric's
+        # flip-flops (nextpnr cannot route it there). FD1S3BX, as LiteX's ECP5 reset synchronizer,
+        # instantiated here so that simulation runs the same cells (sim_models/FD1S3BX.v).
+        held = Signal()
+        self.specials += [
+            Instance("FD1S3BX", i_D=0,    i_CK=self.cd_ts.clk, i_PD=reset, o_Q=held),
+            Instance("FD1S3BX", i_D=held, i_CK=self.cd_ts.clk, i_PD=reset, o_Q=self.cd_ts.rst),
+        ]
