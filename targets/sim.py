@@ -20,6 +20,7 @@ and the DUT model, so a second run starts within seconds and any change rebuilds
 import argparse
 import hashlib
 import json
+import math
 import os
 import shutil
 import socket
@@ -36,6 +37,7 @@ from migen import *
 
 ROOT           = Path(__file__).resolve().parent.parent
 DEFAULT_DUT    = ROOT / "targets" / "dut" / "hilat_dut_model.v"
+ASYNC_SOURCE   = ROOT / "targets" / "dut" / "hilat_async_source.v"
 SIM_MODULES    = ROOT / "targets" / "sim_modules"
 SERIAL_MODULE  = "hilat_serial2tcp"
 SYS_CLK_FREQ   = int(50e6)
@@ -50,6 +52,12 @@ _io = [
     # instants, so the DUT answers in sub-ticks with no edge on a sampling instant.
     ("eclk", 0, Pins(1)),
     ("dut_clk", 0, Pins(1)),
+    # The edge clock is eclk OR eclk_late: eclk_late in phase with eclk (the default) leaves it as it
+    # is; later, it holds the edge clock high longer, which moves its falling-edge samples (uneven
+    # sub-tick bins, as a duty-cycle error does on a board). src_clk clocks the free-running source
+    # of the resolution calibration (hilat_async_source), unrelated to ts.
+    ("eclk_late", 0, Pins(1)),
+    ("src_clk", 0, Pins(1)),
     ("serial", 0,
         Subsignal("source_valid", Pins(1)),
         Subsignal("source_ready", Pins(1)),
@@ -81,7 +89,9 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024,
             edge_clock_domain = None
             if samples_per_tick == 4:
                 # As on a board: ts is the edge clock's half (EdgeClock), sys a clock of its own.
-                self.edge_clock = EdgeClock(platform.request("eclk"), ResetSignal("sys"))
+                edge_clock = Signal()
+                self.comb += edge_clock.eq(platform.request("eclk") | platform.request("eclk_late"))
+                self.edge_clock = EdgeClock(edge_clock, ResetSignal("sys"))
                 edge_clock_domain = "eclk"
             else:
                 # sys and ts share the simulator's clock (the gateware tests cover unequal clocks);
@@ -101,6 +111,14 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024,
             # The DUT model's output <role>_pin drives the input whose default role that is. It runs
             # on ts (its latencies in ticks), or on a clock S times faster (in sub-ticks).
             outputs = {f"o_{c.role}_pin": pad for c, pad in zip(channels.inputs(table), capture_pads) if c.role}
+            if samples_per_tick > 1:
+                # The resolution calibration's source shares the SPARE input with the DUT's calibration
+                # sources (each is off unless enabled at run time).
+                spare_pad, dut_spare, source = outputs["o_spare_pin"], Signal(), Signal()
+                outputs["o_spare_pin"] = dut_spare
+                self.specials += Instance("hilat_async_source", i_clk=platform.request("src_clk"), o_out=source)
+                self.comb += spare_pad.eq(dut_spare | source)
+                platform.add_source(str(ASYNC_SOURCE))
             self.specials += Instance(dut_top,
                 i_clk  = ClockSignal("ts") if samples_per_tick == 1 else platform.request("dut_clk"),
                 i_rst  = ResetSignal("ts"),
@@ -121,7 +139,7 @@ def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=Fals
     # second call of a fresh tree miss the first build.
     files = sorted(list((ROOT / "gateware").glob("*.py")) + list((ROOT / "gateware" / "sim_models").glob("*.v"))
                    + list((ROOT / "firmware").glob("*.[chS]"))
-                   + [ROOT / "firmware" / "Makefile", Path(dut_model)]
+                   + [ROOT / "firmware" / "Makefile", Path(dut_model), ASYNC_SOURCE]
                    + [f for f in SIM_MODULES.rglob("*") if f.name != "variables.mak"])
     # This file's build half (everything above the runtime marker) is part of the key too.
     h.update(Path(__file__).read_text().split(_RUNTIME_MARKER)[0].encode())
@@ -189,13 +207,36 @@ class _quiet:
         os.close(self.saved)
 
 
-def _sim_config(port, samples_per_tick=1):
+# The resolution calibration's source: a clock of 9 ns, 500 ps off the 1 ns grid the rig's sampling
+# instants lie on (so no edge falls on one), toggling every N cycles: with N prime to 10 its edges
+# visit the twenty phases of the 20 ns tick in turn, 1 ns apart (docs/subtick.md).
+SOURCE_CLK_FREQ  = 111_111_111
+SOURCE_CLK_PHASE = 20
+
+
+def _sim_config(port, samples_per_tick=1, edge_clock_high_ps=None, async_source=False):
+    """``edge_clock_high_ps``: S = 4, how long the edge clock stays high in each of its cycles
+    (default: half its period); ``async_source``: clock the resolution calibration's source. Each
+    makes the simulator's time step finer (slower), so they are off unless asked for: an unclocked
+    pad stays low."""
     cfg = SimConfig()
     cfg.add_clocker("sys_clk", freq_hz=SYS_CLK_FREQ)
     if samples_per_tick == 4:
-        cfg.add_clocker("eclk", freq_hz=2 * TS_CLK_FREQ)
+        eclk_hz = 2 * TS_CLK_FREQ
+        half_ps = 10**12 // eclk_hz // 2
+        late_ps = (edge_clock_high_ps or half_ps) - half_ps
+        # The clock generator takes whole degrees that are whole ps: steps of period / gcd(360, period).
+        step_ps = 2 * half_ps // math.gcd(360, 2 * half_ps)
+        if not 0 <= late_ps < half_ps or late_ps % step_ps:
+            raise ValueError(f"edge clock high for {edge_clock_high_ps} ps: {half_ps} .. {2 * half_ps - step_ps} ps, "
+                             f"in steps of {step_ps} ps")
+        cfg.add_clocker("eclk", freq_hz=eclk_hz)
+        if late_ps:
+            cfg.add_clocker("eclk_late", freq_hz=eclk_hz, phase_deg=late_ps * 360 // (2 * half_ps))
     if samples_per_tick > 1:
         cfg.add_clocker("dut_clk", freq_hz=samples_per_tick * TS_CLK_FREQ, phase_deg=180)
+        if async_source:
+            cfg.add_clocker("src_clk", freq_hz=SOURCE_CLK_FREQ, phase_deg=SOURCE_CLK_PHASE)
     cfg.add_module(SERIAL_MODULE, "serial", args={"port": port})
     return cfg
 
@@ -264,9 +305,13 @@ def calibration_plusargs(loopback=None, loopback_jitter=0, pps_period=None, pps_
 
 
 class SimulatedRig:
-    """A running simulator process. ``url`` is what ``hilat`` connects to."""
+    """A running simulator process. ``url`` is what ``hilat`` connects to. A rig built with sub-tick
+    sampling takes ``edge_clock_high_ps`` (S = 4: uneven bins, see ``_sim_config``) and
+    ``async_source_cycles`` (the SPARE input toggles every that many cycles of a 9 ns clock of its
+    own: the resolution calibration's source)."""
 
-    def __init__(self, sim_dir, run_dir, port=None, dut_args=None, dut_log=None, pps_log=None):
+    def __init__(self, sim_dir, run_dir, port=None, dut_args=None, dut_log=None, pps_log=None,
+                 edge_clock_high_ps=None, async_source_cycles=None):
         self.sim_dir = Path(sim_dir)
         self.run_dir = Path(run_dir)
         self.port = port or free_port()
@@ -276,6 +321,13 @@ class SimulatedRig:
         self.process = None
         built = self.sim_dir / "sim.json"
         self.samples_per_tick = json.loads(built.read_text())["samples_per_tick"] if built.exists() else 1
+        if (edge_clock_high_ps or async_source_cycles) and self.samples_per_tick == 1:
+            raise ValueError("uneven bins and the resolution source need a rig built with sub-tick sampling")
+        if edge_clock_high_ps and self.samples_per_tick != 4:
+            raise ValueError("uneven bins need the edge clock: a rig built with 4 samples a tick")
+        self.edge_clock_high_ps = edge_clock_high_ps
+        self.async_source_cycles = async_source_cycles
+        self._sim_config(0)   # refuses settings the clocks cannot take, before anything starts
 
     @property
     def url(self):
@@ -291,13 +343,15 @@ class SimulatedRig:
                 link.unlink()
             link.symlink_to(item)
         for _attempt in range(5):
-            (self.run_dir / "sim_config.js").write_text(_sim_config(self.port, self.samples_per_tick).get_json())
+            (self.run_dir / "sim_config.js").write_text(self._sim_config(self.port).get_json())
             args = [str(self.sim_dir / "gateware" / "obj_dir" / "Vsim")]
             args += [f"+dut_{k}={v}" for k, v in self.dut_args.items()]
             if self.dut_log:
                 args.append(f"+dut_log={self.dut_log.resolve()}")
             if self.pps_log:
                 args.append(f"+dut_pps_log={self.pps_log.resolve()}")
+            if self.async_source_cycles:
+                args.append(f"+async_source_cycles={self.async_source_cycles}")
             self.stderr = open(self.run_dir / "sim.log", "w")
             self.process = subprocess.Popen(args, cwd=self.run_dir, stdin=subprocess.DEVNULL,
                                             stdout=self.stderr, stderr=subprocess.STDOUT)
@@ -315,6 +369,9 @@ class SimulatedRig:
                 continue
             raise RuntimeError(f"simulator did not start: {log[-2000:]}")
         raise RuntimeError("simulator could not bind a TCP port")
+
+    def _sim_config(self, port):
+        return _sim_config(port, self.samples_per_tick, self.edge_clock_high_ps, bool(self.async_source_cycles))
 
     def stop(self):
         if self.process and self.process.poll() is None:

@@ -146,15 +146,64 @@ class Channels:
         return self.names[channel] if channel < len(self.names) else f"ch{channel}"
 
 
-def edges_from_records(records, fractions=None, samples_per_tick=1, first_input=0):
+@dataclass(frozen=True)
+class Subticks:
+    """Where the analysis puts an input edge inside its tick, on a rig that samples each input
+    ``samples_per_tick`` S times a tick (docs/subtick.md). Times are in units of 1/``units_per_tick``
+    tick; an input edge recorded at tick t with fraction k is at ``t * units_per_tick + positions[k]``,
+    an output's (on a tick boundary) at ``t * units_per_tick``.
+
+    - nominal (``nominal``): units are sub-ticks, 1/S tick, and bin k stands at its lower end, k (as
+      a tick does at S = 1); S = 1 is the plain tick;
+    - calibrated (``calibrated``, from ``hilat calibrate resolution``): bin k stands at its measured
+      centre, in units of 1/(S * CALIBRATED_UNITS_PER_BIN) tick."""
+    samples_per_tick: int = 1
+    first_input: int = 0           # the rig's first input channel: the fraction's bits start there
+    units_per_tick: int = 1
+    positions: tuple = (0,)
+    calibrated: bool = False
+
+    CALIBRATED_UNITS_PER_BIN = 64  # 1/256 tick at S = 4: far below any bin width's uncertainty
+
+    @classmethod
+    def nominal(cls, samples_per_tick=1, first_input=0):
+        s = int(samples_per_tick)
+        return cls(s, int(first_input), s, tuple(range(s)))
+
+    @classmethod
+    def from_centres(cls, centres_ticks, first_input=0):
+        """Bin k at ``centres_ticks[k]`` ticks after its tick's clock edge (each in (0, 1))."""
+        s = len(centres_ticks)
+        units = s * cls.CALIBRATED_UNITS_PER_BIN
+        positions = tuple(int(round(c * units)) for c in centres_ticks)
+        if not all(0 <= a < b < units for a, b in zip(positions, positions[1:])):
+            raise ValueError(f"bin centres {centres_ticks} are not increasing inside the tick")
+        return cls(s, int(first_input), units, positions, calibrated=True)
+
+    def place(self, ticks, chans, fractions):
+        """Edge times (uint64) of edges at ``ticks`` on channels ``chans`` with their records' ``fractions``."""
+        times = np.asarray(ticks, dtype=np.uint64)
+        if self.units_per_tick == 1:
+            return times
+        times = times * np.uint64(self.units_per_tick)
+        if fractions is None or self.samples_per_tick == 1:
+            return times
+        bits_per_input = self.samples_per_tick.bit_length() - 1
+        inputs = chans.astype(np.int64) - self.first_input
+        shift = np.where(inputs >= 0, inputs * bits_per_input, 0).astype(np.uint16)
+        fraction = (np.asarray(fractions, dtype=np.uint16) >> shift) & np.uint16(self.samples_per_tick - 1)
+        positions = np.asarray(self.positions, dtype=np.uint64)[fraction]
+        return times + np.where(inputs >= 0, positions, np.uint64(0))
+
+
+def edges_from_records(records, fractions=None, subticks=None):
     """Records [(tick, channel mask, levels)] or three (four, with the fractions) arrays -> edge arrays
     (time, channel, level).
 
     One record carries every channel that changed in that tick; each set mask bit becomes an edge.
-    With ``samples_per_tick`` S > 1 (docs/subtick.md) times are in sub-ticks, 1/S tick: an input's
-    edge is at tick * S + its fraction (``fractions``: the records' fraction fields, log2 S bits per
-    input in channel order from ``first_input``, the first input channel); an output's, on a tick
-    boundary, at tick * S. With S = 1 times are ticks. Vectorised: ~10^7 records/s."""
+    Times are ticks, or finer units on a rig that samples its inputs more than once a tick
+    (``subticks``, a :class:`Subticks`; ``fractions``: the records' fraction fields). Vectorised:
+    ~10^7 records/s."""
     if isinstance(records, tuple) and len(records) in (3, 4) and isinstance(records[0], np.ndarray):
         rec_ticks, masks, lv = records[:3]
         if len(records) == 4 and fractions is None:
@@ -169,24 +218,17 @@ def edges_from_records(records, fractions=None, samples_per_tick=1, first_input=
     rows, chans = np.nonzero(bits)
     levels = (lv[rows] >> chans.astype(np.uint16)) & 1
     times = np.asarray(rec_ticks, dtype=np.uint64)[rows]
-    if samples_per_tick > 1:
-        times = times * np.uint64(samples_per_tick)
-        if fractions is not None:
-            bits_per_input = int(samples_per_tick).bit_length() - 1
-            inputs = chans.astype(np.int64) - first_input
-            shift = np.where(inputs >= 0, inputs * bits_per_input, 0).astype(np.uint16)
-            position = (np.asarray(fractions, dtype=np.uint16)[rows] >> shift) & np.uint16(samples_per_tick - 1)
-            times += np.where(inputs >= 0, position, 0).astype(np.uint64)
+    if subticks is not None:
+        times = subticks.place(times, chans, None if fractions is None else np.asarray(fractions)[rows])
     return times, chans.astype(np.uint8), levels.astype(np.uint8)
 
 
-def in_subticks(samples_per_tick, offset_ticks, deadline_ticks, measures=()):
+def in_subticks(units_per_tick, offset_ticks, deadline_ticks, measures=()):
     """A capture's durations (in ticks: the calibrated offset, the deadline, each measure's deadline)
-    in the analysis's time unit: sub-ticks on a rig that samples its inputs S > 1 times a tick, where
-    every edge time is in sub-ticks (``edges_from_records``); unchanged when S = 1."""
+    in the analysis's time unit, 1/``units_per_tick`` tick (``Subticks``); unchanged when it is the tick."""
     import dataclasses
 
-    s = int(samples_per_tick)
+    s = int(units_per_tick)
     offset = int(round(offset_ticks * s))   # a loopback offset is whole sub-ticks (7.25 ticks at S = 4)
     if s == 1:
         return offset, deadline_ticks, list(measures)

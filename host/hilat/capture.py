@@ -247,18 +247,17 @@ class _RollingHlog:
 class _Stream:
     """The consumer of the session's records: edges to the run directory, the streaming pairing,
     the count that ends the capture, and the new maxima. Its times, durations and values are in the
-    analysis's unit: ticks, or sub-ticks on a rig that samples its inputs ``samples_per_tick`` S > 1
-    times a tick (``unit_hz``: units per second; ``first_input``: the rig's first input channel)."""
+    analysis's unit: ticks, or sub-ticks on a rig that samples its inputs more than once a tick
+    (``subticks``, an ``analysis.Subticks``; ``unit_hz``: units per second)."""
 
     def __init__(self, writer, roles, measures, builtin, deadline, offset_ticks, pace, unit_hz, hlog=None,
-                 chunk_records=None, on_new_max=None, samples_per_tick=1, first_input=0):
+                 chunk_records=None, on_new_max=None, subticks=None):
         from hilat.aggregate import StreamingAggregator
 
         self.writer = writer
         self.pace_channel, self.pace_level = pace
         self.tick_ns = 1e9 / unit_hz
-        self.samples_per_tick = samples_per_tick
-        self.first_input = first_input
+        self.subticks = subticks
         self.hlog = hlog
         self.chunk_records = chunk_records
         self.on_new_max = on_new_max
@@ -286,8 +285,7 @@ class _Stream:
 
     def _records(self, rec_ticks, masks, levels, fractions):
         self.records += len(rec_ticks)
-        ticks, chans, lv = analysis.edges_from_records((rec_ticks, masks, levels), fractions,
-                                                       self.samples_per_tick, self.first_input)
+        ticks, chans, lv = analysis.edges_from_records((rec_ticks, masks, levels), fractions, self.subticks)
         ticks = ticks.astype(np.int64)
         if self.last_tick is not None and len(ticks) and (ticks[0] < self.last_tick or (np.diff(ticks) < 0).any()):
             keep = ticks >= np.maximum.accumulate(np.concatenate(([self.last_tick], ticks)))[:-1]
@@ -441,12 +439,11 @@ class Capture:
             self.live = live_view.LiveView(enabled=self.settings.progress)
         self.live.begin(self, kinds)
         # The stream works in the edges' unit: durations in ticks become sub-ticks when S > 1.
-        offset, deadline, measures = analysis.in_subticks(self.samples_per_tick, self.offset_ticks,
+        offset, deadline, measures = analysis.in_subticks(self.units_per_tick, self.offset_ticks,
                                                           self.deadline_ticks, self._measures)
         self.stream = _Stream(self.writer, self._roles, measures, builtin, deadline, offset, self._pace,
                               self.unit_hz, hlog=self.hlog, chunk_records=self.settings.chunk_records,
-                              on_new_max=self.live.new_max, samples_per_tick=self.samples_per_tick,
-                              first_input=self.identity.n_stimulus)
+                              on_new_max=self.live.new_max, subticks=self.subticks)
 
     # stream ---------------------------------------------------------------------------------------
 
@@ -455,7 +452,7 @@ class Capture:
         if s.count is not None and self.stream.paced >= s.count:
             return True
         if s.duration_ticks is not None and self.stream.last_tick is not None:
-            return self.stream.last_tick >= (self.start_tick + s.duration_ticks) * self.samples_per_tick
+            return self.stream.last_tick >= (self.start_tick + s.duration_ticks) * self.units_per_tick
         return False
 
     def _rig_finished(self, status):
@@ -515,7 +512,7 @@ class Capture:
             window = min(window, self.deadline_ticks)
         # On-rig the last stimulus is not known here (raw edges, if any, may miss it): it is before now.
         last = (session.now() if self.settings.on_rig
-                else (self.stream.last_paced or 0) // self.samples_per_tick or self.start_tick)
+                else (self.stream.last_paced or 0) // self.units_per_tick or self.start_tick)
         target = last + window + 64
         session.wait_clock(target, self.stream, tick=self._tick)
         # Records older than `target` are in the FIFO or on the wire: read until quiet, or until a
@@ -640,13 +637,26 @@ class Capture:
 
     @property
     def samples_per_tick(self):
-        """How often the rig samples each input a tick: the raw edges' times are in 1/this tick."""
+        """How often the rig samples each input a tick."""
         return getattr(self.identity, "samples_per_tick", 1) or 1
+
+    @property
+    def subticks(self):
+        """Where the raw edges' times put an input edge in its tick (``analysis.Subticks``): nominal
+        bins, or a resolution calibration's centres when one is in force."""
+        from hilat.calibration.resolution import subticks_for
+
+        return subticks_for(self.samples_per_tick, self.identity.n_stimulus if self.identity else 0,
+                            (self.calibration or {}).get("resolution"))
+
+    @property
+    def units_per_tick(self):
+        return self.subticks.units_per_tick
 
     @property
     def unit_hz(self):
         """The raw edges' time units per second (sub-ticks when the rig samples more than once a tick)."""
-        return self.ts_hz * self.samples_per_tick
+        return self.ts_hz * self.units_per_tick
 
     def _meta(self, decoder, interim=False):
         ident = self.identity
@@ -757,7 +767,7 @@ class Capture:
             from hilat.engine import RigAggregates
 
             aggregates = RigAggregates(self.rig_histograms, edges=self.writer.edge_count,
-                                       units_per_value=self.samples_per_tick)
+                                       units_per_value=self.units_per_tick)
         doc = report.build_report([run], aggregates={run.path: aggregates})
         if interim:
             doc["runs"][0]["problems"].insert(0, f"interim summary #{self.interim_summaries} while capturing: "

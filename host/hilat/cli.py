@@ -300,13 +300,21 @@ def _dut_args(args):
     return dict(args.dut or [])
 
 
+def _simulated_rig(sim, sim_dir, run_dir, args, **kwargs):
+    try:
+        return sim.SimulatedRig(sim_dir, run_dir, edge_clock_high_ps=args.edge_clock_high,
+                                async_source_cycles=args.async_source, **kwargs)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def cmd_sim(args):
     sim = _sim()
 
     dut_args = {**_dut_args(args), **_sim_calibration_sources(args)}
     sim_dir = sim.build(dut_model=args.dut_model, dut_top=args.dut_top, samples_per_tick=args.samples_per_tick)
-    rig = sim.SimulatedRig(sim_dir, sim_dir / "run-sim", port=args.port, dut_args=dut_args,
-                           dut_log=args.dut_log, pps_log=args.pps_log)
+    rig = _simulated_rig(sim, sim_dir, sim_dir / "run-sim", args, port=args.port, dut_args=dut_args,
+                         dut_log=args.dut_log, pps_log=args.pps_log)
     with rig:
         print(rig.url, flush=True)
         log.info("simulated rig running; Ctrl-C to stop")
@@ -328,7 +336,7 @@ def cmd_demo(args):
                         samples_per_tick=args.samples_per_tick)
     run_tmp = Path(tempfile.mkdtemp(prefix="hilat-sim-"))
     dut_log = run_tmp / "dut_injected.csv"
-    rig = sim.SimulatedRig(sim_dir, run_tmp, dut_args=_dut_args(args), dut_log=dut_log)
+    rig = _simulated_rig(sim, sim_dir, run_tmp, args, dut_args=_dut_args(args), dut_log=dut_log)
     with rig:
         log.info("simulated rig and DUT on %s", rig.url)
         if not args.label:
@@ -674,6 +682,21 @@ def _add_calibrate_parser(sub):
     _add_calibrate_common(ck)
     ck.set_defaults(func=cmd_calibrate_clock)
 
+    rs = csub.add_parser("resolution", help="the widths of the sub-tick bins, by code density, from edges of a "
+                         "source unrelated to the rig's clock",
+                         description="Collects edges on one input from a source unrelated to the rig's ts clock "
+                         "(a free-running DUT timer or UART line, a second oscillator, an output driven from an "
+                         "unrelated clock; not the rig's own stimulus, nor a DUT clocked from the rig's "
+                         "oscillator): they fall in each sub-tick bin in proportion to its width. Stores each bin's "
+                         "width, DNL, INL and centre; later captures place input edges at the centres.")
+    rs.add_argument("url")
+    rs.add_argument("--edges", type=_positive_int, default=20000,
+                    help="edges to collect (default 20000: each width to about 0.003 tick)")
+    rs.add_argument("--channel", type=int, default=None,
+                    help="capture input of the source (default: the rig's input whose role is spare)")
+    _add_calibrate_common(rs)
+    rs.set_defaults(func=cmd_calibrate_resolution)
+
 
 def _add_calibrate_common(parser):
     _add_link_options(parser)
@@ -707,9 +730,12 @@ def cmd_calibrate_loopback(args):
                 args.channel = calibration.role_channel(ident, calibration.CALIBRATION_ROLE)
             log.info("loopback: %d pulses from STIM%d, watching channel %d", args.count, args.stimulus_channel,
                      args.channel)
+            # A resolution calibration in force places the copies' edges as captures will.
+            in_force = calibration.for_rig(ident, calibration.resolve_dir(args.calibration_dir))
             result = calibration.run_loopback(
                 session, args.count, stimulus["period_ticks"], stimulus["jitter_ticks"], stimulus["width_ticks"],
-                args.stimulus_channel, args.channel, args.seed, progress=calibration.ProgressLog("loopback"))
+                args.stimulus_channel, args.channel, args.seed, progress=calibration.ProgressLog("loopback"),
+                resolution=in_force.get("resolution"))
             loop = calibration.loopback_calibration(result, ts, args.stimulus_channel, args.channel, stimulus,
                                                     args.url)
         except calibration.CalibrationError as e:
@@ -718,6 +744,29 @@ def cmd_calibrate_loopback(args):
     path = _store(args, calibration, ident, "loopback", loop)
     if not args.json:
         print(calibration.loopback_text(loop, args.url, ts, path))
+    return 0
+
+
+def cmd_calibrate_resolution(args):
+    from hilat import calibration
+    from hilat.calibration import resolution
+    from hilat.session import Session
+
+    with Session(args.url, transport=_open(args.url, args)) as session:
+        ident = session.identity
+        try:
+            if args.channel is None:
+                args.channel = calibration.role_channel(ident, calibration.CALIBRATION_ROLE)
+            log.info("resolution: %d edges on channel %d", args.edges, args.channel)
+            fractions = resolution.run_resolution(session, args.channel, args.edges,
+                                                  progress=calibration.ProgressLog("resolution"))
+            result = resolution.resolution_calibration(fractions, ident, ident.ts_hz, args.channel, args.url)
+        except calibration.CalibrationError as e:
+            log.error("%s", e)
+            return 1
+    path = _store(args, calibration, ident, "resolution", result)
+    if not args.json:
+        print(calibration.resolution_text(result, args.url, ident.ts_hz, path))
     return 0
 
 
@@ -792,6 +841,13 @@ def build_parser():
                         help="the simulated rig samples each input this often a tick (sub-tick timestamps, "
                              "docs/subtick.md); the DUT model then runs this many times faster than the rig's "
                              "ts clock, so its --dut settings are in sub-ticks (default 1)")
+        sp.add_argument("--edge-clock-high", type=_positive_int, metavar="PS",
+                        help="with --samples-per-tick 4: hold the edge clock high this many ps of its 10,000 "
+                             "(uneven sub-tick bins, as a duty-cycle error makes them; 5000 .. 9750 in steps of 250)")
+        sp.add_argument("--async-source", type=_positive_int, metavar="N",
+                        help="with --samples-per-tick 2 or 4: a source unrelated to the rig's clock toggles the "
+                             "SPARE input every N cycles of a 9 ns clock (hilat calibrate resolution; N prime to "
+                             "10 visits every phase of the tick)")
 
     s = sub.add_parser("sim", help="start the simulated rig and DUT; print the URL")
     s.add_argument("--port", type=_positive_int, default=None, help="TCP port on 127.0.0.1 (default: a free one)")

@@ -152,7 +152,7 @@ def needs_raw_edges(run, wanted):
 
 def engine_interval_s(run):
     """The length of an on-rig run's engine intervals (its rig.hlog lines), in seconds of rig time."""
-    return 2 ** run.meta["engine"]["config"]["interval_shift"] / (run.ts_hz / run.samples_per_tick)
+    return 2 ** run.meta["engine"]["config"]["interval_shift"] / (run.ts_hz / run.units_per_tick)
 
 
 def write_rig_hlog(run, path, kind="stim_to_isr", interval_s=None):

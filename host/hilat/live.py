@@ -229,7 +229,7 @@ class LiveView:
             return
         tick_ns = 1e9 / self.capture.unit_hz
         what = "stimulus" if kind in dict(analysis.KINDS) else "sample"
-        unit = "ticks" if self.capture.samples_per_tick == 1 else "sub-ticks"
+        unit = "ticks" if self.capture.units_per_tick == 1 else "sub-ticks"
         self._say(f"new max {kind}: {_us(worst['ticks'], tick_ns)} us ({worst['ticks']} {unit}) at {what} "
                   f"#{worst['index']}, {unit[:-1]} {worst['start_tick']}" + (", tagged" if worst["tagged"] else ""))
 

@@ -121,7 +121,7 @@ def run_summary(run, hdr=None, aggregator=None):
     # Every run records the ts_hz it converts with; only a clock calibration makes it calibrated.
     clock = (calibration or {}).get("clock")
     samples = run.samples_per_tick
-    tick_hz = run.ts_hz / samples
+    tick_hz = run.ts_hz / run.units_per_tick
     resolution = [f"1 tick = {1e9 / tick_hz:.6g} ns (ts {tick_hz / 1e6:.6f} MHz"
                   + (f", clock calibrated: {clock['ppm']:+.4g} ppm)" if clock else ", nominal, clock uncalibrated)")]
     if samples > 1 and run.on_rig:
@@ -140,6 +140,7 @@ def run_summary(run, hdr=None, aggregator=None):
         "ts_hz": run.ts_hz,
         "tick_ns": run.tick_ns,
         "samples_per_tick": run.samples_per_tick,
+        "units_per_tick": run.units_per_tick,
         "offset_ticks": run.offset_ticks,
         "deadline_ticks": run.deadline_ticks,
         "kinds": run.kind_titles,
@@ -170,7 +171,7 @@ def _on_rig_aggregates(run):
         doc = json.loads((run.path / "engine.json").read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise RunError(f"{run.path}: an on-rig run without a readable engine.json ({e})") from None
-    return RigAggregates(RigHistograms.from_json(doc), edges=run.edge_count, units_per_value=run.samples_per_tick)
+    return RigAggregates(RigHistograms.from_json(doc), edges=run.edge_count, units_per_value=run.units_per_tick)
 
 
 def _where(worst):

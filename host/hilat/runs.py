@@ -15,8 +15,9 @@ Layout (docs/analysis.md, "Run directory"):
                      the rig's engine (``rig.hlog``) in an on-rig capture;
 - ``outliers.bin``   on-rig: the engine's outlier records (header ``HILATOUT``, ``OUTLIER_DTYPE``).
 
-Times and values are in ticks, or in sub-ticks (1/S tick) when meta.json's ``rig.samples_per_tick`` S
-is above 1 (docs/subtick.md); meta.json's durations (deadline, offset, measures) stay in ticks.
+Times and values are in ticks, or in finer units when meta.json's ``rig.samples_per_tick`` S is above
+1 (docs/subtick.md: sub-ticks, 1/S tick, or 1/(64 S) tick with a resolution calibration in force;
+``Run.subticks``); meta.json's durations (deadline, offset, measures) stay in ticks.
 
 Runs written before ``edges.bin`` existed keep ``events.csv`` (CSV: tick,channel,level,tag); with
 neither, the edges are decoded again from ``raw.bin``. Reports recompute the latencies from the
@@ -195,13 +196,15 @@ class Run:
     chunks with ``iter_edges`` (bounded memory, for runs of any length)."""
 
     def __init__(self, path, meta, ts_hz, offset_ticks, roles, deadline_ticks, edges_source, measures=(),
-                 builtin=True, edges=None, samples_per_tick=1):
+                 builtin=True, edges=None, subticks=None):
         self.path = Path(path)
         self.meta = meta
-        # The analysis counts time in ticks, or in sub-ticks (1/S tick) on a rig that samples its inputs
-        # S > 1 times a tick (docs/subtick.md): edges, samples, offset and deadlines are all in that
-        # unit, and ts_hz is its rate (S times the rig's tick frequency).
-        self.samples_per_tick = samples_per_tick
+        # The analysis counts time in ticks, or in finer units on a rig that samples its inputs S > 1
+        # times a tick (docs/subtick.md, analysis.Subticks): edges, samples, offset and deadlines are
+        # all in that unit, and ts_hz is its rate (units_per_tick times the rig's tick frequency).
+        self.subticks = subticks or analysis.Subticks()
+        self.samples_per_tick = self.subticks.samples_per_tick
+        self.units_per_tick = self.subticks.units_per_tick
         self.ts_hz = ts_hz                  # units per second for ns (calibrated when a calibration was in force)
         self.offset_ticks = offset_ticks    # calibrated rig offset, subtracted from output -> input intervals
         self.roles = roles
@@ -223,8 +226,7 @@ class Run:
             elif self.edges_source == "events.csv":
                 edges = read_events_csv(self.path / "events.csv")
             else:
-                rig = self.meta.get("rig") or {}
-                edges = read_raw(self.path / "raw.bin", self.samples_per_tick, rig.get("n_stimulus", 0))[:3]
+                edges = read_raw(self.path / "raw.bin", self.subticks)[:3]
             self._edges = _sorted(*edges)
         return self._edges
 
@@ -387,9 +389,9 @@ def read_events_csv(path):
     return _parse_rows(path, body)
 
 
-def read_raw(path, samples_per_tick=1, first_input=0):
-    """Decode raw.bin again: (times, chans, levels, decoder counters); times in sub-ticks when the rig
-    samples S > 1 times a tick (``first_input``: its first input channel)."""
+def read_raw(path, subticks=None):
+    """Decode raw.bin again: (times, chans, levels, decoder counters); times in the units of
+    ``subticks`` (``analysis.Subticks``; None: ticks)."""
     from hilat.batch import BatchDecoder
 
     decoder = BatchDecoder()
@@ -399,7 +401,7 @@ def read_raw(path, samples_per_tick=1, first_input=0):
             batch = decoder.feed_batch(chunk)
             if len(batch.ticks):
                 parts.append(analysis.edges_from_records((batch.ticks, batch.channels, batch.levels), batch.fractions,
-                                                         samples_per_tick, first_input))
+                                                         subticks))
     if parts:
         ticks, chans, levels = (np.concatenate(x) for x in zip(*parts))
     else:
@@ -489,13 +491,15 @@ def run_from_meta(path, meta, edges=None):
     except MeasureError as e:
         raise RunError(f"{path / 'meta.json'}: {e}") from None
     # meta.json keeps durations in ticks; the Run works in the edges' unit (sub-ticks when S > 1).
-    samples = int(rig.get("samples_per_tick") or 1)
+    from hilat.calibration.resolution import subticks_for
+
+    subticks = subticks_for(rig.get("samples_per_tick"), rig.get("n_stimulus", 0), calibration.get("resolution"))
     offset, deadline, measures = analysis.in_subticks(
-        samples, calibration.get("offset_ticks") or 0,
+        subticks.units_per_tick, calibration.get("offset_ticks") or 0,
         meta.get("deadline_ticks", settings.get("deadline_ticks")), measures)
-    return Run(path=path, meta=meta, ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]) * samples,
+    return Run(path=path, meta=meta, ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]) * subticks.units_per_tick,
                offset_ticks=offset, roles=roles, deadline_ticks=deadline, edges_source=source,
-               measures=measures, builtin=not settings.get("no_stimulus"), edges=edges, samples_per_tick=samples)
+               measures=measures, builtin=not settings.get("no_stimulus"), edges=edges, subticks=subticks)
 
 
 def load_run(path):

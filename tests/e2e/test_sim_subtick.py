@@ -96,3 +96,66 @@ def test_loopback_offset_in_sub_ticks_recovered_and_applied(subtick_sim_dir, tmp
     hit = injected[:, 1] == 0
     assert len(isr) == len(injected) == 200
     np.testing.assert_array_equal(isr[hit], injected[hit, 2] - 1 - offset_subticks)
+
+
+# The edge clock held high 6 of its 10 ns: its falling-edge samples move from 5 and 15 ns of the
+# 20 ns tick to 6 and 16, so the bins are 6, 4, 6 and 4 ns wide (0.3, 0.2, 0.3, 0.2 tick).
+EDGE_CLOCK_HIGH_PS = 6000
+UNEVEN_BIN_EDGES_NS = (0, 6, 10, 16, 20)
+
+
+def test_calibrate_resolution_recovers_uneven_bins_and_captures_use_their_centres(subtick_sim_dir, tmp_path, capsys):
+    """hilat calibrate resolution on a rig whose bins are uneven by construction, with edges from a
+    source of its own clock: each width within 4 of its stated sigma of the injected one. A later
+    capture places every DUT edge at its bin's measured centre, and its report says so."""
+    cal_dir = tmp_path / "cal"
+    with sim.SimulatedRig(subtick_sim_dir, tmp_path / "sim-cal", edge_clock_high_ps=EDGE_CLOCK_HIGH_PS,
+                          async_source_cycles=2223) as rig:
+        assert main(["calibrate", "resolution", rig.url, "--edges", "4000", "--calibration-dir", str(cal_dir),
+                     "--json"]) == 0
+        res = json.loads(capsys.readouterr().out)["resolution"]
+    injected_widths = np.diff(UNEVEN_BIN_EDGES_NS) / 20.0
+    assert res["samples_per_tick"] == S and res["edges"] >= 4000 and res["channel"] == 4
+    deviation = np.abs(np.array(res["widths_ticks"]) - injected_widths)
+    assert (deviation <= 4 * np.array(res["width_sigma_ticks"])).all(), (res["widths_ticks"], res["width_sigma_ticks"])
+    assert max(res["width_sigma_ticks"]) < 0.01
+    np.testing.assert_allclose(res["dnl"], injected_widths * S - 1, atol=0.05)
+
+    # A capture on the same rig: the DUT's edges (2.5, 7.5, 12.5, 17.5 ns into a tick, one per bin)
+    # stand at the measured centres, in 1/256 tick.
+    dut_log = tmp_path / "injected.csv"
+    dut = {"seed": 7, "isr_spread_bits": 7, "miss_per1024": 0, "mask_per1024": 0}
+    with sim.SimulatedRig(subtick_sim_dir, tmp_path / "sim", edge_clock_high_ps=EDGE_CLOCK_HIGH_PS,
+                          dut_args=dut, dut_log=dut_log) as rig:
+        assert main(["capture", rig.url, "--count", "200", "--period", "2000", "--jitter", "500", "--out",
+                     str(tmp_path / "runs"), "--no-progress", "--calibration-dir", str(cal_dir)]) == 0
+    from hilat.runs import load_run
+
+    run = load_run(next((tmp_path / "runs").iterdir()))
+    units = S * 64
+    assert run.subticks.calibrated and run.units_per_tick == units
+    positions = np.round(np.array(res["centres_ticks"]) * units).astype(np.int64)
+    assert run.subticks.positions == tuple(positions.tolist())
+    injected = sim.read_dut_log(dut_log)
+    true_ns = (injected[:, 2] - 0.5) * 5.0          # the DUT's edge after the stimulus's, as above
+    ticks, phase_ns = np.divmod(true_ns, 20.0)
+    bins = np.searchsorted(UNEVEN_BIN_EDGES_NS, phase_ns) - 1
+    expected = ticks.astype(np.int64) * units + positions[bins]
+    isr = np.concatenate(list(run.iter_samples("stim_to_isr")))["ticks"]
+    np.testing.assert_array_equal(isr, expected)
+    assert set(bins.tolist()) == set(range(S))
+    # Each edge is now within half a nominal bin's rounding of its true time (0.5 ns off the true
+    # centre here: the DUT's edges sit 0.5 ns before each bin's middle).
+    assert np.abs(isr * 20.0 / units - true_ns).max() <= 0.5 + 20.0 / units
+    summary = (run.path / "summary.txt").read_text()
+    assert "sub-tick bins calibrated (" in summary and "each input edge at its bin's measured centre" in summary
+
+
+def test_settings_the_simulated_clocks_cannot_take_are_refused(subtick_sim_dir, tmp_path):
+    with pytest.raises(ValueError, match="in steps of 250 ps"):
+        sim.SimulatedRig(subtick_sim_dir, tmp_path, edge_clock_high_ps=6100)
+    with pytest.raises(ValueError, match="5000 .. 9750 ps"):
+        sim.SimulatedRig(subtick_sim_dir, tmp_path, edge_clock_high_ps=4000)
+    with pytest.raises(SystemExit) as usage:   # a rig sampling once a tick has no such source
+        main(["sim", "--async-source", "7"])
+    assert usage.value.code == 2

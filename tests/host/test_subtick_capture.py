@@ -32,8 +32,8 @@ def test_edges_from_records_places_each_input_at_its_position():
     masks = np.array([0b000001, 0b111100, 0b000101], np.uint16)
     levels = np.array([0b000001, 0b010100, 0b000000], np.uint16)
     fractions = np.array([0, 0b11_10_01_00, 0b10], np.uint16)
-    times, chans, lv = analysis.edges_from_records((ticks, masks, levels, fractions), samples_per_tick=S,
-                                                   first_input=2)
+    times, chans, lv = analysis.edges_from_records((ticks, masks, levels, fractions),
+                                                   subticks=analysis.Subticks.nominal(S, first_input=2))
     assert times.tolist() == [40, 44, 45, 46, 47, 48, 50]
     assert chans.tolist() == [0, 2, 3, 4, 5, 0, 2]
     assert lv.tolist() == [1, 1, 0, 1, 0, 0, 0]

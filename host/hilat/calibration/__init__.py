@@ -1,18 +1,18 @@
 """Calibration: what the rig knows about itself, and what every number it reports can claim.
 
-Three measurements, each stored per rig identity and applied by later captures:
+Four measurements, each stored per rig identity and applied by later captures:
 
 - **loopback** (``hilat calibrate loopback``, ``loopback.py``): the rig's own stimulus->capture offset
   and jitter, through a jumper from STIM0 to the SPARE input; the offset is subtracted from every
   stimulus->response latency;
 - **clock against the host** and **clock against a 1PPS** (``hilat calibrate clock``, ``clock.py``):
-  the error of the rig's ts clock in ppm, with a hard bound (host) or a fit uncertainty (1PPS).
+  the error of the rig's ts clock in ppm, with a hard bound (host) or a fit uncertainty (1PPS);
+- **resolution** (``hilat calibrate resolution``, ``resolution.py``): the sub-tick bins' widths by
+  code density (docs/subtick.md); captures place input edges at the bins' measured centres.
 
-``resolution.py`` estimates the sub-tick bins' widths by code density (docs/subtick.md; its command
-and storage come with the fractions on the wire). ``store.py`` keeps the measurements, one file per
-rig identity, and picks the one a capture applies (``for_rig``); ``statement.py`` words them: the
-resolution statement every run carries, and what ``hilat calibrate`` prints; ``listener.py``
-collects a calibration's edges from its session.
+``store.py`` keeps the measurements, one file per rig identity, and picks the one a capture
+applies (``for_rig``); ``statement.py`` words them: the resolution statement every run carries, and
+what ``hilat calibrate`` prints; ``listener.py`` collects a calibration's edges from its session.
 """
 
 from hilat.calibration.clock import (
@@ -34,7 +34,15 @@ from hilat.calibration.loopback import (
     no_loopback_message,
     run_loopback,
 )
-from hilat.calibration.statement import STALE_DAYS, ProgressLog, applied, clock_text, loopback_text, pps_text
+from hilat.calibration.statement import (
+    STALE_DAYS,
+    ProgressLog,
+    applied,
+    clock_text,
+    loopback_text,
+    pps_text,
+    resolution_text,
+)
 from hilat.calibration.store import (
     FORMAT,
     IDENTITY_FIELDS,
@@ -56,5 +64,5 @@ __all__ = [
     "PLAUSIBLE_PPM", "ImplausibleClock", "Exchange", "best_exchange", "host_clock_estimate", "PpsResult",
     "analyse_pps", "pps_calibration", "run_pps",
     "CALIBRATION_ROLE", "RecordCollector", "role_channel",
-    "STALE_DAYS", "applied", "ProgressLog", "loopback_text", "pps_text", "clock_text",
+    "STALE_DAYS", "applied", "ProgressLog", "loopback_text", "pps_text", "clock_text", "resolution_text",
 ]

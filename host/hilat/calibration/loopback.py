@@ -52,7 +52,9 @@ class LoopbackResult:
     rise_delays: np.ndarray        # per stimulus, ticks (sub-ticks when S > 1); -1: no edge on the loopback input
     fall_delays: np.ndarray
     unclaimed_edges: int           # loopback rises before the first stimulus or beyond the first per window
-    samples_per_tick: int = 1      # S: the delays are in 1/S tick
+    units_per_tick: int = 1        # the delays are in 1/this tick (analysis.Subticks)
+    samples_per_tick: int = 1      # of the rig's inputs
+    positions: str = "nominal"     # where the sub-tick bins stand: "nominal", or "calibrated <made>"
 
     @property
     def missing(self):
@@ -66,12 +68,11 @@ class LoopbackResult:
                 "stimuli": int(self.stimuli), "missing": self.missing, "unclaimed_edges": int(self.unclaimed_edges)}
 
 
-def loopback_delays(records, stimulus_channel, loopback_channel, active=1, samples_per_tick=1, first_input=0):
+def loopback_delays(records, stimulus_channel, loopback_channel, active=1, subticks=None):
     """Pair each stimulus edge with the first edge of the same direction on the loopback input; in
-    sub-ticks on a rig that samples ``samples_per_tick`` > 1 times a tick (``first_input``: its first
-    input channel, where the records' fraction bits start)."""
-    ticks, chans, levels = analysis.edges_from_records(records, samples_per_tick=samples_per_tick,
-                                                       first_input=first_input)
+    the units of ``subticks`` (``analysis.Subticks``: sub-ticks on a rig that samples its inputs more
+    than once a tick; None: ticks)."""
+    ticks, chans, levels = analysis.edges_from_records(records, subticks=subticks)
     ticks = ticks.astype(np.int64)
     order = np.argsort(ticks, kind="stable")
     ticks, chans, levels = ticks[order], chans[order], levels[order]
@@ -81,7 +82,13 @@ def loopback_delays(records, stimulus_channel, loopback_channel, active=1, sampl
     stim_rise, stim_fall = edges(stimulus_channel, active), edges(stimulus_channel, 1 - active)
     rise, unclaimed = _first_after(stim_rise, edges(loopback_channel, active))
     fall, _ = _first_after(stim_fall, edges(loopback_channel, 1 - active))
-    return LoopbackResult(len(stim_rise), rise, fall, unclaimed, samples_per_tick)
+    subticks = subticks or analysis.Subticks()
+    return LoopbackResult(len(stim_rise), rise, fall, unclaimed, subticks.units_per_tick, subticks.samples_per_tick)
+
+
+def _positions(resolution):
+    """How a calibration names the bin positions it used (statement.applied compares them)."""
+    return f"calibrated {resolution['made']}" if resolution else "nominal"
 
 
 def no_loopback_message(stimuli, stimulus_channel, loopback_channel):
@@ -108,7 +115,7 @@ def loopback_calibration(result, ts_hz, stimulus_channel, loopback_channel, stim
     if result.unclaimed_edges:
         log.warning("%d more edges on channel %d than stimulus pulses (ringing on the jumper, or another source "
                     "on that input?): not used", result.unclaimed_edges, loopback_channel)
-    rise, fall = _in_ticks(s["rise"], result.samples_per_tick), _in_ticks(s["fall"], result.samples_per_tick)
+    rise, fall = _in_ticks(s["rise"], result.units_per_tick), _in_ticks(s["fall"], result.units_per_tick)
     tick_ns = 1e9 / ts_hz
     return {
         "offset_ticks": rise["median_ticks"],
@@ -116,8 +123,10 @@ def loopback_calibration(result, ts_hz, stimulus_channel, loopback_channel, stim
         "min_ticks": rise["min_ticks"], "max_ticks": rise["max_ticks"],
         "mean_ticks": rise["mean_ticks"], "std_ticks": rise["std_ticks"], "n": rise["n"],
         "histogram": rise["histogram"],
-        # The delays' unit: 1/samples_per_tick tick (a whole number of them; docs/subtick.md).
-        "samples_per_tick": result.samples_per_tick,
+        # The delays are whole units of 1/units_per_tick tick (docs/subtick.md): sub-ticks at the nominal
+        # bin positions, finer at calibrated ones.
+        "samples_per_tick": result.samples_per_tick, "units_per_tick": result.units_per_tick,
+        "subtick_positions": result.positions,
         "fall": {k: v for k, v in fall.items() if k != "histogram"},
         "stimuli": s["stimuli"], "missing": s["missing"], "unclaimed_edges": s["unclaimed_edges"],
         "stimulus_channel": stimulus_channel, "capture_channel": loopback_channel,
@@ -127,19 +136,23 @@ def loopback_calibration(result, ts_hz, stimulus_channel, loopback_channel, stim
     }
 
 
-def _in_ticks(stats, samples_per_tick):
+def _in_ticks(stats, units_per_tick):
     """Delay statistics in sub-ticks -> in ticks (unchanged, whole ticks, when S = 1)."""
-    if samples_per_tick == 1 or not stats.get("n"):
+    if units_per_tick == 1 or not stats.get("n"):
         return stats
-    s = samples_per_tick
+    s = units_per_tick
     out = {k: (v / s if k.endswith("_ticks") else v) for k, v in stats.items()}
     out["histogram"] = {f"{int(k) / s:g}": n for k, n in stats["histogram"].items()}
     return out
 
 
 def run_loopback(session, count, period, jitter, width, stimulus_channel, loopback_channel, seed=1,
-                 progress=None):
-    """Pulse ``count`` times (dithered) and collect every edge; returns a LoopbackResult."""
+                 progress=None, resolution=None):
+    """Pulse ``count`` times (dithered) and collect every edge; returns a LoopbackResult. On a rig that
+    samples more than once a tick the delays are in sub-ticks, its bins at ``resolution``'s centres
+    (the resolution calibration captures apply) or nominal."""
+    from hilat.calibration.resolution import subticks_for
+
     ident = session.identity
     if not 0 <= stimulus_channel < ident.n_stimulus:
         raise CalibrationError(f"stimulus channel {stimulus_channel} does not exist (0..{ident.n_stimulus - 1})")
@@ -172,5 +185,7 @@ def run_loopback(session, count, period, jitter, width, stimulus_channel, loopba
     if lost:
         raise CalibrationError(f"the rig lost {lost} edges (FIFO full) during the loopback run: "
                                "lengthen --period and run again")
-    return loopback_delays(collector.records, stimulus_channel, loopback_channel,
-                           samples_per_tick=ident.samples_per_tick, first_input=ident.n_stimulus)
+    subticks = subticks_for(ident.samples_per_tick, ident.n_stimulus, resolution)
+    result = loopback_delays(collector.records, stimulus_channel, loopback_channel, subticks=subticks)
+    result.positions = _positions(resolution if subticks.calibrated else None)
+    return result

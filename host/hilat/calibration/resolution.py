@@ -7,6 +7,10 @@ multinomial standard deviation ``sqrt(p (1 - p) / N)`` ticks. Sources a user can
 free-running toggles (a timer output, a UART line), a second oscillator, or a jumper from an output
 driven from a clock unrelated to the rig's.
 
+``hilat calibrate resolution`` (``run_resolution``, ``resolution_calibration``) collects the edges on
+one input and stores the bins per rig identity; later captures of that rig place each input edge at
+its bin's measured centre (``subticks_for``, ``analysis.Subticks``).
+
 Bin k holds the edges between sample k - 1 and sample k; the tick's last sample is at its next clock
 edge (the instant a one-sample rig takes), so bin k's upper edge is ``1 - sum(widths[k + 1:])``
 ticks after the tick's clock edge. What is left for the loopback calibration is where that last
@@ -16,6 +20,8 @@ sample is, a constant of the rig's input path.
 from dataclasses import dataclass
 
 import numpy as np
+
+from hilat.analysis import Subticks
 
 
 class TooFewEdges(ValueError):
@@ -82,3 +88,89 @@ def code_density(counts, tick_s, min_edges=1000):
         widths_ticks=tuple(widths.tolist()), width_sigma_ticks=tuple(sigma.tolist()),
         centres_ticks=tuple(centres.tolist()), dnl=tuple((widths * S - 1).tolist()),
         inl=tuple(((upper - nominal_upper) * S).tolist()))
+
+
+def subticks_for(samples_per_tick, first_input, resolution=None):
+    """Where a capture puts input edges (``analysis.Subticks``): at the centres of a resolution
+    calibration (``resolution``, the stored part) made at this rig's samples per tick, else at the
+    nominal bins' lower ends."""
+    samples_per_tick = int(samples_per_tick or 1)
+    if resolution and int(resolution.get("samples_per_tick") or 0) == samples_per_tick > 1:
+        return Subticks.from_centres(resolution["centres_ticks"], first_input)
+    return Subticks.nominal(samples_per_tick, first_input)
+
+
+# ---- hilat calibrate resolution ----------------------------------------------------------------
+
+# A bin that gets less than this share of its nominal width's edges means the source is not
+# uncorrelated with ts (a rig's own stimulus, a DUT clocked from the same oscillator).
+CORRELATED_SHARE = 0.1
+
+
+def input_fractions(records, channel, ident):
+    """The sub-tick positions (0 .. S-1) of every edge on input ``channel`` among ``records``
+    (ticks, channel masks, levels, fractions arrays)."""
+    _ticks, masks, _levels, fractions = records
+    S = ident.samples_per_tick
+    bits = S.bit_length() - 1
+    on_channel = ((np.asarray(masks, dtype=np.int64) >> channel) & 1).astype(bool)
+    shift = (channel - ident.n_stimulus) * bits
+    return (np.asarray(fractions, dtype=np.int64)[on_channel] >> shift) & (S - 1)
+
+
+def run_resolution(session, channel, edges, idle_timeout=10.0, progress=None):
+    """Collect ``edges`` edges (both directions) on input ``channel``; returns their positions."""
+    from hilat.calibration.listener import RecordCollector, check_input, end_collection
+    from hilat.calibration.store import CalibrationError
+    from hilat.protocol import CAPTURE_ENABLE, CAPTURE_FALL, CAPTURE_RISE
+    from hilat.rig import RigError
+
+    ident = session.identity
+    if ident.samples_per_tick == 1:
+        raise CalibrationError("this rig samples each input once a tick: it has no sub-tick bins to calibrate "
+                               "(a build with --samples-per-tick 2 or 4 has)")
+    check_input(ident, channel, "resolution source")
+    collector = RecordCollector()
+    session.configure_capture({channel: CAPTURE_ENABLE | CAPTURE_RISE | CAPTURE_FALL})
+
+    def received():
+        return sum(len(part[0]) for part in collector.parts)
+
+    try:
+        try:
+            session.collect(collector, lambda: received() >= edges, idle_timeout=idle_timeout,
+                            tick=(lambda: progress(received(), edges)) if progress else None)
+        except RigError as e:
+            raise CalibrationError(f"{e}: no edges on channel {channel}? Wire a source unrelated to the rig's "
+                                   "clock to it (see hilat calibrate resolution --help)") from None
+    finally:
+        lost = end_collection(session, collector)
+    if lost:
+        raise CalibrationError(f"the rig lost {lost} edges (FIFO full) on channel {channel}: the source toggles "
+                               "too fast for the link; slow it down (or divide it)")
+    return input_fractions(collector.records, channel, ident)
+
+
+def resolution_calibration(fractions, ident, ts_hz, channel, url, min_edges=1000):
+    """The stored resolution calibration from the edges' positions, or CalibrationError."""
+    from hilat.calibration.store import CalibrationError, made_now
+
+    S = ident.samples_per_tick
+    counts = fraction_counts(fractions, S)
+    try:
+        result = code_density(counts, 1.0 / ts_hz, min_edges=min_edges)
+    except TooFewEdges as e:
+        raise CalibrationError(f"{e}: collect more (--edges)") from None
+    starved = [k for k, c in enumerate(counts) if c < CORRELATED_SHARE * counts.sum() / S]
+    if starved:
+        raise CalibrationError(
+            f"bins {starved} got {[int(counts[k]) for k in starved]} of {int(counts.sum())} edges: the source is "
+            "locked to the rig's clock (its own stimulus, or a DUT clocked from the same oscillator); use one "
+            "unrelated to it: a free-running DUT timer or UART line, a second oscillator")
+    out = result.as_dict()
+    out.update(channel=channel, url=url, made=made_now(), edges=result.edges,
+               nominal_s=result.nominal_s,
+               method="code density: edges uncorrelated with ts fall in each sub-tick bin in proportion to its "
+                      "width; width = share of the edges, sigma = sqrt(p (1 - p) / N); later captures place an "
+                      "input edge at its bin's centre")
+    return out

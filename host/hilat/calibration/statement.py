@@ -6,6 +6,8 @@ import logging
 import time
 from datetime import datetime, timezone
 
+from hilat.analysis import Subticks
+
 log = logging.getLogger("hilat")
 
 # A calibration older than this is applied with a warning.
@@ -45,13 +47,14 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
     warnings = []
     loop = (calibration or {}).get("loopback")
     clock = (calibration or {}).get("clock")
+    res = (calibration or {}).get("resolution")
     if calibration is not None and not exact:
         other = calibration.get("rig_identity") or {}
         warnings.append(f"calibration made on another rig identity (gateware '{other.get('gateware')}', "
                         f"{other.get('ts_hz')} Hz); this rig is '{identity['gateware']}': recalibrate "
                         "(hilat calibrate loopback / clock)")
     ages = {}
-    for name, part in (("loopback", loop), ("clock", clock)):
+    for name, part in (("loopback", loop), ("clock", clock), ("resolution", res)):
         if part:
             ages[name] = _age_days(part.get("made"), now)
             if ages[name] is not None and ages[name] > stale_days:
@@ -62,6 +65,16 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
     if loop and int(loop.get("samples_per_tick") or 1) != samples:
         warnings.append(f"the loopback calibration was made sampling {loop.get('samples_per_tick') or 1} times a "
                         f"tick, this rig samples {samples} times: recalibrate (hilat calibrate loopback)")
+    if res and int(res.get("samples_per_tick") or 0) != samples:
+        warnings.append(f"the resolution calibration has {res.get('samples_per_tick')} bins a tick, this rig samples "
+                        f"{samples} times: not applied; recalibrate (hilat calibrate resolution)")
+        res = None
+    # The loopback offset is measured with the bin positions in force then; captures use today's.
+    positions = f"calibrated {res['made']}" if res else "nominal"
+    if loop and samples > 1 and loop.get("subtick_positions", "nominal") != positions:
+        warnings.append(f"the loopback offset was measured with the sub-tick bins at "
+                        f"{loop.get('subtick_positions', 'nominal')} positions, captures now use {positions} ones: "
+                        "recalibrate (hilat calibrate loopback)")
     ppm = float(clock["ppm"]) if clock else 0.0
     ts_hz = nominal * (1 + ppm * 1e-6)
     if samples == 1:
@@ -74,7 +87,16 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
                  f"{samples} times a tick, so input edges are quantized to 1/{samples} tick "
                  f"({_fmt_ns(tick_ns / samples)}) and stimulus edges fall on ticks: a latency is +-1 sub-tick",
                  f"sub-tick: times and latencies are in sub-ticks of {_fmt_ns(tick_ns / samples)} (1/{samples} tick), "
-                 "the bins taken as equal (nominal positions)"]
+                 "the bins taken as equal (nominal positions; uncalibrated: run hilat calibrate resolution)"]
+        if res:
+            widths = " ".join(f"{w:.3f}" for w in res["widths_ticks"])
+            lines[1] = (f"sub-tick bins calibrated ({res['edges']} edges on channel {res.get('channel')}, "
+                        f"{res.get('made')}, {_age_text(ages.get('resolution'))}): widths {widths} tick "
+                        f"(sigma <= {max(res['width_sigma_ticks']):.2g}), DNL "
+                        + " ".join(f"{d:+.2f}" for d in res["dnl"])
+                        + f"; effective resolution {_fmt_ns(res['effective_resolution_s'] * 1e9)} "
+                        f"(equal bins: {_fmt_ns(tick_ns / samples)}); each input edge at its bin's measured centre, "
+                        f"times in 1/{samples * Subticks.CALIBRATED_UNITS_PER_BIN} tick")
     if clock:
         source = f"1PPS on channel {clock.get('channel')}" if clock["method"] == "pps" else "against the host clock"
         lines.append(f"clock: {ppm:+.4g} ppm +- {clock['uncertainty_ppm']:.2g} ppm ({clock['coverage']}, {source}, "
@@ -100,6 +122,7 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
     lines += [f"WARNING: {w}" for w in warnings]
     identity_of = (calibration or {}).get("rig_identity")
     return {"applied": calibration is not None, "offset_ticks": offset, "ts_hz": ts_hz, "ts_hz_nominal": nominal,
+            "resolution": res,
             "ppm": ppm if clock else None, "rig_identity": identity_of, "file": (calibration or {}).get("file"),
             "loopback": loop, "clock": clock, "warnings": warnings, "statement": lines}
 
@@ -171,3 +194,21 @@ def clock_text(clock, ts_hz, path):
         f"{against}: ts = {calibrated:.3f} Hz (nominal {ts_hz} Hz), 1 tick = {1e9 / calibrated:.6f} ns",
         f"  basis: {clock['basis']}",
         _stored(path)])
+
+
+def resolution_text(res, url, ts_hz, path):
+    """The report of a resolution calibration (``resolution.resolution_calibration``), stored in ``path``."""
+    tick_ns = 1e9 / ts_hz
+    S = res["samples_per_tick"]
+    lines = [f"sub-tick bins of channel {res['channel']} on {url}: {res['edges']} edges, {S} samples a tick "
+             f"(nominal bin {tick_ns / S:.4g} ns)",
+             f"  {'bin':>3}  {'edges':>8}  {'width (tick)':>12}  {'sigma':>7}  {'width (ns)':>10}  {'DNL':>6}  "
+             f"{'INL':>6}  {'centre (tick)':>13}"]
+    for k in range(S):
+        lines.append(f"  {k:>3}  {res['counts'][k]:>8}  {res['widths_ticks'][k]:>12.4f}  "
+                     f"{res['width_sigma_ticks'][k]:>7.4f}  {res['widths_ticks'][k] * tick_ns:>10.3f}  "
+                     f"{res['dnl'][k]:>+6.3f}  {res['inl'][k]:>+6.3f}  {res['centres_ticks'][k]:>13.4f}")
+    lines.append(f"  effective resolution {res['effective_resolution_s'] * 1e9:.4g} ns (equal bins: "
+                 f"{res['nominal_s'] * 1e9:.4g} ns)")
+    lines.append(_stored(path))
+    return "\n".join(lines)
