@@ -304,6 +304,16 @@ def calibration_plusargs(loopback=None, loopback_jitter=0, pps_period=None, pps_
     return out
 
 
+def check_clock_settings(samples_per_tick, edge_clock_high_ps=None, async_source_cycles=None):
+    """ValueError, with the reason, for simulated clocks a rig built with ``samples_per_tick`` cannot take."""
+    if (edge_clock_high_ps or async_source_cycles) and samples_per_tick == 1:
+        raise ValueError("uneven bins and the resolution source need a rig built with sub-tick sampling "
+                         "(--samples-per-tick 2 or 4)")
+    if edge_clock_high_ps and samples_per_tick != 4:
+        raise ValueError("uneven bins need the edge clock: a rig built with 4 samples a tick")
+    _sim_config(0, samples_per_tick, edge_clock_high_ps, bool(async_source_cycles))
+
+
 class SimulatedRig:
     """A running simulator process. ``url`` is what ``hilat`` connects to. A rig built with sub-tick
     sampling takes ``edge_clock_high_ps`` (S = 4: uneven bins, see ``_sim_config``) and
@@ -321,13 +331,9 @@ class SimulatedRig:
         self.process = None
         built = self.sim_dir / "sim.json"
         self.samples_per_tick = json.loads(built.read_text())["samples_per_tick"] if built.exists() else 1
-        if (edge_clock_high_ps or async_source_cycles) and self.samples_per_tick == 1:
-            raise ValueError("uneven bins and the resolution source need a rig built with sub-tick sampling")
-        if edge_clock_high_ps and self.samples_per_tick != 4:
-            raise ValueError("uneven bins need the edge clock: a rig built with 4 samples a tick")
+        check_clock_settings(self.samples_per_tick, edge_clock_high_ps, async_source_cycles)
         self.edge_clock_high_ps = edge_clock_high_ps
         self.async_source_cycles = async_source_cycles
-        self._sim_config(0)   # refuses settings the clocks cannot take, before anything starts
 
     @property
     def url(self):

@@ -20,6 +20,8 @@ Statistics are exact, from the stored samples: Faller's count/min/median/max/mea
 percentiles, each percentile only where the sample count supports it.
 """
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -180,6 +182,27 @@ class Subticks:
             raise ValueError(f"bin centres {centres_ticks} are not increasing inside the tick")
         return cls(s, int(first_input), units, positions, calibrated=True)
 
+    @classmethod
+    def from_meta(cls, unit):
+        """From a run's meta.json ``time_unit`` (what the capture used); None: a run written before
+        sub-ticks, whose edges are ticks."""
+        if not unit:
+            return cls()
+        return cls(int(unit["samples_per_tick"]), int(unit.get("first_input", 0)), int(unit["units_per_tick"]),
+                   tuple(int(p) for p in unit["subtick_positions"]), bool(unit.get("calibrated")))
+
+    def to_meta(self):
+        return {"units_per_tick": self.units_per_tick, "samples_per_tick": self.samples_per_tick,
+                "subtick_positions": list(self.positions), "first_input": self.first_input,
+                "calibrated": self.calibrated}
+
+    @property
+    def unit_name(self):
+        """What one unit is called in messages."""
+        if self.units_per_tick == 1:
+            return "tick"
+        return "sub-tick" if not self.calibrated else f"1/{self.units_per_tick} tick"
+
     def place(self, ticks, chans, fractions):
         """Edge times (uint64) of edges at ``ticks`` on channels ``chans`` with their records' ``fractions``."""
         times = np.asarray(ticks, dtype=np.uint64)
@@ -209,8 +232,13 @@ def edges_from_records(records, fractions=None, subticks=None):
         if len(records) == 4 and fractions is None:
             fractions = records[3]
     else:
-        arr = np.array(records, dtype=np.uint64).reshape(-1, 3)
+        arr = np.array(records, dtype=np.uint64)
+        arr = arr.reshape(-1, arr.shape[-1] if arr.ndim == 2 else 3)
+        if arr.shape[1] not in (3, 4):
+            raise ValueError(f"records of {arr.shape[1]} fields: (tick, mask, levels[, fraction]) expected")
         rec_ticks, masks, lv = arr[:, 0], arr[:, 1], arr[:, 2]
+        if arr.shape[1] == 4 and fractions is None:
+            fractions = arr[:, 3]
     masks = np.ascontiguousarray(masks, dtype="<u2")
     lv = np.asarray(lv, dtype=np.uint16)
     # Masks of up to 16 channels (protocol v2): the two little-endian bytes of each, bit by bit.
@@ -226,10 +254,10 @@ def edges_from_records(records, fractions=None, subticks=None):
 def in_subticks(units_per_tick, offset_ticks, deadline_ticks, measures=()):
     """A capture's durations (in ticks: the calibrated offset, the deadline, each measure's deadline)
     in the analysis's time unit, 1/``units_per_tick`` tick (``Subticks``); unchanged when it is the tick."""
-    import dataclasses
-
     s = int(units_per_tick)
-    offset = int(round(offset_ticks * s))   # a loopback offset is whole sub-ticks (7.25 ticks at S = 4)
+    # A loopback offset is whole units (7.25 ticks at S = 4); in coarser units, the floor, as a
+    # loopback measured in them would have found it.
+    offset = int(math.floor(offset_ticks * s))
     if s == 1:
         return offset, deadline_ticks, list(measures)
     return (offset, None if deadline_ticks is None else int(deadline_ticks) * s,

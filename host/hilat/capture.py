@@ -15,6 +15,7 @@ beside it (``raw``); meta.json's ``results`` says which results are complete.
 
 import dataclasses
 import logging
+import math
 import signal
 import time
 from dataclasses import dataclass, field
@@ -87,6 +88,12 @@ class CaptureSettings:
 
 
 STIMULUS_SETTING_NAMES = [f.name for f in dataclasses.fields(StimulusSettings)]
+
+
+def engine_offset(offset_ticks):
+    """The whole ticks the rig's engine subtracts for a loopback offset measured in sub-ticks: the
+    floor, as a loopback measured in whole ticks would have found it (7.75 ticks -> 7)."""
+    return int(math.floor(offset_ticks))
 
 
 def effective_deadline(settings):
@@ -355,6 +362,7 @@ class Capture:
         self._measures = []        # measures.Measure, once the rig identified
         self._fired = {}           # {stimulus channel: StimulusSettings} fired by this capture
         self._pace = None          # (channel, level): the edge --count counts
+        self._subticks = None      # analysis.Subticks, once the calibration is known
         self._t0 = None
         self._interim_requested = False
         self._last_flush = 0.0
@@ -403,7 +411,7 @@ class Capture:
         limits = session.engine_stats()
         try:
             config = engine.EngineConfig.from_roles(
-                self._roles, deadline=self.deadline_ticks, offset=int(round(self.offset_ticks)),
+                self._roles, deadline=self.deadline_ticks, offset=engine_offset(self.offset_ticks),
                 interval_shift=s.engine_interval_shift, raw=s.raw, trigger=s.trigger,
                 thresholds=tuple(s.outlier_thresholds.get(kind) for kind in engine.KINDS))
             config.check_limits(limits)
@@ -643,11 +651,17 @@ class Capture:
     @property
     def subticks(self):
         """Where the raw edges' times put an input edge in its tick (``analysis.Subticks``): nominal
-        bins, or a resolution calibration's centres when one is in force."""
+        bins, or a resolution calibration's centres when one is in force; fixed once the rig identified
+        and the calibration is known."""
         from hilat.calibration.resolution import subticks_for
 
-        return subticks_for(self.samples_per_tick, self.identity.n_stimulus if self.identity else 0,
-                            (self.calibration or {}).get("resolution"))
+        if self._subticks is None or self.calibration is None:
+            subticks = subticks_for(self.samples_per_tick, self.identity.n_stimulus if self.identity else 0,
+                                    (self.calibration or {}).get("resolution"))
+            if self.calibration is None:
+                return subticks
+            self._subticks = subticks
+        return self._subticks
 
     @property
     def units_per_tick(self):
@@ -665,7 +679,7 @@ class Capture:
         dropped = list(status.dropped) if status else None
         session = self.session
         return {
-            "format": "hilat-run", "version": 2,
+            "format": "hilat-run", "version": 3,
             "label": self.settings.label, "url": self.url,
             "started": datetime.fromtimestamp(self._t0, timezone.utc).isoformat(),
             "wall_seconds": round(time.time() - self._t0, 3),
@@ -675,6 +689,9 @@ class Capture:
             "measures": [m.to_json() for m in self._measures],
             "fired": sorted(self._fired),
             "start_tick": self.start_tick,
+            # The unit of edges.bin, samples/ and the hlog (docs/subtick.md): 1/units_per_tick tick,
+            # an input edge at tick * units_per_tick + subtick_positions[its fraction].
+            "time_unit": self.subticks.to_meta(),
             # The deadline the windows closed at (ticks; None: the next stimulus): the rig's engine and
             # the host's pairing of the edges, now and in later reports.
             "deadline_ticks": self.deadline_ticks,
@@ -740,7 +757,7 @@ class Capture:
 
     def _write(self, decoder):
         if self.identity is None:
-            self.writer.write_json("meta.json", {"format": "hilat-run", "version": 2, "url": self.url,
+            self.writer.write_json("meta.json", {"format": "hilat-run", "version": 3, "url": self.url,
                                                  "error": self.error, "label": self.settings.label, "rig": None})
             return
         if self.stream is not None:
@@ -803,7 +820,7 @@ class Capture:
             if early:
                 meta["warnings"] = meta["warnings"] + [
                     f"{early} responses came sooner than the rig's own loopback delay "
-                    f"({self.offset_ticks} ticks): check the calibration and the wiring"]
+                    f"({self.offset_ticks:g} ticks): check the calibration and the wiring"]
                 meta["statement"] = meta["statement"] + [f"WARNING: {meta['warnings'][-1]}"]
         return meta
 

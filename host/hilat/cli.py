@@ -300,6 +300,14 @@ def _dut_args(args):
     return dict(args.dut or [])
 
 
+def _check_sim_clocks(sim, args):
+    """Settings the simulated clocks cannot take are refused before a build that may take minutes."""
+    try:
+        sim.check_clock_settings(args.samples_per_tick, args.edge_clock_high, args.async_source)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def _simulated_rig(sim, sim_dir, run_dir, args, **kwargs):
     try:
         return sim.SimulatedRig(sim_dir, run_dir, edge_clock_high_ps=args.edge_clock_high,
@@ -312,6 +320,7 @@ def cmd_sim(args):
     sim = _sim()
 
     dut_args = {**_dut_args(args), **_sim_calibration_sources(args)}
+    _check_sim_clocks(sim, args)
     sim_dir = sim.build(dut_model=args.dut_model, dut_top=args.dut_top, samples_per_tick=args.samples_per_tick)
     rig = _simulated_rig(sim, sim_dir, sim_dir / "run-sim", args, port=args.port, dut_args=dut_args,
                          dut_log=args.dut_log, pps_log=args.pps_log)
@@ -330,6 +339,7 @@ def cmd_demo(args):
 
     sim = _sim()
 
+    _check_sim_clocks(sim, args)
     log.info("building the simulated rig (cached after the first run)")
     # --on-rig: the simulated rig with the measurement engine (a separate, cached build).
     sim_dir = sim.build(dut_model=args.dut_model, dut_top=args.dut_top, with_engine=args.on_rig,

@@ -502,7 +502,8 @@ class RigAggregates:
 
     def __init__(self, rig: RigHistograms, edges: int = 0, units_per_value: int = 1):
         self.rig = rig
-        # The engine's values are whole ticks: this many of the run's units (sub-ticks, docs/subtick.md).
+        # The engine's values are whole ticks: this many of the run's units (sub-ticks, docs/subtick.md);
+        # stats() and worst give them in the run's units.
         self.units_per_value = units_per_value
         self.kinds = list(KINDS)
         self.edges = edges
@@ -519,10 +520,12 @@ class RigAggregates:
                 self.starts[(subset, kind)] = count + (exact["misses"] + exact["below"] if whole else 0)
         self.tagged = {kind: self.count_of(kind, "tagged") for kind in KINDS}
         self.worst = {}
+        u = units_per_value
         for k, kind in enumerate(KINDS):
             exact, worst = rig.exact(kind), rig.worst[k]
             if worst is not None and exact is not None and worst[0] == exact["max"]:
-                self.worst[kind] = {"index": None, "start_tick": worst[1], "ticks": worst[0], "tagged": worst[2]}
+                self.worst[kind] = {"index": None, "start_tick": worst[1] * u, "ticks": worst[0] * u,
+                                    "tagged": worst[2]}
 
     def count_of(self, kind, subset):
         """Samples of one kind and subset: the exact count, else the bins' total."""
@@ -546,7 +549,17 @@ class RigAggregates:
         row["percentiles"] = {analysis.percentile_label(q): (min(v, hi) if v is not None
                                                             and n >= analysis.samples_needed(q) else None)
                               for q, v in zip(percentiles, values)}
-        return row
+        return self._in_run_units(row)
+
+    def _in_run_units(self, row):
+        """The engine's whole ticks as the run's unit (sub-ticks: docs/subtick.md), so a report
+        converts every figure of the run with one tick_ns."""
+        u = self.units_per_value
+        if u == 1:
+            return row
+        out = {k: (None if row[k] is None else row[k] * u) for k in ("min", "median", "max", "mean", "std")}
+        out["percentiles"] = {k: (None if v is None else v * u) for k, v in row["percentiles"].items()}
+        return {**row, **out}
 
 
 def tick_histogram(counts: np.ndarray) -> HdrHistogram:

@@ -221,7 +221,9 @@ def vcd_timescale(ts_hz, unit_fs=None):
         return tick_fs >= u and abs(tick_fs / u - round(tick_fs / u)) < 1e-9 * tick_fs / u
 
     if unit_fs is None:
-        unit_fs = next((10 ** e for e in range(15, -1, -1) if fits(10 ** e)), 10 ** 6 if tick_fs >= 2e6 else 1)
+        # No exact unit: the coarsest power of ten below a tick, at most 1 ns (distinct ticks stay apart).
+        unit_fs = next((10 ** e for e in range(15, -1, -1) if fits(10 ** e)),
+                       10 ** min(6, int(np.floor(np.log10(tick_fs * (1 - 1e-12))))))
     exp = len(str(unit_fs)) - 1
     text = f"{10 ** (exp % 3)} {_VCD_UNITS[exp // 3]}"
     exact = fits(unit_fs)
@@ -236,7 +238,12 @@ def write_vcd(run, path, unit_fs=None):
     included, is a change at its own time; a last timestamp one tick after the final change closes
     the dump (readers such as sigrok's drop a change that no later timestamp follows). Streams the
     edges in chunks (two passes: the channels and their first levels, then the changes)."""
-    scale_text, _unit_fs, per_tick, exact = vcd_timescale(run.ts_hz, unit_fs)
+    # The unit from the rig's sample spacing (a tick, or a sub-tick: docs/subtick.md); the finer
+    # positions of calibrated sub-tick bins are rounded to it.
+    sample_hz = run.ts_hz / run.units_per_tick * run.samples_per_tick
+    scale_text, _unit_fs, per_sample, exact = vcd_timescale(sample_hz, unit_fs)
+    per_tick = per_sample * run.samples_per_tick / run.units_per_tick   # VCD units per unit of the run
+    exact = exact and float(per_tick).is_integer()
     first_level, origin, last_tick, count = {}, None, None, 0
     for ticks, chans, levels in run.iter_edges():
         if not len(ticks):
@@ -256,8 +263,9 @@ def write_vcd(run, path, unit_fs=None):
         f.write(f"$date {run.meta.get('started') or ''} $end\n")
         f.write(f"$version hilat export, run {run.label} $end\n")
         rounding = "" if exact else f", times rounded to {scale_text} (--vcd-timescale 1fs for exact ones)"
-        f.write(f"$comment time 0 of this file is rig tick {origin}, one tick before the first edge; "
-                f"1 tick = {run.tick_ns:g} ns{rounding} $end\n")
+        unit = run.subticks.unit_name
+        f.write(f"$comment time 0 of this file is rig {unit} {origin}, one {unit} before the first edge; "
+                f"1 {unit} = {run.tick_ns:g} ns{rounding} $end\n")
         f.write(f"$timescale {scale_text} $end\n$scope module hilat $end\n")
         for ch in present:
             f.write(f"$var wire 1 {ids[ch]} {run.roles.label(ch)} $end\n")

@@ -229,9 +229,9 @@ class LiveView:
             return
         tick_ns = 1e9 / self.capture.unit_hz
         what = "stimulus" if kind in dict(analysis.KINDS) else "sample"
-        unit = "ticks" if self.capture.units_per_tick == 1 else "sub-ticks"
-        self._say(f"new max {kind}: {_us(worst['ticks'], tick_ns)} us ({worst['ticks']} {unit}) at {what} "
-                  f"#{worst['index']}, {unit[:-1]} {worst['start_tick']}" + (", tagged" if worst["tagged"] else ""))
+        unit = self.capture.subticks.unit_name
+        self._say(f"new max {kind}: {_us(worst['ticks'], tick_ns)} us ({worst['ticks']} {unit}s) at {what} "
+                  f"#{worst['index']}, {unit} {worst['start_tick']}" + (", tagged" if worst["tagged"] else ""))
 
     def _say(self, text):
         if self._console is not None:

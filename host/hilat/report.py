@@ -77,8 +77,8 @@ def stream_aggregate(run, significant_figures=3):
     """A ``StreamingAggregator`` fed with every edge of ``run``, chunk by chunk (bounded memory)."""
     from hilat.aggregate import StreamingAggregator
 
-    agg = StreamingAggregator(run.roles, run.deadline_ticks, run.offset_ticks,
-                              significant_figures=significant_figures, measures=run.measures, builtin=run.builtin)
+    agg = StreamingAggregator(run.roles, run.deadline_ticks, run.offset_ticks, significant_figures=significant_figures,
+                              measures=run.analysis_measures, builtin=run.builtin)
     for chunk in run.iter_edges():
         agg.feed(*chunk)
     return agg.finish()
@@ -110,9 +110,7 @@ def run_summary(run, hdr=None, aggregator=None):
         aggregator = _on_rig_aggregates(run)
     if aggregator is not None:
         hdr = True
-        # The engine's figures are whole ticks, the run's unit may be a sub-tick (docs/subtick.md).
-        value_ns = run.tick_ns * getattr(aggregator, "units_per_value", 1)
-        subsets, worst, stimuli, tagged, edges = _aggregate_statistics(aggregator, value_ns)
+        subsets, worst, stimuli, tagged, edges = _aggregate_statistics(aggregator, run.tick_ns)
     else:
         hdr = use_hdr(run, hdr)
         subsets, worst, stimuli, tagged, edges = _hdr_statistics(run) if hdr else _exact_statistics(run)

@@ -196,7 +196,7 @@ class Run:
     chunks with ``iter_edges`` (bounded memory, for runs of any length)."""
 
     def __init__(self, path, meta, ts_hz, offset_ticks, roles, deadline_ticks, edges_source, measures=(),
-                 builtin=True, edges=None, subticks=None):
+                 builtin=True, edges=None, subticks=None, analysis_measures=None):
         self.path = Path(path)
         self.meta = meta
         # The analysis counts time in ticks, or in finer units on a rig that samples its inputs S > 1
@@ -210,7 +210,9 @@ class Run:
         self.roles = roles
         self.deadline_ticks = deadline_ticks
         self.edges_source = edges_source    # "edges.bin", "events.csv" or "raw.bin"
-        self.measures = list(measures)      # measures.Measure definitions of the run
+        self.measures = list(measures)      # measures.Measure definitions of the run (deadlines in ticks)
+        # ... with their deadlines in the run's unit, as the pairing takes them
+        self.analysis_measures = list(analysis_measures) if analysis_measures is not None else self.measures
         self.builtin = builtin              # a stimulus fired: the built-in stimulus kinds exist
         self._edges = edges
         self._pairing = None
@@ -301,7 +303,8 @@ class Run:
     def measurements(self):
         """Every kind of the run (built-in and defined), each with its own samples."""
         if self._measurements is None:
-            self._measurements = analysis.measure(self.ticks, self.chans, self.levels, self.roles, self.measures,
+            self._measurements = analysis.measure(self.ticks, self.chans, self.levels, self.roles,
+                                                  self.analysis_measures,
                                                   builtin=self.builtin, deadline=self.deadline_ticks,
                                                   end_tick=self.end_tick, offset_ticks=self.offset_ticks)
         return self._measurements
@@ -490,16 +493,19 @@ def run_from_meta(path, meta, edges=None):
         measures = [Measure.from_json(m) for m in meta.get("measures") or []]
     except MeasureError as e:
         raise RunError(f"{path / 'meta.json'}: {e}") from None
-    # meta.json keeps durations in ticks; the Run works in the edges' unit (sub-ticks when S > 1).
-    from hilat.calibration.resolution import subticks_for
-
-    subticks = subticks_for(rig.get("samples_per_tick"), rig.get("n_stimulus", 0), calibration.get("resolution"))
-    offset, deadline, measures = analysis.in_subticks(
+    # meta.json keeps durations in ticks; the Run works in the edges' unit (meta.json's time_unit,
+    # as the capture wrote them: sub-ticks when S > 1; a run without it has edges in ticks).
+    try:
+        subticks = analysis.Subticks.from_meta(meta.get("time_unit"))
+    except (KeyError, TypeError, ValueError) as e:
+        raise RunError(f"{path / 'meta.json'}: unreadable time_unit ({e})") from None
+    offset, deadline, analysis_measures = analysis.in_subticks(
         subticks.units_per_tick, calibration.get("offset_ticks") or 0,
         meta.get("deadline_ticks", settings.get("deadline_ticks")), measures)
     return Run(path=path, meta=meta, ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]) * subticks.units_per_tick,
                offset_ticks=offset, roles=roles, deadline_ticks=deadline, edges_source=source,
-               measures=measures, builtin=not settings.get("no_stimulus"), edges=edges, subticks=subticks)
+               measures=measures, builtin=not settings.get("no_stimulus"), edges=edges, subticks=subticks,
+               analysis_measures=analysis_measures)
 
 
 def load_run(path):

@@ -347,3 +347,21 @@ def test_hdr_add_counts_adds_at_the_index():
             h.add_counts(index, counts)
     h.count_out_of_range(above=4)
     assert (h.out_of_range_above, h.out_of_range_below, h.total_count) == (4, 0, 6)
+
+
+def test_aggregates_in_the_units_of_a_sub_tick_run(samples):
+    """On a rig that samples its inputs 4 times a tick the run's unit is a quarter tick: the engine's
+    whole ticks come out 4 times larger, so the report converts every figure with one tick_ns."""
+    rig, _ = run_engine(samples)
+    # The worst samples as the engine's outlier records would give them (value, stimulus tick, tagged).
+    rig.worst = [(rig.exact(kind)["max"], 1000 + k, 0) for k, kind in enumerate(engine.KINDS)]
+    ticks, quarters = engine.RigAggregates(rig), engine.RigAggregates(rig, units_per_value=4)
+    assert ticks.worst.keys() == quarters.worst.keys() == set(engine.KINDS)
+    for kind in ("stim_to_isr", "isr_to_task"):
+        a, b = ticks.stats("all", kind), quarters.stats("all", kind)
+        assert b["count"] == a["count"] > 0
+        for key in ("min", "median", "max", "mean", "std"):
+            assert b[key] == (None if a[key] is None else pytest.approx(4 * a[key]))
+        assert {k: v and 4 * v for k, v in a["percentiles"].items()} == b["percentiles"]
+        assert quarters.worst[kind]["ticks"] == 4 * ticks.worst[kind]["ticks"]
+        assert quarters.worst[kind]["start_tick"] == 4 * ticks.worst[kind]["start_tick"]

@@ -4,7 +4,8 @@ A jumper from a stimulus output (STIM0) to a capture input (SPARE, channel 4). T
 stimulus edge to its copy on the input is the rig's own stimulus->capture offset; its spread is the
 rig's own jitter. The offset (the median delay, an integer number of ticks) is subtracted from every
 stimulus->response latency. A rig that samples its inputs S > 1 times a tick (docs/subtick.md) gives
-the delays in sub-ticks: the offset is a whole number of sub-ticks, stored in ticks (7.25 at S = 4).
+the delays in the units captures use: sub-ticks (7.25 ticks at S = 4), or 1/(64 S) tick with a
+resolution calibration in force; the offset, a whole number of them, is stored in ticks.
 """
 
 import logging

@@ -38,6 +38,33 @@ def _fmt_ns(ns):
     return f"{ns:.6g} ns"
 
 
+def _times(n):
+    n = int(n or 1)
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+def _usable_resolution(res, samples, warnings):
+    """The stored resolution calibration if captures of this rig can apply it, else None (and why)."""
+    if not res:
+        return None
+    if int(res.get("samples_per_tick") or 0) != samples:
+        warnings.append(f"the resolution calibration has {res.get('samples_per_tick')} bins a tick, this rig samples "
+                        f"{_times(samples)} a tick: not applied"
+                        + ("; recalibrate (hilat calibrate resolution)" if samples > 1 else ""))
+        return None
+    try:
+        if len(res["centres_ticks"]) != samples:
+            raise ValueError(f"{len(res['centres_ticks'])} bin centres for {samples} bins")
+        Subticks.from_centres(res["centres_ticks"])
+        for key in ("widths_ticks", "width_sigma_ticks", "dnl", "edges", "effective_resolution_s", "made"):
+            res[key]
+    except (KeyError, TypeError, ValueError) as e:
+        warnings.append(f"the resolution calibration is unreadable ({e}): not applied; recalibrate "
+                        "(hilat calibrate resolution)")
+        return None
+    return res
+
+
 def applied(identity, calibration=None, exact=True, reason=None, now=None, stale_days=STALE_DAYS):
     """What a capture records as ``meta["calibration"]`` and applies: offset_ticks, ts_hz, warnings and
     the resolution statement. ``calibration`` is a stored calibration (or None: uncalibrated)."""
@@ -48,11 +75,13 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
     loop = (calibration or {}).get("loopback")
     clock = (calibration or {}).get("clock")
     res = (calibration or {}).get("resolution")
+    samples = int(identity.get("samples_per_tick") or 1)
+    res = _usable_resolution(res, samples, warnings)
     if calibration is not None and not exact:
         other = calibration.get("rig_identity") or {}
         warnings.append(f"calibration made on another rig identity (gateware '{other.get('gateware')}', "
                         f"{other.get('ts_hz')} Hz); this rig is '{identity['gateware']}': recalibrate "
-                        "(hilat calibrate loopback / clock)")
+                        "(hilat calibrate loopback / clock" + (" / resolution)" if samples > 1 else ")"))
     ages = {}
     for name, part in (("loopback", loop), ("clock", clock), ("resolution", res)):
         if part:
@@ -61,14 +90,9 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
                 warnings.append(f"{name} calibration is stale: made {part.get('made')}, {ages[name]:.0f} days ago "
                                 f"(> {stale_days:g} days): run hilat calibrate {name}")
     offset = loop["offset_ticks"] if loop else 0   # whole ticks, or whole sub-ticks in ticks (7.25)
-    samples = int(identity.get("samples_per_tick") or 1)
     if loop and int(loop.get("samples_per_tick") or 1) != samples:
-        warnings.append(f"the loopback calibration was made sampling {loop.get('samples_per_tick') or 1} times a "
-                        f"tick, this rig samples {samples} times: recalibrate (hilat calibrate loopback)")
-    if res and int(res.get("samples_per_tick") or 0) != samples:
-        warnings.append(f"the resolution calibration has {res.get('samples_per_tick')} bins a tick, this rig samples "
-                        f"{samples} times: not applied; recalibrate (hilat calibrate resolution)")
-        res = None
+        warnings.append(f"the loopback calibration was made on a rig sampling {_times(loop.get('samples_per_tick'))} "
+                        f"a tick, this rig samples {_times(samples)}: recalibrate (hilat calibrate loopback)")
     # The loopback offset is measured with the bin positions in force then; captures use today's.
     positions = f"calibrated {res['made']}" if res else "nominal"
     if loop and samples > 1 and loop.get("subtick_positions", "nominal") != positions:
@@ -155,8 +179,8 @@ def loopback_text(loop, url, ts_hz, path):
              f"{loop['stimuli']} pulses, {loop['n']} arrived, {loop['missing']} missing"]
     applies = ("subtracted from stimulus->response latencies from now on" if path else
                "not stored (--no-store): later captures do not subtract it")
-    samples = loop.get("samples_per_tick") or 1
-    resolution = f" (the input sampled {samples} times a tick: whole 1/{samples} ticks)" if samples > 1 else ""
+    units = loop.get("units_per_tick") or 1
+    resolution = f" (a whole number of 1/{units} ticks: the input sampled more than once a tick)" if units > 1 else ""
     lines.append(f"  rig offset    {loop['offset_ticks']:g} ticks ({loop['offset_ticks'] * tick_ns:g} ns), the median "
                  f"rising-edge delay{resolution}: {applies}")
     lines.append(f"  rig jitter    {loop['min_ticks']:g}..{loop['max_ticks']:g} ticks (peak-to-peak "

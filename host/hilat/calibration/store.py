@@ -39,13 +39,18 @@ def rig_identity(ident):
     """The identity a calibration belongs to, from an IDENTIFY message."""
     out = {name: getattr(ident, name) for name in IDENTITY_FIELDS}
     out["firmware"] = ident.firmware
-    out["samples_per_tick"] = ident.samples_per_tick   # stated in the resolution, not in the file key
+    out["samples_per_tick"] = ident.samples_per_tick   # in the file key when above 1 (identity_key)
     return out
 
 
 def identity_key(identity):
-    """File-name key: readable board/clock part plus a hash of every identity field."""
-    blob = json.dumps({k: identity[k] for k in IDENTITY_FIELDS}, sort_keys=True).encode()
+    """File-name key: readable board/clock part plus a hash of every identity field, and of the samples
+    per tick when above 1 (a rig's builds at 1, 2 and 4 samples a tick keep files of their own; a rig
+    sampling once a tick keeps the key it always had)."""
+    fields = {k: identity[k] for k in IDENTITY_FIELDS}
+    if int(identity.get("samples_per_tick") or 1) > 1:
+        fields["samples_per_tick"] = int(identity["samples_per_tick"])
+    blob = json.dumps(fields, sort_keys=True).encode()
     slug = re.sub(r"[^A-Za-z0-9]+", "-", str(identity["gateware"])).strip("-")[:40] or "rig"
     return f"{slug}-{int(identity['ts_hz'])}Hz-{hashlib.sha256(blob).hexdigest()[:8]}"
 
@@ -116,8 +121,8 @@ class Store:
         return None, False
 
     def update(self, identity, part, result):
-        """Store ``result`` as the ``part`` ("loopback" or "clock") of this identity's calibration,
-        keeping the other part. Returns (path, the replaced result or None)."""
+        """Store ``result`` as the ``part`` ("loopback", "clock" or "resolution") of this identity's
+        calibration, keeping the other parts. Returns (path, the replaced result or None)."""
         path = self.path(identity)
         cal = self.load(identity) or {"format": FORMAT, "version": VERSION, "rig_identity": identity,
                                       "loopback": None, "clock": None}
@@ -136,7 +141,7 @@ class Store:
 
 
 def store_result(ident, part, result, directory):
-    """Store ``result`` as the ``part`` ("loopback" or "clock") of this rig's calibration in ``directory``;
+    """Store ``result`` as the ``part`` ("loopback", "clock", "resolution") of this rig's calibration in ``directory``;
     ``directory`` None stores nothing (--no-store). Returns (the rig identity, the file or None)."""
     identity = rig_identity(ident)
     if directory is None:
