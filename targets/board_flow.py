@@ -94,7 +94,7 @@ def sampling_settings(samples_per_tick, ts_clk_freq=None, n_inputs=None, board_t
     if S == 2 and ts_clk_freq > IDDRX1F_SCLK_MAX_HZ:
         raise SystemExit(f"--samples-per-tick 2 at ts {ts_clk_freq / 1e6:g} MHz: above IDDRX1F's "
                          f"{IDDRX1F_SCLK_MAX_HZ / 1e6:g} MHz (speed grade 6)")
-    if n_inputs > max_inputs(S):
+    if S > 1 and n_inputs > max_inputs(S):   # at S = 1 the board's pins are the limit (rig_io)
         raise SystemExit(f"--inputs {n_inputs} at {S} samples a tick: at most {max_inputs(S)} inputs "
                          f"({S.bit_length() - 1} fraction bits each in the record's {FRACTION_FIELD_BITS})")
     return ts_clk_freq, n_inputs
