@@ -332,11 +332,19 @@ class Run:
 
     @property
     def ts_hz(self) -> float:
+        """Units of the run's values per second: the tick frequency, times ``units_per_tick`` on a rig
+        that samples its inputs more than once a tick (docs/subtick.md)."""
         return float(self._run.ts_hz)
 
     @property
     def tick_s(self) -> float:
+        """One unit of the run's values (``*_ticks``) in seconds: a tick, or a sub-tick."""
         return 1.0 / self.ts_hz
+
+    @property
+    def units_per_tick(self) -> int:
+        """1 (values in ticks), S (sub-ticks of a rig sampling S times a tick) or 64 S (calibrated bins)."""
+        return int(self._run.units_per_tick)
 
     @property
     def on_rig(self) -> bool:

@@ -59,6 +59,13 @@ def test_subtick_latencies_are_exact_in_the_stream_the_stores_and_raw_bin(tmp_pa
     assert again.edges_source == "raw.bin"
     assert again.measurements.latency("stim_to_isr").tolist() == list(ISR_LATENCIES)
 
+    # The API says the unit, and its seconds are the sub-tick's.
+    from hilat import api
+
+    public = api.load(run_dir)
+    assert public.units_per_tick == S and public.tick_s == pytest.approx(SUBTICK_NS * 1e-9)
+    assert public.stats("stim_to_isr").max == pytest.approx(300 * SUBTICK_NS * 1e-9)
+
     doc = json.loads((run_dir / "summary.json").read_text())["runs"][0]
     assert doc["samples_per_tick"] == S and doc["tick_ns"] == pytest.approx(SUBTICK_NS)
     row = doc["subsets"]["all"]["stim_to_isr"]
