@@ -38,6 +38,10 @@ from migen import *
 ROOT           = Path(__file__).resolve().parent.parent
 DEFAULT_DUT    = ROOT / "targets" / "dut" / "hilat_dut_model.v"
 ASYNC_SOURCE   = ROOT / "targets" / "dut" / "hilat_async_source.v"
+DUT_CPU_TOP    = ROOT / "targets" / "dut" / "hilat_dut_cpu.v"
+# A CPU DUT's own clock: unrelated to the rig's in meaning, on the simulator's 10 ns time step (a
+# clock off that grid makes every simulated cycle several steps: docs/dut-cpus-design.md).
+DUT_CPU_CLK_FREQ = int(25e6)
 SIM_MODULES    = ROOT / "targets" / "sim_modules"
 SERIAL_MODULE  = "hilat_serial2tcp"
 SYS_CLK_FREQ   = int(50e6)
@@ -58,6 +62,8 @@ _io = [
     # of the resolution calibration (hilat_async_source), unrelated to ts.
     ("eclk_late", 0, Pins(1)),
     ("src_clk", 0, Pins(1)),
+    # A CPU DUT's clock (targets/dut/cpu_soc.py).
+    ("dut_cpu_clk", 0, Pins(1)),
     ("serial", 0,
         Subsignal("source_valid", Pins(1)),
         Subsignal("source_ready", Pins(1)),
@@ -75,7 +81,9 @@ class Platform(SimPlatform):
 
 
 def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024, with_engine=False,
-              samples_per_tick=1):
+              samples_per_tick=1, dut_cpu=None, dut_dir=None):
+    """The simulated rig SoC with its DUT: a Verilog model (``dut_model``/``dut_top``), or with
+    ``dut_cpu`` a LiteX SoC with that CPU (targets/dut/cpu_soc.py), generated into ``dut_dir``."""
     from gateware import channels, dsp
     from gateware.clocking import EdgeClock
     from gateware.soc import RigSoC
@@ -119,6 +127,16 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024,
                 self.specials += Instance("hilat_async_source", i_clk=platform.request("src_clk"), o_out=source)
                 self.comb += spare_pad.eq(dut_spare | source)
                 platform.add_source(str(ASYNC_SOURCE))
+            if dut_cpu:
+                from targets.dut import cpu_soc
+
+                sources, inits = cpu_soc.generate(dut_dir, dut_cpu, DUT_CPU_CLK_FREQ)
+                for source in sources:
+                    platform.add_source(source)
+                for init in inits:   # read at run time from the simulator's directory (SimulatedRig links them)
+                    platform.add_source(init, copy=True)
+                outputs["i_cpu_clk"] = platform.request("dut_cpu_clk")
+                dut_model, dut_top = DUT_CPU_TOP, "hilat_dut_cpu"
             self.specials += Instance(dut_top,
                 i_clk  = ClockSignal("ts") if samples_per_tick == 1 else platform.request("dut_clk"),
                 i_rst  = ResetSignal("ts"),
@@ -132,7 +150,7 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024,
     return SimRig()
 
 
-def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=False, samples_per_tick=1):
+def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=False, samples_per_tick=1, dut_cpu=None):
     """Hash of everything the simulator binary depends on."""
     h = hashlib.sha256()
     # variables.mak is written into sim_modules by the build itself: hashing it would make the
@@ -140,6 +158,8 @@ def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=Fals
     files = sorted(list((ROOT / "gateware").glob("*.py")) + list((ROOT / "gateware" / "sim_models").glob("*.v"))
                    + list((ROOT / "firmware").glob("*.[chS]"))
                    + [ROOT / "firmware" / "Makefile", Path(dut_model), ASYNC_SOURCE]
+                   + ([DUT_CPU_TOP, ROOT / "targets" / "dut" / "cpu_soc.py"]
+                      + sorted((ROOT / "firmware" / "dut").glob("*")) if dut_cpu else [])
                    + [f for f in SIM_MODULES.rglob("*") if f.name != "variables.mak"])
     # This file's build half (everything above the runtime marker) is part of the key too.
     h.update(Path(__file__).read_text().split(_RUNTIME_MARKER)[0].encode())
@@ -150,6 +170,7 @@ def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=Fals
     h.update(dut_top.encode())
     h.update(b"engine" if with_engine else b"")
     h.update(b"" if samples_per_tick == 1 else f"samples {samples_per_tick}".encode())
+    h.update(f"cpu {dut_cpu}".encode() if dut_cpu else b"")
     import litex
     h.update(str(getattr(litex, "__version__", "")).encode())
     return h.hexdigest()[:16]
@@ -160,16 +181,19 @@ def _log(msg):
 
 
 def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", force=False, with_engine=False,
-          samples_per_tick=1):
+          samples_per_tick=1, dut_cpu=None):
     """Build (or reuse) the simulator; return its directory (with ``obj_dir/Vsim``). ``samples_per_tick``
     (1, 2 or 4): how often the rig samples each input a tick; above 1 the DUT model runs on a clock that
-    many times faster than ts, so its settings are in sub-ticks."""
+    many times faster than ts, so its settings are in sub-ticks. ``dut_cpu`` ("vexriscv"): the DUT is a
+    LiteX SoC with that CPU on a clock of its own (targets/dut/cpu_soc.py), not the model."""
     from gateware.soc import RigBuilder
 
     if samples_per_tick not in (1, 2, 4):
         raise ValueError(f"samples_per_tick is 1, 2 or 4, not {samples_per_tick}")
+    if dut_cpu and samples_per_tick != 1:
+        raise ValueError("a CPU DUT runs with a rig sampling once a tick")
     build_root = Path(build_root or ROOT / "build" / "sim")
-    out = build_root / build_key(dut_model, dut_top, with_engine, samples_per_tick)
+    out = build_root / build_key(dut_model, dut_top, with_engine, samples_per_tick, dut_cpu)
     binary = out / "gateware" / "obj_dir" / "Vsim"
     if binary.exists() and not force:
         return out
@@ -178,9 +202,10 @@ def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", for
     shutil.rmtree(out, ignore_errors=True)
     # LiteX runs meson/ninja from PATH: use the ones installed next to this Python.
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    soc = build_soc(dut_model, dut_top, with_engine=with_engine, samples_per_tick=samples_per_tick)
+    soc = build_soc(dut_model, dut_top, with_engine=with_engine, samples_per_tick=samples_per_tick,
+                    dut_cpu=dut_cpu, dut_dir=out / "dut")
     builder = RigBuilder(soc, output_dir=str(out), compile_gateware=False)
-    sim_config = _sim_config(port=0, samples_per_tick=samples_per_tick)
+    sim_config = _sim_config(port=0, samples_per_tick=samples_per_tick, dut_cpu=bool(dut_cpu))
     with _quiet():
         builder.build(sim_config=sim_config, run=False, interactive=False,
                       extra_mods=[SERIAL_MODULE], extra_mods_path=str(SIM_MODULES))
@@ -190,7 +215,7 @@ def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", for
         (out / "build.log").write_text(result.stdout + result.stderr)
         raise RuntimeError(f"simulator build failed, see {out / 'build.log'}")
     # What the runtime needs to clock it as it was built (its sim_config.js).
-    (out / "sim.json").write_text(json.dumps({"samples_per_tick": samples_per_tick}))
+    (out / "sim.json").write_text(json.dumps({"samples_per_tick": samples_per_tick, "dut_cpu": dut_cpu}))
     return out
 
 
@@ -214,13 +239,15 @@ SOURCE_CLK_FREQ  = 111_111_111
 SOURCE_CLK_PHASE = 20
 
 
-def _sim_config(port, samples_per_tick=1, edge_clock_high_ps=None, async_source=False):
+def _sim_config(port, samples_per_tick=1, edge_clock_high_ps=None, async_source=False, dut_cpu=False):
     """``edge_clock_high_ps``: S = 4, how long the edge clock stays high in each of its cycles
     (default: half its period); ``async_source``: clock the resolution calibration's source. Each
     makes the simulator's time step finer (slower), so they are off unless asked for: an unclocked
     pad stays low."""
     cfg = SimConfig()
     cfg.add_clocker("sys_clk", freq_hz=SYS_CLK_FREQ)
+    if dut_cpu:
+        cfg.add_clocker("dut_cpu_clk", freq_hz=DUT_CPU_CLK_FREQ)
     if samples_per_tick == 4:
         eclk_hz = 2 * TS_CLK_FREQ
         half_ps = 10**12 // eclk_hz // 2
@@ -329,8 +356,9 @@ class SimulatedRig:
         self.dut_log = Path(dut_log) if dut_log else None
         self.pps_log = Path(pps_log) if pps_log else None
         self.process = None
-        built = self.sim_dir / "sim.json"
-        self.samples_per_tick = json.loads(built.read_text())["samples_per_tick"] if built.exists() else 1
+        built = json.loads((self.sim_dir / "sim.json").read_text()) if (self.sim_dir / "sim.json").exists() else {}
+        self.samples_per_tick = built.get("samples_per_tick", 1)
+        self.dut_cpu = built.get("dut_cpu")
         check_clock_settings(self.samples_per_tick, edge_clock_high_ps, async_source_cycles)
         self.edge_clock_high_ps = edge_clock_high_ps
         self.async_source_cycles = async_source_cycles
@@ -377,7 +405,8 @@ class SimulatedRig:
         raise RuntimeError("simulator could not bind a TCP port")
 
     def _sim_config(self, port):
-        return _sim_config(port, self.samples_per_tick, self.edge_clock_high_ps, bool(self.async_source_cycles))
+        return _sim_config(port, self.samples_per_tick, self.edge_clock_high_ps, bool(self.async_source_cycles),
+                           bool(self.dut_cpu))
 
     def stop(self):
         if self.process and self.process.poll() is None:

@@ -306,6 +306,20 @@ def _check_sim_clocks(sim, args):
         sim.check_clock_settings(args.samples_per_tick, args.edge_clock_high, args.async_source)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if _dut_cpu(args) and args.samples_per_tick != 1:
+        raise UsageError("--dut-cpu goes with a rig sampling once a tick (--samples-per-tick 1)")
+    if _dut_cpu(args) and args.dut_model:
+        raise UsageError("--dut-cpu and --dut-model both choose the DUT: give one")
+
+
+def _dut_cpu(args):
+    """The CPU of a CPU DUT (targets/dut/cpu_soc.py), None for the Verilog model."""
+    return None if args.dut_cpu == "model" else args.dut_cpu
+
+
+def _console_args(args, directory):
+    """A CPU DUT's console file (its firmware's lines: docs/dut-cpus-design.md), as a DUT setting."""
+    return {"console": str(Path(directory) / "dut_console.txt")} if _dut_cpu(args) else {}
 
 
 def _simulated_rig(sim, sim_dir, run_dir, args, **kwargs):
@@ -319,13 +333,16 @@ def _simulated_rig(sim, sim_dir, run_dir, args, **kwargs):
 def cmd_sim(args):
     sim = _sim()
 
-    dut_args = {**_dut_args(args), **_sim_calibration_sources(args)}
     _check_sim_clocks(sim, args)
-    sim_dir = sim.build(dut_model=args.dut_model, dut_top=args.dut_top, samples_per_tick=args.samples_per_tick)
+    sim_dir = sim.build(dut_model=args.dut_model or sim.DEFAULT_DUT, dut_top=args.dut_top,
+                        samples_per_tick=args.samples_per_tick, dut_cpu=_dut_cpu(args))
+    dut_args = {**_dut_args(args), **_sim_calibration_sources(args), **_console_args(args, sim_dir / "run-sim")}
     rig = _simulated_rig(sim, sim_dir, sim_dir / "run-sim", args, port=args.port, dut_args=dut_args,
                          dut_log=args.dut_log, pps_log=args.pps_log)
     with rig:
         print(rig.url, flush=True)
+        if _dut_cpu(args):
+            log.info("the DUT's console: %s", dut_args["console"])
         log.info("simulated rig running; Ctrl-C to stop")
         try:
             rig.process.wait()
@@ -342,20 +359,22 @@ def cmd_demo(args):
     _check_sim_clocks(sim, args)
     log.info("building the simulated rig (cached after the first run)")
     # --on-rig: the simulated rig with the measurement engine (a separate, cached build).
-    sim_dir = sim.build(dut_model=args.dut_model, dut_top=args.dut_top, with_engine=args.on_rig,
-                        samples_per_tick=args.samples_per_tick)
+    sim_dir = sim.build(dut_model=args.dut_model or sim.DEFAULT_DUT, dut_top=args.dut_top, with_engine=args.on_rig,
+                        samples_per_tick=args.samples_per_tick, dut_cpu=_dut_cpu(args))
     run_tmp = Path(tempfile.mkdtemp(prefix="hilat-sim-"))
     dut_log = run_tmp / "dut_injected.csv"
-    rig = _simulated_rig(sim, sim_dir, run_tmp, args, dut_args=_dut_args(args), dut_log=dut_log)
+    rig = _simulated_rig(sim, sim_dir, run_tmp, args, dut_args={**_dut_args(args), **_console_args(args, run_tmp)},
+                         dut_log=dut_log)
     with rig:
         log.info("simulated rig and DUT on %s", rig.url)
         if not args.label:
             args.label = "demo"
         code, capture = _run_capture(rig.url, args, extra_meta={"simulated": True, "dut_settings": _dut_args(args)})
     run_dir = capture.run_dir
-    # Keep what the DUT model injected next to the run, for comparison.
-    if run_dir and dut_log.exists():
-        (run_dir / "dut_injected.csv").write_bytes(dut_log.read_bytes())
+    # Keep what the DUT model injected (or a CPU DUT wrote on its console) next to the run.
+    for kept in (dut_log, run_tmp / "dut_console.txt"):
+        if run_dir and kept.exists():
+            (run_dir / kept.name).write_bytes(kept.read_bytes())
     if code == 0 and run_dir:
         from hilat import plots, report
         from hilat.extras import MissingExtra
@@ -847,6 +866,9 @@ def build_parser():
                         help="DUT model setting (see targets/dut/hilat_dut_model.v), e.g. isr_base=80")
         sp.add_argument("--dut-model", default=None, help="Verilog file of your own DUT model")
         sp.add_argument("--dut-top", default="hilat_dut_model", help="module name of the DUT model")
+        sp.add_argument("--dut-cpu", choices=("model", "vexriscv"), default="model",
+                        help="the DUT: the Verilog model (default), or a LiteX SoC with this CPU running "
+                             "firmware/dut on a 25 MHz clock of its own; its console goes to dut_console.txt")
         sp.add_argument("--samples-per-tick", type=int, choices=(1, 2, 4), default=1,
                         help="the simulated rig samples each input this often a tick (sub-tick timestamps, "
                              "docs/subtick.md); the DUT model then runs this many times faster than the rig's "
@@ -939,8 +961,6 @@ def main(argv=None):
     from hilat.runs import RunError
     from hilat.transport import TransportError
     try:
-        if getattr(args, "dut_model", "unset") is None:
-            args.dut_model = str(_sim().DEFAULT_DUT)
         return args.func(args)
     except (RigError, TransportError, RunError, MissingExtra) as e:
         log.error("%s", e)
