@@ -39,8 +39,8 @@ ROOT           = Path(__file__).resolve().parent.parent
 DEFAULT_DUT    = ROOT / "targets" / "dut" / "hilat_dut_model.v"
 ASYNC_SOURCE   = ROOT / "targets" / "dut" / "hilat_async_source.v"
 DUT_CPU_TOP    = ROOT / "targets" / "dut" / "hilat_dut_cpu.v"
-# A CPU DUT's own clock: unrelated to the rig's in meaning, on the simulator's 10 ns time step (a
-# clock off that grid makes every simulated cycle several steps: docs/dut-cpus-design.md).
+# A CPU DUT's own clock, not derived from the rig's. It stays on the simulator's 10 ns time step:
+# a clock off that grid makes every simulated cycle several steps (docs/dut-cpus-design.md).
 DUT_CPU_CLK_FREQ = int(25e6)
 SIM_MODULES    = ROOT / "targets" / "sim_modules"
 SERIAL_MODULE  = "hilat_serial2tcp"
@@ -127,6 +127,7 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024,
                 self.specials += Instance("hilat_async_source", i_clk=platform.request("src_clk"), o_out=source)
                 self.comb += spare_pad.eq(dut_spare | source)
                 platform.add_source(str(ASYNC_SOURCE))
+            model_source, model_top = dut_model, dut_top
             if dut_cpu:
                 from targets.dut import cpu_soc
 
@@ -136,14 +137,14 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024,
                 for init in inits:   # read at run time from the simulator's directory (SimulatedRig links them)
                     platform.add_source(init, copy=True)
                 outputs["i_cpu_clk"] = platform.request("dut_cpu_clk")
-                dut_model, dut_top = DUT_CPU_TOP, "hilat_dut_cpu"
-            self.specials += Instance(dut_top,
+                model_source, model_top = DUT_CPU_TOP, "hilat_dut_cpu"
+            self.specials += Instance(model_top,
                 i_clk  = ClockSignal("ts") if samples_per_tick == 1 else platform.request("dut_clk"),
                 i_rst  = ResetSignal("ts"),
                 i_stim = Cat(*stimulus_pads),
                 **outputs,
             )
-            platform.add_source(str(dut_model))
+            platform.add_source(str(model_source))
             for model in dsp.SIM_MODELS:  # the vendor blocks the rig instantiates, modelled
                 platform.add_source(model)
 
