@@ -333,10 +333,12 @@ def _simulated_rig(sim, sim_dir, run_dir, args, **kwargs):
 def cmd_sim(args):
     sim = _sim()
 
+    # Settings are refused before a build that may take minutes.
+    sources = _sim_calibration_sources(args)
     _check_sim_clocks(sim, args)
     sim_dir = sim.build(dut_model=args.dut_model or sim.DEFAULT_DUT, dut_top=args.dut_top,
                         samples_per_tick=args.samples_per_tick, dut_cpu=_dut_cpu(args))
-    dut_args = {**_dut_args(args), **_sim_calibration_sources(args), **_console_args(args, sim_dir / "run-sim")}
+    dut_args = {**_dut_args(args), **sources, **_console_args(args, sim_dir / "run-sim")}
     rig = _simulated_rig(sim, sim_dir, sim_dir / "run-sim", args, port=args.port, dut_args=dut_args,
                          dut_log=args.dut_log, pps_log=args.pps_log)
     with rig:
