@@ -211,12 +211,18 @@ class Subticks:
         times = times * np.uint64(self.units_per_tick)
         if fractions is None or self.samples_per_tick == 1:
             return times
+        positions = np.asarray(self.positions, dtype=np.uint64)[self.sample_index(chans, fractions)]
+        return times + np.where(chans >= self.first_input, positions, np.uint64(0))
+
+    def sample_index(self, chans, fractions):
+        """Each edge's first sample at its new level (0 .. S-1), from its record's fraction field: input
+        i's log2(S) bits from bit i * log2(S); 0 for an output (its bits are not in the field)."""
+        chans = np.asarray(chans)
         bits_per_input = self.samples_per_tick.bit_length() - 1
         inputs = chans.astype(np.int64) - self.first_input
         shift = np.where(inputs >= 0, inputs * bits_per_input, 0).astype(np.uint16)
-        fraction = (np.asarray(fractions, dtype=np.uint16) >> shift) & np.uint16(self.samples_per_tick - 1)
-        positions = np.asarray(self.positions, dtype=np.uint64)[fraction]
-        return times + np.where(inputs >= 0, positions, np.uint64(0))
+        index = (np.asarray(fractions, dtype=np.uint16) >> shift) & np.uint16(self.samples_per_tick - 1)
+        return np.where(inputs >= 0, index, 0)
 
 
 def edges_from_records(records, fractions=None, subticks=None):

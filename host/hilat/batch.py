@@ -53,6 +53,13 @@ def _no_records():
     return np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16), np.zeros(0, np.uint16)
 
 
+def join_records(parts):
+    """Record arrays (ticks, channel masks, levels, fractions) of several reads as one, in order."""
+    if len(parts) == 1:
+        return tuple(parts[0])
+    return tuple(np.concatenate(x) for x in zip(*parts)) if parts else _no_records()
+
+
 class _Batch:
     """A RecordBatch being built: pieces of record arrays and frames, in arrival order."""
 

@@ -565,6 +565,10 @@ class Capture:
                                                    reason_if_none=self.settings.no_calibration_reason)
             for warning in self.calibration["warnings"]:
                 log.warning("%s", warning)
+            from hilat.calibration.resolution import subticks_for
+
+            self._subticks = subticks_for(self.samples_per_tick, self.identity.n_stimulus,
+                                          self.calibration.get("resolution"))
             self._open_stream()
             try:
                 previous_usr1 = signal.signal(signal.SIGUSR1, self._on_sigusr1)
@@ -655,13 +659,9 @@ class Capture:
         and the calibration is known."""
         from hilat.calibration.resolution import subticks_for
 
-        if self._subticks is None or self.calibration is None:
-            subticks = subticks_for(self.samples_per_tick, self.identity.n_stimulus if self.identity else 0,
-                                    (self.calibration or {}).get("resolution"))
-            if self.calibration is None:
-                return subticks
-            self._subticks = subticks
-        return self._subticks
+        if self._subticks is not None:
+            return self._subticks
+        return subticks_for(self.samples_per_tick, self.identity.n_stimulus if self.identity else 0)
 
     @property
     def units_per_tick(self):

@@ -9,10 +9,8 @@ the next ``read()``. ``hilat.session`` builds the acquisition on top.
 import logging
 import time
 
-import numpy as np
-
 from hilat import protocol as p
-from hilat.batch import BatchDecoder
+from hilat.batch import BatchDecoder, join_records
 from hilat.transport import TransportError
 
 log = logging.getLogger("hilat")
@@ -66,13 +64,7 @@ class Rig:
         frames = self.pending + fresh
         self.pending = []
         parts, self.pending_records = self.pending_records, []
-        if len(parts) == 1:
-            records = parts[0]
-        elif parts:
-            records = tuple(np.concatenate(x) for x in zip(*parts))
-        else:
-            records = (np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16), np.zeros(0, np.uint16))
-        return records, frames
+        return join_records(parts), frames
 
     def send(self, msg):
         seq = self.tx_seq

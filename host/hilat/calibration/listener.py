@@ -3,6 +3,7 @@ enabled), and the channel a calibration source is wired to."""
 
 import numpy as np
 
+from hilat.batch import join_records
 from hilat.calibration.store import CalibrationError
 
 # The default role of the input a loopback jumper or a 1PPS is wired to (the rig's channel table).
@@ -30,9 +31,7 @@ class RecordCollector:
     @property
     def records(self):
         """(ticks, channel masks, level masks, fractions) arrays of everything received."""
-        if not self.parts:
-            return (np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16), np.zeros(0, np.uint16))
-        return tuple(np.concatenate(x) for x in zip(*self.parts))
+        return join_records(self.parts)
 
 
 def end_collection(session, collector):

@@ -111,11 +111,10 @@ def input_fractions(records, channel, ident):
     """The sub-tick positions (0 .. S-1) of every edge on input ``channel`` among ``records``
     (ticks, channel masks, levels, fractions arrays)."""
     _ticks, masks, _levels, fractions = records
-    S = ident.samples_per_tick
-    bits = S.bit_length() - 1
     on_channel = ((np.asarray(masks, dtype=np.int64) >> channel) & 1).astype(bool)
-    shift = (channel - ident.n_stimulus) * bits
-    return (np.asarray(fractions, dtype=np.int64)[on_channel] >> shift) & (S - 1)
+    subticks = Subticks.nominal(ident.samples_per_tick, ident.n_stimulus)
+    return subticks.sample_index(np.full(int(on_channel.sum()), channel),
+                                 np.asarray(fractions)[on_channel]).astype(np.int64)
 
 
 def run_resolution(session, channel, edges, idle_timeout=10.0, progress=None):

@@ -56,8 +56,10 @@ def _usable_resolution(res, samples, warnings):
         if len(res["centres_ticks"]) != samples:
             raise ValueError(f"{len(res['centres_ticks'])} bin centres for {samples} bins")
         Subticks.from_centres(res["centres_ticks"])
-        for key in ("widths_ticks", "width_sigma_ticks", "dnl", "edges", "effective_resolution_s", "made"):
-            res[key]
+        missing = [key for key in ("widths_ticks", "width_sigma_ticks", "dnl", "edges", "effective_resolution_s",
+                                   "made") if key not in res]
+        if missing:
+            raise KeyError(", ".join(missing))
     except (KeyError, TypeError, ValueError) as e:
         warnings.append(f"the resolution calibration is unreadable ({e}): not applied; recalibrate "
                         "(hilat calibrate resolution)")
