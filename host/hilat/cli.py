@@ -312,6 +312,15 @@ def _check_sim_clocks(sim, args):
         raise UsageError("--dut-cpu and --dut-model both choose the DUT: give one")
 
 
+def _dut_cpu_choices():
+    """--dut-cpu: "model", then the CPUs targets/dut/cpu_soc.py builds (listed there without LiteX)."""
+    try:
+        from targets.dut.cpu_soc import CPUS
+    except ImportError:   # an install without the simulated rig's sources
+        return ("model",)
+    return ("model", *CPUS)
+
+
 def _dut_cpu(args):
     """The CPU of a CPU DUT (targets/dut/cpu_soc.py), None for the Verilog model."""
     return None if args.dut_cpu == "model" else args.dut_cpu
@@ -868,9 +877,11 @@ def build_parser():
                         help="DUT model setting (see targets/dut/hilat_dut_model.v), e.g. isr_base=80")
         sp.add_argument("--dut-model", default=None, help="Verilog file of your own DUT model")
         sp.add_argument("--dut-top", default="hilat_dut_model", help="module name of the DUT model")
-        sp.add_argument("--dut-cpu", choices=("model", "vexriscv"), default="model",
+        sp.add_argument("--dut-cpu", choices=_dut_cpu_choices(), default="model",
                         help="the DUT: the Verilog model (default), or a LiteX SoC with this CPU running "
-                             "firmware/dut on a 25 MHz clock of its own; its console goes to dut_console.txt")
+                             "firmware/dut on a 25 MHz clock of its own; its console goes to dut_console.txt "
+                             "(picorv32 and vexriscv_min take about 150us a stimulus: give them --period 200us "
+                             "or more)")
         sp.add_argument("--samples-per-tick", type=int, choices=(1, 2, 4), default=1,
                         help="the simulated rig samples each input this often a tick (sub-tick timestamps, "
                              "docs/subtick.md); the DUT model then runs this many times faster than the rig's "
