@@ -10,8 +10,9 @@
 
 Every kind (built-in and defined, ``hilat.measures``) is aggregated the same way. Memory is
 constant in the run length: the histograms, and a carried tail of edges from each kind's
-second-to-last start edge on (a window needs the next start; an ISR duration may run past it). A
-response pulse longer than two stimulus intervals loses its duration (counted as missing).
+second-to-last start edge on (a window needs the next start; an ISR duration may run past it), with
+the tag's level before it. A response pulse longer than two stimulus intervals loses its duration
+(counted as missing).
 """
 
 import numpy as np
@@ -79,13 +80,16 @@ class StreamingAggregator:
         self.worst = {}
         self.edges = 0
         self._tail = (np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.uint8))
+        # The tag's level (1 active) before the tail, once a tag edge was dropped from it; None: none
+        # was, the level before the tail's first tag edge is the opposite of that edge's, as on disk.
+        self._tag_level = None
         self._finished = False
 
     # ---- feeding ----------------------------------------------------------------------------------
 
     def _measure(self, t, c, lv, end_tick):
         return analysis.measure(t, c, lv, self.roles, self.measures, self.builtin, self.deadline,
-                                end_tick=end_tick, offset_ticks=self.offset_ticks)
+                                end_tick=end_tick, offset_ticks=self.offset_ticks, tag_level=self._tag_level)
 
     def feed(self, ticks, chans, levels):
         """One chunk of edges; chunks must follow each other in tick order."""
@@ -115,10 +119,14 @@ class StreamingAggregator:
         self._tail = self._trim(t, c, lv, start)
 
     def _trim(self, t, c, lv, start):
-        """Edges from ``start`` on, plus the last tag edge before it (the tag level carries over)."""
-        tag_before = np.flatnonzero(c[:start] == self.roles.tag) if self.roles.tag is not None else np.zeros(0, int)
-        keep = np.concatenate((tag_before[-1:], np.arange(start, len(t))))
-        return t[keep], c[keep], lv[keep]
+        """Edges from ``start`` on; the tag's level carries over as ``_tag_level``, not as its last edge
+        before ``start``: kept, that edge would be a start edge again for a measure on the tag channel
+        (a second sample of a start already counted, its end edge dropped: a miss)."""
+        if self.roles.tag is not None:
+            tag_before = np.flatnonzero(c[:start] == self.roles.tag)
+            if len(tag_before):
+                self._tag_level = int(lv[tag_before[-1]] == self.roles.active_level(self.roles.tag))
+        return t[start:], c[start:], lv[start:]
 
     def finish(self, end_tick=None):
         """Close the last windows (at ``end_tick``, default the last edge + 1) and return self."""

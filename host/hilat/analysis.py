@@ -342,8 +342,10 @@ class EdgeGroups:
         return int(self.ticks[-1]) if len(self.ticks) else -1
 
 
-def _tag_flags(groups, roles, starts, window_end):
-    """(tag level at each start, tag active at any time in [start, window end)), as uint8."""
+def _tag_flags(groups, roles, starts, window_end, tag_level=None):
+    """(tag level at each start, tag active at any time in [start, window end)), as uint8.
+    ``tag_level``: the tag's level (1 active) before its first edge in ``groups``, where earlier
+    edges set it (the streaming aggregator's previous chunks); None: see below."""
     if roles.tag is None:
         zeros = np.zeros(len(starts), np.uint8)
         return zeros, zeros
@@ -354,17 +356,21 @@ def _tag_flags(groups, roles, starts, window_end):
     tag_order = np.argsort(tag_ticks, kind="stable")
     # An edge is a change of level: before the tag's first edge it was at the other level (an
     # active-low tag idling low is active from the start). A tag without edges counts as inactive.
-    initial = 1 - int(tag_levels[tag_order[0]]) if len(tag_order) else 0
+    if tag_level is not None:
+        initial = int(tag_level)
+    else:
+        initial = 1 - int(tag_levels[tag_order[0]]) if len(tag_order) else 0
     tag_at = _level_at(tag_ticks[tag_order], tag_levels[tag_order], starts, initial=initial)
     # Active at any time in [S, end): active at S, or a rise inside the window.
     rise_inside = np.searchsorted(tag_rises, window_end, "left") > np.searchsorted(tag_rises, starts, "left")
     return tag_at, ((tag_at == 1) | rise_inside).astype(np.uint8)
 
 
-def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks=0, groups=None):
+def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks=0, groups=None, tag_level=None):
     """Pair stimuli and responses (``roles``: a :class:`Channels`). ``end_tick``: the capture's last
     tick (closes the last window). Each role's active edge is its rise, or its fall on an
-    active-low input or an inverted stimulus."""
+    active-low input or an inverted stimulus. ``tag_level``: the tag's level (1 active) before the
+    first edge given, when edges before them set it (None: the opposite of its first edge's)."""
     groups = groups if groups is not None else EdgeGroups(ticks, chans, levels)
 
     def active(channel):
@@ -407,7 +413,7 @@ def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks
     task_latency = np.where(task_at != MISSING, task_at - stim - offset_ticks, MISSING)
     both = (isr_at != MISSING) & (task_at != MISSING)
     isr_to_task = np.where(both, task_at - isr_at, MISSING)
-    tag_at, tag_window = _tag_flags(groups, roles, stim, window_end)
+    tag_at, tag_window = _tag_flags(groups, roles, stim, window_end, tag_level)
     return Pairing(stim, window_end, isr_latency, task_latency, isr_to_task, isr_duration, task_duration,
                    isr_at, task_at, isr_dup, task_dup, tag_at, tag_window, int(offset_ticks))
 
@@ -444,9 +450,10 @@ def kind_titles(roles, measures=(), builtin=True):
     return titles
 
 
-def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=None, end_tick=None, offset_ticks=0):
+def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=None, end_tick=None, offset_ticks=0,
+            tag_level=None):
     """:class:`Measurements` of a capture: the built-in kinds (``builtin``: a stimulus fired; see
-    :func:`pair`) and each measurement definition (``hilat.measures``)."""
+    :func:`pair`, also for ``tag_level``) and each measurement definition (``hilat.measures``)."""
     from hilat.measures import Series, compute
 
     groups = EdgeGroups(ticks, chans, levels)
@@ -454,7 +461,8 @@ def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=Non
     series = {}
     stimuli = 0
     if builtin:
-        p = pair(ticks, chans, levels, roles, deadline, end_tick=last, offset_ticks=offset_ticks, groups=groups)
+        p = pair(ticks, chans, levels, roles, deadline, end_tick=last, offset_ticks=offset_ticks, groups=groups,
+                 tag_level=tag_level)
         stimuli = len(p)
         dups = {"stim_to_isr": p.isr_duplicates, "stim_to_task": p.task_duplicates}
         for kind, _ in KINDS:
@@ -464,7 +472,7 @@ def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=Non
     for m in measures:
         starts, window_end, values, duplicates = compute(
             m, groups(m.start.channel, m.start.level), groups(m.end.channel, m.end.level), last, offset_ticks)
-        tag_at, tag_window = _tag_flags(groups, roles, starts, window_end)
+        tag_at, tag_window = _tag_flags(groups, roles, starts, window_end, tag_level)
         series[m.name] = Series(starts, window_end, values, duplicates, tag_at, tag_window)
     return Measurements(kind_titles(roles, measures, builtin), series, stimuli)
 
