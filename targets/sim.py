@@ -10,6 +10,10 @@ The SPARE input (capture channel 4) can carry the calibration sources of the mod
 STIM0 with a delay (``+dut_loopback=1 +dut_loopback_delay=7``) or a 1PPS with a frequency error
 (``+dut_pps_period=50000 +dut_pps_ppb=37500``); see the model and ``docs/calibration.md``.
 
+A CPU DUT (``build(dut_cpu=...)``) runs on a clock of its own at any frequency (``SimulatedRig``'s
+``dut_cpu_clk_hz``; ``dut_clock_edges`` gives its edges). A build with ``trace=True`` writes every
+signal to ``sim.vcd`` for waveforms; the default build has no tracing (faster).
+
 The build is cached under ``build/sim/<key>``: the key hashes the gateware, the firmware, this file
 and the DUT model, so a second run starts within seconds and any change rebuilds.
 
@@ -21,6 +25,7 @@ import argparse
 import hashlib
 import json
 import math
+import numbers
 import os
 import shutil
 import socket
@@ -39,11 +44,15 @@ ROOT           = Path(__file__).resolve().parent.parent
 DEFAULT_DUT    = ROOT / "targets" / "dut" / "hilat_dut_model.v"
 ASYNC_SOURCE   = ROOT / "targets" / "dut" / "hilat_async_source.v"
 DUT_CPU_TOP    = ROOT / "targets" / "dut" / "hilat_dut_cpu.v"
-# A CPU DUT's own clock, not derived from the rig's. It stays on the simulator's 10 ns time step:
-# a clock off that grid makes every simulated cycle several steps (docs/dut-cpus-design.md).
+# A CPU DUT's own clock, not derived from the rig's: its default frequency (2 ticks a cycle). It is
+# a run-time setting (SimulatedRig's dut_cpu_clk_hz), clocked by DUT_CLOCK_MODULE on the simulator's
+# existing time step at any mean frequency (dut_clock_edges).
 DUT_CPU_CLK_FREQ = int(25e6)
 SIM_MODULES    = ROOT / "targets" / "sim_modules"
 SERIAL_MODULE  = "hilat_serial2tcp"
+DUT_CLOCK_MODULE = "hilat_dut_clock"
+# Built in place of LiteX's core/veril.cpp: tracing only in a traced build (_use_our_harness).
+HARNESS        = SIM_MODULES / "hilat_veril.cpp"
 SYS_CLK_FREQ   = int(50e6)
 TS_CLK_FREQ    = int(50e6)
 N_STIMULUS     = 2
@@ -151,7 +160,8 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024,
     return SimRig()
 
 
-def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=False, samples_per_tick=1, dut_cpu=None):
+def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=False, samples_per_tick=1, dut_cpu=None,
+              trace=False):
     """Hash of everything the simulator binary depends on."""
     h = hashlib.sha256()
     # variables.mak is written into sim_modules by the build itself: hashing it would make the
@@ -172,6 +182,7 @@ def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=Fals
     h.update(b"engine" if with_engine else b"")
     h.update(b"" if samples_per_tick == 1 else f"samples {samples_per_tick}".encode())
     h.update(f"cpu {dut_cpu}".encode() if dut_cpu else b"")
+    h.update(b"trace" if trace else b"")
     import litex
     h.update(str(getattr(litex, "__version__", "")).encode())
     return h.hexdigest()[:16]
@@ -182,11 +193,13 @@ def _log(msg):
 
 
 def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", force=False, with_engine=False,
-          samples_per_tick=1, dut_cpu=None):
+          samples_per_tick=1, dut_cpu=None, trace=False):
     """Build (or reuse) the simulator; return its directory (with ``obj_dir/Vsim``). ``samples_per_tick``
     (1, 2 or 4): how often the rig samples each input a tick; above 1 the DUT model runs on a clock that
     many times faster than ts, so its settings are in sub-ticks. ``dut_cpu`` ("vexriscv"): the DUT is a
-    LiteX SoC with that CPU on a clock of its own (targets/dut/cpu_soc.py), not the model."""
+    LiteX SoC with that CPU on a clock of its own (targets/dut/cpu_soc.py), not the model. ``trace``: a
+    build (of its own) that writes every signal to ``sim.vcd`` in the run directory, for waveforms; it
+    runs about a fifth slower, and the file grows fast."""
     from gateware.soc import RigBuilder
 
     if samples_per_tick not in (1, 2, 4):
@@ -194,7 +207,7 @@ def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", for
     if dut_cpu and samples_per_tick != 1:
         raise ValueError("a CPU DUT runs with a rig sampling once a tick")
     build_root = Path(build_root or ROOT / "build" / "sim")
-    out = build_root / build_key(dut_model, dut_top, with_engine, samples_per_tick, dut_cpu)
+    out = build_root / build_key(dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace)
     binary = out / "gateware" / "obj_dir" / "Vsim"
     if binary.exists() and not force:
         return out
@@ -205,19 +218,43 @@ def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", for
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     soc = build_soc(dut_model, dut_top, with_engine=with_engine, samples_per_tick=samples_per_tick,
                     dut_cpu=dut_cpu, dut_dir=out / "dut")
+    if trace:
+        soc.comb += soc.platform.trace.eq(1)   # LiteX's harness dumps while sim_trace is high
     builder = RigBuilder(soc, output_dir=str(out), compile_gateware=False)
     sim_config = _sim_config(port=0, samples_per_tick=samples_per_tick, dut_cpu=bool(dut_cpu))
     with _quiet():
-        builder.build(sim_config=sim_config, run=False, interactive=False,
-                      extra_mods=[SERIAL_MODULE], extra_mods_path=str(SIM_MODULES))
+        # The harness's C at -O3 (LiteX's default is -O0; the model's code keeps Verilator's -Os).
+        builder.build(sim_config=sim_config, run=False, interactive=False, opt_level="O3", trace=trace,
+                      extra_mods=[SERIAL_MODULE, DUT_CLOCK_MODULE], extra_mods_path=str(SIM_MODULES))
     gateware = out / "gateware"
+    _use_our_harness(gateware, trace)
     result = subprocess.run(["bash", "build_sim.sh"], cwd=gateware, capture_output=True, text=True)
     if result.returncode != 0 or not binary.exists():
         (out / "build.log").write_text(result.stdout + result.stderr)
         raise RuntimeError(f"simulator build failed, see {out / 'build.log'}")
     # What the runtime needs to clock it as it was built (its sim_config.js).
-    (out / "sim.json").write_text(json.dumps({"samples_per_tick": samples_per_tick, "dut_cpu": dut_cpu}))
+    (out / "sim.json").write_text(json.dumps({"samples_per_tick": samples_per_tick, "dut_cpu": dut_cpu,
+                                              "trace": trace}))
     return out
+
+
+def _use_our_harness(gateware, trace):
+    """Make build_sim.sh build with a copy of LiteX's core Makefile that passes Verilator ``--trace``
+    only for a traced build and compiles HARNESS instead of LiteX's veril.cpp, which opens sim.vcd and
+    flushes the tracer at every time step even when nothing is dumped (docs/dut-cpus-design.md, 4)."""
+    from litex.build.sim import verilator
+
+    litex_makefile = Path(verilator.core_directory) / "Makefile"
+    text = litex_makefile.read_text()
+    patched = (text.replace("\t\t--trace \\\n", "\t\t$(if $(TRACE), --trace,) \\\n")
+                   .replace("$(SRC_DIR)/veril.cpp", str(HARNESS)))
+    script = (gateware / "build_sim.sh").read_text()
+    make = f"-f {litex_makefile} "
+    if "--trace \\" in patched or str(HARNESS) not in patched or make not in script:
+        raise RuntimeError(f"LiteX's simulator Makefile or build script is not as expected: {litex_makefile}")
+    (gateware / "hilat_sim.mk").write_text(patched)
+    script = script.replace(make, "-f hilat_sim.mk " + ("TRACE=1 " if trace else ""))
+    (gateware / "build_sim.sh").write_text(script)
 
 
 class _quiet:
@@ -240,15 +277,15 @@ SOURCE_CLK_FREQ  = 111_111_111
 SOURCE_CLK_PHASE = 20
 
 
-def _sim_config(port, samples_per_tick=1, edge_clock_high_ps=None, async_source=False, dut_cpu=False):
+def _sim_config(port, samples_per_tick=1, edge_clock_high_ps=None, async_source=False, dut_cpu=False,
+                dut_cpu_clk_hz=DUT_CPU_CLK_FREQ):
     """``edge_clock_high_ps``: S = 4, how long the edge clock stays high in each of its cycles
     (default: half its period); ``async_source``: clock the resolution calibration's source. Each
     makes the simulator's time step finer (slower), so they are off unless asked for: an unclocked
-    pad stays low."""
+    pad stays low. ``dut_cpu``: clock a CPU DUT at ``dut_cpu_clk_hz`` (any whole Hz whose half period
+    is at least the time step; DUT_CLOCK_MODULE, which leaves the step as the other clocks make it)."""
     cfg = SimConfig()
     cfg.add_clocker("sys_clk", freq_hz=SYS_CLK_FREQ)
-    if dut_cpu:
-        cfg.add_clocker("dut_cpu_clk", freq_hz=DUT_CPU_CLK_FREQ)
     if samples_per_tick == 4:
         eclk_hz = 2 * TS_CLK_FREQ
         half_ps = 10**12 // eclk_hz // 2
@@ -265,8 +302,20 @@ def _sim_config(port, samples_per_tick=1, edge_clock_high_ps=None, async_source=
         cfg.add_clocker("dut_clk", freq_hz=samples_per_tick * TS_CLK_FREQ, phase_deg=180)
         if async_source:
             cfg.add_clocker("src_clk", freq_hz=SOURCE_CLK_FREQ, phase_deg=SOURCE_CLK_PHASE)
+    if dut_cpu:
+        step_ps = _timebase_ps(cfg)
+        if not isinstance(dut_cpu_clk_hz, numbers.Integral) or not 0 < 2 * dut_cpu_clk_hz * step_ps <= 10**12:
+            raise ValueError(f"a CPU DUT's clock of {dut_cpu_clk_hz} Hz: whole Hz, with a half period no shorter "
+                             f"than the simulator's time step of {step_ps} ps (at most {10**12 // (2 * step_ps)} Hz)")
+        cfg.add_module(DUT_CLOCK_MODULE, [], clocks="dut_cpu_clk", tickfirst=True,
+                       args={"freq_hz": int(dut_cpu_clk_hz)})
     cfg.add_module(SERIAL_MODULE, "serial", args={"port": port})
     return cfg
+
+
+def _timebase_ps(cfg):
+    """The simulator's time step (ps) under ``cfg``, as LiteX derives it from its clockers."""
+    return json.loads(cfg.get_json())[-1]["timebase"]
 
 
 def free_port():
@@ -332,24 +381,58 @@ def calibration_plusargs(loopback=None, loopback_jitter=0, pps_period=None, pps_
     return out
 
 
-def check_clock_settings(samples_per_tick, edge_clock_high_ps=None, async_source_cycles=None):
-    """ValueError, with the reason, for simulated clocks a rig built with ``samples_per_tick`` cannot take."""
+def check_clock_settings(samples_per_tick, edge_clock_high_ps=None, async_source_cycles=None, dut_cpu=False,
+                         dut_cpu_clk_hz=None):
+    """ValueError, with the reason, for simulated clocks a rig built with ``samples_per_tick`` (and a CPU
+    DUT if ``dut_cpu``) cannot take."""
+    if dut_cpu_clk_hz is not None and not dut_cpu:
+        raise ValueError("the DUT's clock frequency goes with a CPU DUT (--dut-cpu): the DUT model runs on ts")
     if (edge_clock_high_ps or async_source_cycles) and samples_per_tick == 1:
         raise ValueError("uneven bins and the resolution source need a rig built with sub-tick sampling "
                          "(--samples-per-tick 2 or 4)")
     if edge_clock_high_ps and samples_per_tick != 4:
         raise ValueError("uneven bins need the edge clock: a rig built with 4 samples a tick")
-    _sim_config(0, samples_per_tick, edge_clock_high_ps, bool(async_source_cycles))
+    _sim_config(0, samples_per_tick, edge_clock_high_ps, bool(async_source_cycles), dut_cpu,
+                DUT_CPU_CLK_FREQ if dut_cpu_clk_hz is None else dut_cpu_clk_hz)
+
+
+def sim_step_ps(samples_per_tick=1, dut_cpu=False):
+    """The simulator's time step (ps) of a rig built so, without the optional clocks of ``_sim_config``."""
+    return _timebase_ps(_sim_config(0, samples_per_tick, dut_cpu=dut_cpu))
+
+
+def dut_clock_edges(n, freq_hz=DUT_CPU_CLK_FREQ, step_ps=None):
+    """The simulator step (time / ``step_ps``) of a CPU DUT's clock's rising edge ``n`` (an int, or an
+    array of them), at ``freq_hz``, as DUT_CLOCK_MODULE schedules it: each on the first step at or after
+    its exact time n / freq_hz. Edge 0 is step 0, where the clock goes high from its initial low, as the
+    rig's clock (LiteX's clocker) does. The rig's ts rises every 2 steps (20 ns a tick, 10 ns a step), so
+    an edge at step k is in rig tick k // 2; a DUT output it sets is sampled at the next ts edge."""
+    import numpy as np
+
+    step_ps = step_ps or sim_step_ps(dut_cpu=True)
+    # ceil(n * 1e12 / (f * step)), the fraction reduced; in int64 while that is exact, else Python's integers.
+    g = math.gcd(10**12, int(freq_hz) * step_ps)
+    num, den = 10**12 // g, int(freq_hz) * step_ps // g
+    if np.ndim(n) == 0:
+        return -(-int(n) * num // den)
+    n = np.asarray(n, dtype=np.int64)
+    if n.size and int(np.abs(n).max()) < 2**62 // num:
+        return -(-n * num // den)
+    return np.array([-(-int(i) * num // den) for i in n.ravel()], dtype=np.int64).reshape(n.shape)
 
 
 class SimulatedRig:
     """A running simulator process. ``url`` is what ``hilat`` connects to. A rig built with sub-tick
     sampling takes ``edge_clock_high_ps`` (S = 4: uneven bins, see ``_sim_config``) and
     ``async_source_cycles`` (the SPARE input toggles every that many cycles of a 9 ns clock of its
-    own: the resolution calibration's source)."""
+    own: the resolution calibration's source). One built with a CPU DUT takes ``dut_cpu_clk_hz``, its
+    clock's frequency in whole Hz (default DUT_CPU_CLK_FREQ; any other, e.g. 33_333_700, is unrelated
+    to the rig's clock: its edges as ``dut_clock_edges`` gives them), and ``dut_firmware``, the firmware
+    image its ROM starts with (targets/dut/cpu_soc.py's FIRMWARE_IMAGES; default: the one it was built
+    with)."""
 
     def __init__(self, sim_dir, run_dir, port=None, dut_args=None, dut_log=None, pps_log=None,
-                 edge_clock_high_ps=None, async_source_cycles=None):
+                 edge_clock_high_ps=None, async_source_cycles=None, dut_cpu_clk_hz=None, dut_firmware=None):
         self.sim_dir = Path(sim_dir)
         self.run_dir = Path(run_dir)
         self.port = port or free_port()
@@ -360,9 +443,19 @@ class SimulatedRig:
         built = json.loads((self.sim_dir / "sim.json").read_text()) if (self.sim_dir / "sim.json").exists() else {}
         self.samples_per_tick = built.get("samples_per_tick", 1)
         self.dut_cpu = built.get("dut_cpu")
-        check_clock_settings(self.samples_per_tick, edge_clock_high_ps, async_source_cycles)
+        check_clock_settings(self.samples_per_tick, edge_clock_high_ps, async_source_cycles, bool(self.dut_cpu),
+                             dut_cpu_clk_hz)
         self.edge_clock_high_ps = edge_clock_high_ps
         self.async_source_cycles = async_source_cycles
+        self.dut_cpu_clk_hz = DUT_CPU_CLK_FREQ if dut_cpu_clk_hz is None else dut_cpu_clk_hz
+        self.dut_firmware = dut_firmware
+        if dut_firmware is not None:
+            from targets.dut import cpu_soc
+
+            if not self.dut_cpu:
+                raise ValueError("a firmware image goes with a CPU DUT (sim.build(dut_cpu=...))")
+            if dut_firmware not in cpu_soc.FIRMWARE_IMAGES:
+                raise ValueError(f"no firmware image {dut_firmware!r} (images: {', '.join(cpu_soc.FIRMWARE_IMAGES)})")
 
     @property
     def url(self):
@@ -377,6 +470,12 @@ class SimulatedRig:
             if link.is_symlink() or link.exists():
                 link.unlink()
             link.symlink_to(item)
+        if self.dut_firmware is not None:   # the CPU DUT's ROM starts with this image (cpu_soc.FIRMWARE_IMAGES)
+            from targets.dut import cpu_soc
+
+            rom = self.run_dir / f"{cpu_soc.TOP}_rom.init"
+            rom.unlink()
+            rom.symlink_to(gateware / cpu_soc.rom_image_name(self.dut_firmware))
         for _attempt in range(5):
             (self.run_dir / "sim_config.js").write_text(self._sim_config(self.port).get_json())
             args = [str(self.sim_dir / "gateware" / "obj_dir" / "Vsim")]
@@ -407,7 +506,7 @@ class SimulatedRig:
 
     def _sim_config(self, port):
         return _sim_config(port, self.samples_per_tick, self.edge_clock_high_ps, bool(self.async_source_cycles),
-                           bool(self.dut_cpu))
+                           bool(self.dut_cpu), self.dut_cpu_clk_hz)
 
     def stop(self):
         if self.process and self.process.poll() is None:
@@ -440,11 +539,12 @@ def main(argv=None):
     parser.add_argument("--samples-per-tick", type=int, choices=(1, 2, 4), default=1,
                         help="samples of each input a tick (sub-tick timestamps; the DUT model then runs "
                              "that many times faster than ts, its settings in sub-ticks)")
+    parser.add_argument("--trace", action="store_true", help="a build that writes every signal to sim.vcd (slower)")
     args = parser.parse_args(argv)
     if not (args.build or args.run or args.rebuild):
         parser.error("nothing to do: give --build and/or --run")
     sim_dir = build(dut_model=args.dut_model, dut_top=args.dut_top, force=args.rebuild,
-                    samples_per_tick=args.samples_per_tick)
+                    samples_per_tick=args.samples_per_tick, trace=args.trace)
     print(json.dumps({"sim_dir": str(sim_dir)}))
     if args.run:
         dut_args = dict(kv.split("=", 1) for kv in args.dut)

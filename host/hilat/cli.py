@@ -303,7 +303,8 @@ def _dut_args(args):
 def _check_sim_clocks(sim, args):
     """Settings the simulated clocks cannot take are refused before a build that may take minutes."""
     try:
-        sim.check_clock_settings(args.samples_per_tick, args.edge_clock_high, args.async_source)
+        sim.check_clock_settings(args.samples_per_tick, args.edge_clock_high, args.async_source, bool(_dut_cpu(args)),
+                                 args.dut_cpu_clock)
     except ValueError as e:
         raise UsageError(str(e)) from None
     if _dut_cpu(args) and args.samples_per_tick != 1:
@@ -334,7 +335,7 @@ def _console_args(args, directory):
 def _simulated_rig(sim, sim_dir, run_dir, args, **kwargs):
     try:
         return sim.SimulatedRig(sim_dir, run_dir, edge_clock_high_ps=args.edge_clock_high,
-                                async_source_cycles=args.async_source, **kwargs)
+                                async_source_cycles=args.async_source, dut_cpu_clk_hz=args.dut_cpu_clock, **kwargs)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -346,7 +347,7 @@ def cmd_sim(args):
     sources = _sim_calibration_sources(args)
     _check_sim_clocks(sim, args)
     sim_dir = sim.build(dut_model=args.dut_model or sim.DEFAULT_DUT, dut_top=args.dut_top,
-                        samples_per_tick=args.samples_per_tick, dut_cpu=_dut_cpu(args))
+                        samples_per_tick=args.samples_per_tick, dut_cpu=_dut_cpu(args), trace=args.trace)
     dut_args = {**_dut_args(args), **sources, **_console_args(args, sim_dir / "run-sim")}
     rig = _simulated_rig(sim, sim_dir, sim_dir / "run-sim", args, port=args.port, dut_args=dut_args,
                          dut_log=args.dut_log, pps_log=args.pps_log)
@@ -354,6 +355,8 @@ def cmd_sim(args):
         print(rig.url, flush=True)
         if _dut_cpu(args):
             log.info("the DUT's console: %s", dut_args["console"])
+        if args.trace:
+            log.info("waveforms of every signal: %s", sim_dir / "run-sim" / "sim.vcd")
         log.info("simulated rig running; Ctrl-C to stop")
         try:
             rig.process.wait()
@@ -882,6 +885,10 @@ def build_parser():
                              "firmware/dut on a 25 MHz clock of its own; its console goes to dut_console.txt "
                              "(picorv32 and vexriscv_min take about 150us a stimulus: give them --period 200us "
                              "or more)")
+        sp.add_argument("--dut-cpu-clock", type=_positive_int, metavar="HZ",
+                        help="with --dut-cpu: its clock's frequency in whole Hz (default 25000000, two ticks a "
+                             "cycle); any other, e.g. 33_333_700, is unrelated to the rig's clock, its edges on the "
+                             "simulator's 10 ns step (at most 50000000)")
         sp.add_argument("--samples-per-tick", type=int, choices=(1, 2, 4), default=1,
                         help="the simulated rig samples each input this often a tick (sub-tick timestamps, "
                              "docs/subtick.md); the DUT model then runs this many times faster than the rig's "
@@ -897,6 +904,8 @@ def build_parser():
     s = sub.add_parser("sim", help="start the simulated rig and DUT; print the URL")
     s.add_argument("--port", type=_positive_int, default=None, help="TCP port on 127.0.0.1 (default: a free one)")
     s.add_argument("--dut-log", type=Path, help="write the DUT model's injected latencies here (CSV)")
+    s.add_argument("--trace", action="store_true", help="a simulator build (of its own) that writes every signal "
+                   "to sim.vcd for waveforms: slower, and the file grows by about 100 MB a second")
     add_sim_options(s)
     _add_sim_calibration_options(s)
     s.set_defaults(func=cmd_sim)
