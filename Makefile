@@ -2,7 +2,7 @@
 PY      := .venv/bin/python
 BUILD   := build
 
-.PHONY: setup test demo lint verilog bitstream clean
+.PHONY: demo-cpus setup test demo lint verilog bitstream clean
 
 setup:
 	@bash scripts/setup.sh
@@ -13,6 +13,12 @@ test: lint
 # The main job: a capture against the simulated rig and DUT, ending in a latency table.
 demo: setup
 	.venv/bin/hilat demo $(DEMO_ARGS)
+
+# The seeds' experiments on real CPUs as simulated DUTs (docs/dut-benchmarks.md): a Faller-style row
+# per CPU and hkern's IPC costs, ending in "dut cpus: C cpus, S stimuli, cross-check mismatches M".
+# One simulator build per CPU (about a minute each, cached in build/sim).
+demo-cpus: setup
+	.venv/bin/python -m targets.dut.experiments cpus $(DEMO_CPUS_ARGS)
 
 # Bitstream for a real board with the open toolchain (YoWASP, from PyPI), with a build report in
 # build/boards/$(BOARD)/build_report.json; fails when a clock misses its requested frequency.

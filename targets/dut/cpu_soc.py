@@ -39,6 +39,22 @@ CPUS = {
 RIG_CPU = ("vexriscv", "standard")   # gateware/soc.py's RigSoC: its Verilog needs no prefix
 PREFIX  = "dut_"
 GPIO_PINS = 4   # isr, task, tag, spare (hilat_dut_cpu.v)
+ROM_BYTES = 0x4000
+# The firmware's ROM images (firmware/dut/experiments.c): name -> its compile-time settings. The
+# first is in the ROM the SoC is built with; SimulatedRig(dut_args={"firmware": name}) starts with
+# another (targets/dut/experiments.py, docs/dut-benchmarks.md).
+FIRMWARE_IMAGES = {
+    "response":     "-DEXPERIMENT=1",
+    "response-dma": "-DEXPERIMENT=1 -DBACKGROUND_MASK_CYCLES=500 -DBACKGROUND_OPEN_CYCLES=600",
+    "pipeline":     "-DEXPERIMENT=2",
+    "ipc":          "-DEXPERIMENT=3",
+}
+DEFAULT_IMAGE = "response"
+
+
+def rom_image_name(image):
+    """The init file of a firmware image (in the SoC's gateware directory, and the rig's)."""
+    return f"{TOP}_rom.{image}.init"
 
 
 def link_march(gcc_flags):
@@ -92,9 +108,10 @@ def _dut_soc(cpu, clk_freq):
     from litex.build.generic_platform import GenericPlatform, Pins
     from litex.build.io import CRG
     from litex.gen import LiteXModule
-    from litex.soc.cores.gpio import GPIOIn, GPIOOut
+    from litex.soc.cores.gpio import GPIOIn
     from litex.soc.integration.soc_core import SoCCore, get_mem_data
-    from litex.soc.interconnect.csr import CSRStorage
+    from litex.soc.interconnect.csr import CSRStatus, CSRStorage
+    from migen import If
 
     io = [
         ("clk", 0, Pins(1)), ("rst", 0, Pins(1)),
@@ -124,9 +141,20 @@ def _dut_soc(cpu, clk_freq):
             cpu_type, cpu_variant = CPUS[cpu]
             self.crg = CRG(platform.request("clk"), rst=platform.request("rst"))
             SoCCore.__init__(self, platform, int(clk_freq), ident="hilat DUT", cpu_type=cpu_type,
-                             cpu_variant=cpu_variant, integrated_rom_size=0x4000, integrated_sram_size=0x2000,
+                             cpu_variant=cpu_variant, integrated_rom_size=ROM_BYTES, integrated_sram_size=0x2000,
                              with_uart=False, with_timer=True, timer_uptime=True)
-            self.gpio = GPIOOut(platform.request("gpio_out"))
+            # The pins the rig watches, written through set and clear registers: each write changes
+            # only the pins it names, so a handler and the tasks never undo each other's pins (as a
+            # read-modify-write of one output register could, preempted between read and write).
+            pins = platform.request("gpio_out")
+            self.pins = LiteXModule()
+            self.pins._set = CSRStorage(GPIO_PINS, name="set", description="Pins to raise: each 1 raises its "
+                                        "pin (0: isr, 1: task, 2: tag, 3: spare).")
+            self.pins._clear = CSRStorage(GPIO_PINS, name="clear", description="Pins to lower: each 1 lowers its pin.")
+            self.pins._out = CSRStatus(GPIO_PINS, name="out", description="The pins' levels.")
+            self.sync += If(self.pins._set.re, pins.eq(pins | self.pins._set.storage)).Elif(
+                self.pins._clear.re, pins.eq(pins & ~self.pins._clear.storage))
+            self.comb += self.pins._out.status.eq(pins)
             # The rig's stimulus pin: its rising edge interrupts the CPU (GPIOIn synchronises it).
             self.stim = GPIOIn(platform.request("irq_in"), with_irq=True)
             self.irq.add("stim", use_loc_if_exists=True)
@@ -136,15 +164,24 @@ def _dut_soc(cpu, clk_freq):
             self.comb += [valid.eq(self.console._out.re), data.eq(self.console._out.storage)]
 
         def init_mems(self, **kwargs):
-            """The firmware, against this SoC's headers, into its ROM (fixed size: a new firmware keeps
-            the simulator's build)."""
+            """Every firmware image, against this SoC's headers; the default one into its ROM, the
+            others as init files beside it (the ROM's size is fixed: another image needs no new
+            simulator, only another file read at start-up)."""
             out = Path(self.platform.output_dir).resolve()
-            subprocess.run(["make", "-s", "-C", str(FIRMWARE_DIR), f"BUILD={out / 'firmware'}",
-                            f"GENERATED={out / 'software' / 'include'}", f"CPU={self.cpu_type}",
-                            f"MARCH={self.cpu.gcc_flags}", f"LINK_MARCH={link_march(self.cpu.gcc_flags)}",
-                            f"PYTHON={sys.executable}"], check=True, stdout=sys.stderr)
-            self.init_rom("rom", get_mem_data(str(out / "firmware" / "firmware.bin"), data_width=32,
-                                              endianness="little"), auto_size=False)
+            for image, defines in FIRMWARE_IMAGES.items():
+                subprocess.run(["make", "-s", "-C", str(FIRMWARE_DIR), f"BUILD={out / 'firmware' / image}",
+                                f"GENERATED={out / 'software' / 'include'}", f"CPU={self.cpu_type}",
+                                f"MARCH={self.cpu.gcc_flags}", f"LINK_MARCH={link_march(self.cpu.gcc_flags)}",
+                                f"DEFINES={defines}", f"PYTHON={sys.executable}"], check=True, stdout=sys.stderr)
+                words = get_mem_data(str(out / "firmware" / image / "firmware.bin"), data_width=32,
+                                     endianness="little")
+                if len(words) > ROM_BYTES // 4:
+                    raise RuntimeError(f"firmware image {image}: {4 * len(words)} bytes, the ROM has {ROM_BYTES}")
+                gateware = out / "gateware"
+                gateware.mkdir(parents=True, exist_ok=True)
+                (gateware / rom_image_name(image)).write_text("".join(f"{w:08x}\n" for w in words))
+                if image == DEFAULT_IMAGE:
+                    self.init_rom("rom", words, auto_size=False)
 
     return DutSoC(VerilogPlatform())
 
