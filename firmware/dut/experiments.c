@@ -12,9 +12,10 @@
  *     signal -> handler, semaphore handoff and yield -> other task with a pin edge on each side.
  *
  * In the stimulus experiments the firmware also measures every sample with its own cycle counter
- * and prints "irq N isr_cycles A task_cycles B" (numbers in hex; the handler's duration, handler entry -> task pin)
- * for the cross-check against the rig, after "warm-up N" lines: timer interrupts that run the same
- * path before any stimulus, so that the first stimulus finds it warm as every later one does.
+ * and prints "irq N isr_cycles A task_cycles B entry C" (hex: the handler's duration, handler entry
+ * -> task pin, and the counter at handler entry) for the cross-check against the rig, after
+ * "warm-up N" lines: timer interrupts that run the same path before any stimulus, so that the first
+ * stimulus finds it warm as every later one does.
  */
 #include <stdint.h>
 
@@ -148,6 +149,8 @@ static void console_task(void *arg)
         put_hex(r->isr_exit - r->isr_entry);
         put_text(" task_cycles ");
         put_hex(r->task - r->isr_entry);
+        put_text(" entry ");
+        put_hex(r->isr_entry);
         put_char('\n');
     }
 }

@@ -53,15 +53,17 @@ IPC_MEASURES = {
 IPC_TITLES = {"send_to_receive": "send -> receive", "signal_to_handler": "signal -> handler",
               "semaphore_handoff": "semaphore handoff", "yield_to_other": "yield -> other task"}
 
-_CONSOLE_LINE = re.compile(r"irq (\S+) isr_cycles (\S+) task_cycles (\S+)")
+_CONSOLE_LINE = re.compile(r"irq (\S+) isr_cycles (\S+) task_cycles (\S+) entry (\S+)")
+CONSOLE_COLUMNS = ("index", "isr_cycles", "task_cycles", "entry")
 
 
 def read_console(path):
-    """The firmware's samples (index, isr_cycles, task_cycles), one row per stimulus, from its console
-    (its banner and warm-up lines skipped)."""
+    """The firmware's samples, one row per stimulus, from its console (its banner and warm-up lines
+    skipped): CONSOLE_COLUMNS, in DUT cycles; ``entry`` is the counter's value (its low 32 bits) at the
+    handler's first read, the others as their names say."""
     rows = [tuple(int(x, 0) for x in m.groups())
             for m in map(_CONSOLE_LINE.fullmatch, Path(path).read_text().splitlines()) if m]
-    return np.array(rows, dtype=np.int64).reshape(-1, 3)
+    return np.array(rows, dtype=np.int64).reshape(-1, len(CONSOLE_COLUMNS))
 
 
 @dataclass
@@ -111,9 +113,10 @@ class Result:
 
 
 def run(sim_dir, work, cpu, firmware, *, count, period=None, jitter=None, mode="dither",
-        measures=None, no_stimulus=False, seed=1):
+        measures=None, no_stimulus=False, seed=1, dut_hz=None):
     """One capture of ``firmware`` (a ROM image of cpu_soc.FIRMWARE_IMAGES) on the simulated rig;
-    ``period`` in ticks, by default the CPU's (PERIODS) for the image."""
+    ``period`` in ticks, by default the CPU's (PERIODS) for the image; ``dut_hz`` the DUT's clock
+    (default sim.DUT_CPU_CLK_FREQ, 2 ticks a cycle; ``cross_check`` assumes that one)."""
     work = Path(work)
     if period is None:
         period = PERIODS[cpu][1 if firmware == "pipeline" else 0]
@@ -125,11 +128,12 @@ def run(sim_dir, work, cpu, firmware, *, count, period=None, jitter=None, mode="
         stimulus=StimulusSettings(mode=mode, period=period, jitter=period // 4 if jitter is None else jitter,
                                   seed=seed))
     with sim.SimulatedRig(sim_dir, work / f"sim-{label}", dut_args={"console": console},
-                          dut_firmware=firmware) as rig:
+                          dut_firmware=firmware, dut_cpu_clk_hz=dut_hz) as rig:
         capture = Capture(rig.url, settings).run()
     if capture.error:
         raise RuntimeError(f"{label}: capture failed: {capture.error}")
-    check = None if no_stimulus else cross_check(capture.pairing(), read_console(console))
+    check = None if no_stimulus or dut_hz not in (None, sim.DUT_CPU_CLK_FREQ) else \
+        cross_check(capture.pairing(), read_console(console))
     return Result(cpu, label, capture, console, check)
 
 
