@@ -22,6 +22,7 @@ and the DUT model, so a second run starts within seconds and any change rebuilds
 """
 
 import argparse
+import fcntl
 import hashlib
 import json
 import math
@@ -200,17 +201,29 @@ def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", for
     LiteX SoC with that CPU on a clock of its own (targets/dut/cpu_soc.py), not the model. ``trace``: a
     build (of its own) that writes every signal to ``sim.vcd`` in the run directory, for waveforms; it
     runs about a fifth slower, and the file grows fast."""
-    from gateware.soc import RigBuilder
-
     if samples_per_tick not in (1, 2, 4):
         raise ValueError(f"samples_per_tick is 1, 2 or 4, not {samples_per_tick}")
     if dut_cpu and samples_per_tick != 1:
         raise ValueError("a CPU DUT runs with a rig sampling once a tick")
     build_root = Path(build_root or ROOT / "build" / "sim")
     out = build_root / build_key(dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace)
-    binary = out / "gateware" / "obj_dir" / "Vsim"
-    if binary.exists() and not force:
+    done = out / "sim.json"          # written last: a build with it is complete
+    if done.exists() and not force:
         return out
+    build_root.mkdir(parents=True, exist_ok=True)
+    # Another process building the same key (test runs side by side) would remove this one's files
+    # midway: wait for it, then reuse its build.
+    with open(build_root / f"{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists() or force:
+            _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace)
+    return out
+
+
+def _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace):
+    from gateware.soc import RigBuilder
+
+    binary = out / "gateware" / "obj_dir" / "Vsim"
     _log(f"building the simulated rig in {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}"
          " (about a minute)")
     shutil.rmtree(out, ignore_errors=True)
@@ -235,7 +248,6 @@ def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", for
     # What the runtime needs to clock it as it was built (its sim_config.js).
     (out / "sim.json").write_text(json.dumps({"samples_per_tick": samples_per_tick, "dut_cpu": dut_cpu,
                                               "trace": trace}))
-    return out
 
 
 def _use_our_harness(gateware, trace):
