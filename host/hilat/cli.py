@@ -311,6 +311,17 @@ def _check_sim_clocks(sim, args):
         raise UsageError("--dut-cpu goes with a rig sampling once a tick (--samples-per-tick 1)")
     if _dut_cpu(args) and args.dut_model:
         raise UsageError("--dut-cpu and --dut-model both choose the DUT: give one")
+    if args.dut_firmware and not _dut_cpu(args):
+        raise UsageError("--dut-firmware goes with --dut-cpu (the DUT model runs no firmware)")
+
+
+def _dut_firmware_choices():
+    """--dut-firmware: the CPU DUT's firmware images (targets/dut/cpu_soc.py, docs/dut-benchmarks.md)."""
+    try:
+        from targets.dut.cpu_soc import FIRMWARE_IMAGES
+    except ImportError:   # an install without the simulated rig's sources
+        return ()
+    return tuple(FIRMWARE_IMAGES)
 
 
 def _dut_cpu_choices():
@@ -335,7 +346,8 @@ def _console_args(args, directory):
 def _simulated_rig(sim, sim_dir, run_dir, args, **kwargs):
     try:
         return sim.SimulatedRig(sim_dir, run_dir, edge_clock_high_ps=args.edge_clock_high,
-                                async_source_cycles=args.async_source, dut_cpu_clk_hz=args.dut_cpu_clock, **kwargs)
+                                async_source_cycles=args.async_source, dut_cpu_clk_hz=args.dut_cpu_clock,
+                                dut_firmware=args.dut_firmware, **kwargs)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -882,9 +894,13 @@ def build_parser():
         sp.add_argument("--dut-top", default="hilat_dut_model", help="module name of the DUT model")
         sp.add_argument("--dut-cpu", choices=_dut_cpu_choices(), default="model",
                         help="the DUT: the Verilog model (default), or a LiteX SoC with this CPU running "
-                             "firmware/dut on a 25 MHz clock of its own; its console goes to dut_console.txt "
-                             "(picorv32 and vexriscv_min take about 150us a stimulus: give them --period 200us "
-                             "or more)")
+                             "hkern and its experiments (firmware/dut, docs/dut-benchmarks.md) on a 25 MHz clock "
+                             "of its own; its console goes to dut_console.txt (give the stimuli --period 160us "
+                             "or more on vexriscv, 600us on picorv32 and vexriscv_min)")
+        sp.add_argument("--dut-firmware", choices=_dut_firmware_choices(), default=None,
+                        help="with --dut-cpu: the firmware image its ROM starts with (default response: stimulus "
+                             "-> handler -> task; response-dma adds interrupts masked by a background task, "
+                             "pipeline three tasks through queues, ipc kernel calls timed without stimulus)")
         sp.add_argument("--dut-cpu-clock", type=_positive_int, metavar="HZ",
                         help="with --dut-cpu: its clock's frequency in whole Hz (default 25000000, two ticks a "
                              "cycle); any other, e.g. 33_333_700, is unrelated to the rig's clock, its edges on the "

@@ -108,3 +108,15 @@ def test_demo_cpus_last_line(vex_sim, capsys, tmp_path):
     assert ex.main(["cpus", "--cpu", "vexriscv", "--count", "20", "--work", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == "dut cpus: 1 cpus, 40 stimuli, cross-check mismatches 0"
+
+
+def test_a_firmware_image_is_refused_where_it_cannot_run(vex_sim, tmp_path, capsys):
+    from hilat import cli
+
+    with pytest.raises(ValueError, match="no firmware image 'nope'"):
+        sim.SimulatedRig(vex_sim, tmp_path, dut_firmware="nope")
+    with pytest.raises(ValueError, match="goes with a CPU DUT"):
+        sim.SimulatedRig(sim.build(), tmp_path, dut_firmware="ipc")
+    with pytest.raises(SystemExit) as raised:
+        cli.main(["demo", "--dut-firmware", "ipc"])
+    assert raised.value.code == 2 and "--dut-firmware goes with --dut-cpu" in capsys.readouterr().err
