@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from targets import sim
-from targets.dut.experiments import _most_common
+from targets.dut.experiments import most_common
 
 EVENTS = ("isr_rise", "isr_fall", "task_rise")
 STEPS_PER_TICK = 2       # the rig's ts (50 MHz) on the simulator's 10 ns step
@@ -126,7 +126,7 @@ def clock_cross_check(pairing, console_rows, dut_hz=sim.DUT_CPU_CLK_FREQ, consta
         for e in EVENTS:
             use = answered & ~out_of_order
             edge = edge_in_tick(ticks[e][use], dut_hz)
-            constants[e] = _most_common((edge - counts[e][use])[edge >= 0])
+            constants[e] = most_common((edge - counts[e][use])[edge >= 0])
     bad = ~answered | out_of_order
     for e in EVENTS:
         bad |= edge_ticks(np.maximum(counts[e] + constants[e], 0), dut_hz) != ticks[e]

@@ -37,7 +37,7 @@ NS_PER_TICK = 1e9 / sim.TS_CLK_FREQ
 PERIODS = {
     "vexriscv":      (8000, 24000),
     "vexriscv_full": (8000, 24000),
-    "vexriscv_lite": (12000, 36000),
+    "vexriscv_lite": (16000, 48000),
     "vexriscv_min":  (30000, 90000),
     "picorv32":      (30000, 90000),
 }
@@ -78,7 +78,7 @@ class CrossCheck:
                 f"(ISR duration), + {self.task_constant} (ISR -> task); mismatches {self.mismatches}")
 
 
-def _most_common(values):
+def most_common(values):
     if not len(values):
         return 0
     distinct, counts = np.unique(values, return_counts=True)
@@ -95,7 +95,7 @@ def cross_check(pairing, console_rows):
     isr = pairing.isr_duration[:n] - TICKS_PER_CYCLE * console_rows[:n, 1]
     task = pairing.isr_to_task[:n] - TICKS_PER_CYCLE * console_rows[:n, 2]
     answered = (pairing.isr_duration[:n] >= 0) & (pairing.isr_to_task[:n] >= 0)
-    isr_constant, task_constant = (_most_common(v[answered]) for v in (isr, task))
+    isr_constant, task_constant = (most_common(v[answered]) for v in (isr, task))
     # The n-th line must be the n-th stimulus's: a console that skipped or repeated one (a DUT that
     # restarted) mismatches from there on.
     out_of_order = console_rows[:n, 0] != np.arange(1, n + 1)
@@ -109,14 +109,20 @@ class Result:
     label: str
     capture: object
     console: Path
-    check: CrossCheck | None
+    check: object          # CrossCheck (the default clock) or clock_check.ClockCheck; None without stimuli
+    dut_hz: int = sim.DUT_CPU_CLK_FREQ
+
+    def cycles(self, ticks):
+        """Rig ticks in DUT cycles (exact at the default clock, 2 ticks a cycle)."""
+        return ticks * self.dut_hz / sim.TS_CLK_FREQ
 
 
 def run(sim_dir, work, cpu, firmware, *, count, period=None, jitter=None, mode="dither",
         measures=None, no_stimulus=False, seed=1, dut_hz=None):
     """One capture of ``firmware`` (a ROM image of cpu_soc.FIRMWARE_IMAGES) on the simulated rig;
     ``period`` in ticks, by default the CPU's (PERIODS) for the image; ``dut_hz`` the DUT's clock
-    (default sim.DUT_CPU_CLK_FREQ, 2 ticks a cycle; ``cross_check`` assumes that one)."""
+    (default sim.DUT_CPU_CLK_FREQ, 2 ticks a cycle, checked by ``cross_check``; any other is unrelated
+    to the rig's, checked through its edges' schedule by clock_check)."""
     work = Path(work)
     if period is None:
         period = PERIODS[cpu][1 if firmware == "pipeline" else 0]
@@ -132,9 +138,15 @@ def run(sim_dir, work, cpu, firmware, *, count, period=None, jitter=None, mode="
         capture = Capture(rig.url, settings).run()
     if capture.error:
         raise RuntimeError(f"{label}: capture failed: {capture.error}")
-    check = None if no_stimulus or dut_hz not in (None, sim.DUT_CPU_CLK_FREQ) else \
-        cross_check(capture.pairing(), read_console(console))
-    return Result(cpu, label, capture, console, check)
+    dut_hz = dut_hz or sim.DUT_CPU_CLK_FREQ
+    check = None
+    if not no_stimulus and dut_hz == sim.DUT_CPU_CLK_FREQ:
+        check = cross_check(capture.pairing(), read_console(console))
+    elif not no_stimulus:   # a clock unrelated to the rig's: each pin event through the clock's schedule
+        from targets.dut.clock_check import clock_cross_check
+
+        check = clock_cross_check(capture.pairing(), read_console(console), dut_hz)
+    return Result(cpu, label, capture, console, check, dut_hz)
 
 
 # ---- tables -----------------------------------------------------------------------------------
@@ -147,8 +159,8 @@ def _stats(ticks):
     return v.min(), float(np.median(v)), float(v.mean()), v.max()
 
 
-def _cycles_ns(ticks):
-    return f"{ticks / TICKS_PER_CYCLE:g} cyc {ticks * NS_PER_TICK / 1000:.2f} us"
+def _cycles_us(result, ticks):
+    return f"{result.cycles(ticks):.6g} cyc {ticks * NS_PER_TICK / 1000:.2f} us"
 
 
 def table(head, rows):
@@ -162,12 +174,12 @@ def table(head, rows):
     return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths)] + [line(r) for r in cells[1:]])
 
 
-def min_med_max(ticks, unit="cycles"):
+def min_med_max(result, ticks):
+    """Min, median, max of ``ticks`` in the result's DUT cycles."""
     s = _stats(ticks)
     if s is None:
         return ["-", "-", "-"]
-    scale = 1 / TICKS_PER_CYCLE if unit == "cycles" else NS_PER_TICK / 1000
-    return [f"{s[0] * scale:g}", f"{s[1] * scale:g}", f"{s[3] * scale:g}"]
+    return [f"{result.cycles(s[i]):.6g}" for i in (0, 1, 3)]
 
 
 def ssc_table(results):
@@ -178,7 +190,7 @@ def ssc_table(results):
         p = r.capture.pairing()
         for name, ticks in (("interrupt service response", p.isr_latency), ("interrupt task response", p.task_latency)):
             s = _stats(ticks)
-            rows.append([r.cpu, name] + [f"{x / TICKS_PER_CYCLE:g} / {x * NS_PER_TICK / 1000:.2f}"
+            rows.append([r.cpu, name] + [f"{r.cycles(x):.6g} / {x * NS_PER_TICK / 1000:.2f}"
                                          for x in (s[0], s[2], s[3])])
     return table(["cpu", "response (DUT cycles / us)", "min", "average", "max"], rows)
 
@@ -189,8 +201,8 @@ def faller_table(pairs):
     rows = []
     for quiet, dma in pairs:
         pq, pd = quiet.capture.pairing(), dma.capture.pairing()
-        rows.append([quiet.cpu] + min_med_max(pq.isr_latency) + min_med_max(pd.isr_latency)
-                    + min_med_max(pq.task_latency) + min_med_max(pd.task_latency))
+        rows.append([quiet.cpu] + min_med_max(quiet, pq.isr_latency) + min_med_max(dma, pd.isr_latency)
+                    + min_med_max(quiet, pq.task_latency) + min_med_max(dma, pd.task_latency))
     head = ["cpu (DUT cycles)", "ISR min", "med", "max", "ISR+DMA min", "med", "max",
             "task min", "med", "max", "task+DMA min", "med", "max"]
     return table(head, rows)
@@ -204,7 +216,7 @@ def sacha_table(results):
         for name in IPC_MEASURES:
             s = _stats(ms.latency(name))
             rows.append([r.cpu, IPC_TITLES[name]] + (["-"] * 3 if s is None else
-                        [_cycles_ns(s[0]), _cycles_ns(s[2]), _cycles_ns(s[3])]))
+                        [_cycles_us(r, s[0]), _cycles_us(r, s[2]), _cycles_us(r, s[3])]))
     return table(["cpu", "operation", "min", "average", "max"], rows)
 
 
@@ -212,12 +224,14 @@ def realfeel_table(result):
     """Realfeel: the worst case, and the histogram in power-of-two bins (a log-log plot's points)."""
     v = np.asarray(result.capture.pairing().task_latency)
     answered = v[v >= 0]
-    cycles = answered / TICKS_PER_CYCLE
+    cycles = result.cycles(answered)
     edges = 2 ** np.arange(int(np.floor(np.log2(max(cycles.min(), 1)))), int(np.ceil(np.log2(cycles.max() + 1))) + 1)
     counts, _ = np.histogram(cycles, bins=edges)
-    rows = [[f"{lo:g} .. {hi:g}", f"{lo * TICKS_PER_CYCLE * NS_PER_TICK / 1000:.2f} .. "
-             f"{hi * TICKS_PER_CYCLE * NS_PER_TICK / 1000:.2f}", c] for lo, hi, c in zip(edges[:-1], edges[1:], counts)]
-    head = (f"{result.cpu}: {len(v)} periodic stimuli, stimulus -> task worst case {_cycles_ns(answered.max())}, "
+    us_per_cycle = 1e6 / result.dut_hz
+    rows = [[f"{lo:g} .. {hi:g}", f"{lo * us_per_cycle:.2f} .. {hi * us_per_cycle:.2f}", c]
+            for lo, hi, c in zip(edges[:-1], edges[1:], counts)]
+    head = (f"{result.cpu}: {len(v)} periodic stimuli, stimulus -> task worst case "
+            f"{_cycles_us(result, answered.max())}, "
             f"unanswered {int((v < 0).sum())}\n")
     return head + table(["DUT cycles", "us", "samples"], rows)
 
@@ -252,15 +266,25 @@ def main(argv=None):
     parser.add_argument("--count", type=int, default=None, help="stimuli (or IPC rounds) per capture")
     parser.add_argument("--deadline", type=float, action="append", metavar="US",
                         help="realstone: a deadline in us (repeatable; default 160, 180, 200, 240)")
+    parser.add_argument("--dut-clock", type=int, default=sim.DUT_CPU_CLK_FREQ, metavar="HZ",
+                        help="the DUT's clock in whole Hz (default 25000000, 2 ticks a cycle; any other, e.g. "
+                             "31415927, is unrelated to the rig's, and the cross-check follows its edges)")
     parser.add_argument("--work", type=Path, default=None, help="directory for the runs (default: a temporary one)")
     args = parser.parse_args(argv)
     if args.count is not None and args.count < 1:
         parser.error("--count must be at least 1")
+    try:
+        sim.check_clock_settings(1, dut_cpu=True, dut_cpu_clk_hz=args.dut_clock)
+    except ValueError as e:
+        parser.error(f"--dut-clock: {e}")
     cpus = args.cpu or (sorted(cpu_soc.CPUS) if args.experiment == "cpus" else ["vexriscv"])
     work = args.work or Path(tempfile.mkdtemp(prefix="hilat-dut-"))
     _log(f"runs in {work}")
     mismatches = 0
     stimuli = 0
+
+    def run_at_clock(*a, **kw):
+        return run(*a, dut_hz=args.dut_clock, **kw)
 
     def checked(result):
         nonlocal mismatches, stimuli
@@ -271,39 +295,40 @@ def main(argv=None):
         return result
 
     if args.experiment == "ssc":
-        results = [checked(run(_sim(c), work, c, "response", count=args.count or 500)) for c in cpus]
+        results = [checked(run_at_clock(_sim(c), work, c, "response", count=args.count or 500)) for c in cpus]
         print(ssc_table(results))
     elif args.experiment == "faller":
-        pairs = [(checked(run(_sim(c), work, c, "response", count=args.count or 500)),
-                  checked(run(_sim(c), work, c, "response-dma", count=args.count or 500))) for c in cpus]
+        pairs = [(checked(run_at_clock(_sim(c), work, c, "response", count=args.count or 500)),
+                  checked(run_at_clock(_sim(c), work, c, "response-dma", count=args.count or 500))) for c in cpus]
         print(faller_table(pairs))
     elif args.experiment == "sacha":
-        results = [run(_sim(c), work, c, "ipc", count=args.count or 200, no_stimulus=True, measures=IPC_MEASURES)
-                   for c in cpus]
+        results = [run_at_clock(_sim(c), work, c, "ipc", count=args.count or 200, no_stimulus=True,
+                                measures=IPC_MEASURES) for c in cpus]
         print(sacha_table(results))
     elif args.experiment == "realfeel":
         for c in cpus:
-            print(realfeel_table(checked(run(_sim(c), work, c, "response-dma", count=args.count or 5000,
+            print(realfeel_table(checked(run_at_clock(_sim(c), work, c, "response-dma", count=args.count or 5000,
                                              mode="periodic", jitter=0))))
     elif args.experiment == "realstone":
         for c in cpus:
-            print(realstone_table(checked(run(_sim(c), work, c, "pipeline", count=args.count or 500)),
+            print(realstone_table(checked(run_at_clock(_sim(c), work, c, "pipeline", count=args.count or 500)),
                                   args.deadline or [160, 180, 200, 240]))
     else:
         count = args.count or 300
         pairs, ipc = [], []
         for c in cpus:
             sim_dir = _sim(c)
-            pairs.append((checked(run(sim_dir, work, c, "response", count=count)),
-                          checked(run(sim_dir, work, c, "response-dma", count=count))))
-            ipc.append(run(sim_dir, work, c, "ipc", count=count, no_stimulus=True, measures=IPC_MEASURES))
+            pairs.append((checked(run_at_clock(sim_dir, work, c, "response", count=count)),
+                          checked(run_at_clock(sim_dir, work, c, "response-dma", count=count))))
+            ipc.append(run_at_clock(sim_dir, work, c, "ipc", count=count, no_stimulus=True, measures=IPC_MEASURES))
         print(faller_table(pairs))
         print()
         print(sacha_table(ipc))
         print()
         print(f"dut cpus: {len(cpus)} cpus, {stimuli} stimuli, cross-check mismatches {mismatches}")
         return 1 if mismatches else 0
-    print(f"\ncross-check mismatches {mismatches} over {stimuli} stimuli" if stimuli else "")
+    if stimuli:
+        print(f"\ncross-check mismatches {mismatches} over {stimuli} stimuli")
     return 1 if mismatches else 0
 
 

@@ -120,3 +120,15 @@ def test_a_firmware_image_is_refused_where_it_cannot_run(vex_sim, tmp_path, caps
     with pytest.raises(SystemExit) as raised:
         cli.main(["demo", "--dut-firmware", "ipc"])
     assert raised.value.code == 2 and "--dut-firmware goes with --dut-cpu" in capsys.readouterr().err
+
+
+def test_an_experiment_at_a_dut_clock_unrelated_to_the_rigs(vex_sim, capsys, tmp_path):
+    """At 31.415927 MHz (about 1.59 ticks a cycle) the cross-check follows the clock's edges
+    (targets/dut/clock_check.py) and the tables convert ticks at that clock."""
+    assert ex.main(["ssc", "--cpu", "vexriscv", "--count", "30", "--dut-clock", "31415927",
+                    "--work", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[-1] == "cross-check mismatches 0 over 30 stimuli"
+    assert "31415927 Hz" in captured.err
+    with pytest.raises(SystemExit):
+        ex.main(["ssc", "--dut-clock", "60000000"])
