@@ -220,16 +220,22 @@ def sacha_table(results):
     return table(["cpu", "operation", "min", "average", "max"], rows)
 
 
+BINS_PER_OCTAVE = 8
+
+
 def realfeel_table(result):
-    """Realfeel: the worst case, and the histogram in power-of-two bins (a log-log plot's points)."""
+    """Realfeel: the worst case, and the histogram in log-spaced bins (a log-log plot's points)."""
     v = np.asarray(result.capture.pairing().task_latency)
     answered = v[v >= 0]
     cycles = result.cycles(answered)
-    edges = 2 ** np.arange(int(np.floor(np.log2(max(cycles.min(), 1)))), int(np.ceil(np.log2(cycles.max() + 1))) + 1)
+    # Eight bins an octave: equal widths on the log axis of Realfeel's log-log plot.
+    lo, hi = np.log2(max(cycles.min(), 1)), np.log2(cycles.max() + 1)
+    edges = 2 ** (np.arange(int(np.floor(lo * BINS_PER_OCTAVE)), int(np.ceil(hi * BINS_PER_OCTAVE)) + 1)
+                  / BINS_PER_OCTAVE)
     counts, _ = np.histogram(cycles, bins=edges)
     us_per_cycle = 1e6 / result.dut_hz
-    rows = [[f"{lo:g} .. {hi:g}", f"{lo * us_per_cycle:.2f} .. {hi * us_per_cycle:.2f}", c]
-            for lo, hi, c in zip(edges[:-1], edges[1:], counts)]
+    rows = [[f"{a:.1f} .. {b:.1f}", f"{a * us_per_cycle:.2f} .. {b * us_per_cycle:.2f}", c]
+            for a, b, c in zip(edges[:-1], edges[1:], counts)]
     head = (f"{result.cpu}: {len(v)} periodic stimuli, stimulus -> task worst case "
             f"{_cycles_us(result, answered.max())}, "
             f"unanswered {int((v < 0).sum())}\n")
