@@ -175,11 +175,11 @@ def table(head, rows):
 
 
 def min_med_max(result, ticks):
-    """Min, median, max of ``ticks`` in the result's DUT cycles."""
+    """Min, median, max of ``ticks``, each as DUT cycles / ns."""
     s = _stats(ticks)
     if s is None:
         return ["-", "-", "-"]
-    return [f"{result.cycles(s[i]):.6g}" for i in (0, 1, 3)]
+    return [f"{result.cycles(s[i]):.6g} / {s[i] * NS_PER_TICK:.0f}" for i in (0, 1, 3)]
 
 
 def ssc_table(results):
@@ -203,7 +203,7 @@ def faller_table(pairs):
         pq, pd = quiet.capture.pairing(), dma.capture.pairing()
         rows.append([quiet.cpu] + min_med_max(quiet, pq.isr_latency) + min_med_max(dma, pd.isr_latency)
                     + min_med_max(quiet, pq.task_latency) + min_med_max(dma, pd.task_latency))
-    head = ["cpu (DUT cycles)", "ISR min", "med", "max", "ISR+DMA min", "med", "max",
+    head = ["cpu (DUT cycles / ns)", "ISR min", "med", "max", "ISR+DMA min", "med", "max",
             "task min", "med", "max", "task+DMA min", "med", "max"]
     return table(head, rows)
 
