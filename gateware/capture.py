@@ -191,9 +191,14 @@ class _DropAccounting(LiteXModule):
         drop_d = Signal()
         dropped_timestamp = Signal(64)
         dropped_channels  = Signal(n)
+        # From a drop until its marker is written, records are refused (dropped and merged into the
+        # marker): no record later than a gap's first lost one reaches the stream before the gap's
+        # marker, so the host knows a gap before it sees anything after its start.
+        blocked = Signal()
         self.comb += [
-            drop.eq(record.valid & ~sink.ready),
-            If(record.valid,
+            blocked.eq(drop_d | marker_pending),
+            drop.eq(record.valid & (~sink.ready | blocked)),
+            If(record.valid & ~blocked,
                 record.connect(sink, omit={"ready"}),
             ).Else(
                 # A drop still to be merged holds the marker back a cycle: one marker per gap.
@@ -220,7 +225,7 @@ class _DropAccounting(LiteXModule):
                     marker_timestamp.eq(dropped_timestamp),
                     marker_channels.eq(dropped_channels),
                 ),
-            ).Elif(~record.valid & marker_pending & sink.ready,
+            ).Elif(marker_pending & sink.ready,
                 marker_pending.eq(0),
             ),
             *[If(count_drop[i], dropped[i].eq(dropped[i] + 1)) for i in range(n)],

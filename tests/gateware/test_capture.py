@@ -187,6 +187,21 @@ async def overflow_gaps_each_marked_once(dut, clocks):
     assert [mask for _, mask in markers] == [covered[ts] for ts in marker_ticks]
     for ch in range(tb.n_channels):
         assert dropped[ch] == sum(m >> ch & 1 for _, m, _ in lost), f"channel {ch}"
+    # A gap is known before anything after its start: every record ahead of a marker in the stream
+    # is earlier than the marker's tick, and every record lost in its gap earlier than the first
+    # record behind it (the host's gap is [marker tick, that record's tick)).
+    latest, gap_end, open_gap = -1, {}, None
+    for ts, _, _, kind in tb.records:
+        if kind == 1:
+            assert latest < ts, f"a record at {latest} reached the stream before the marker of the gap from {ts}"
+            open_gap = ts
+        else:
+            latest = ts
+            if open_gap is not None:
+                gap_end[open_gap], open_gap = ts, None
+    for ts, _, _ in lost:
+        owner = max(m for m in marker_ticks if m <= ts)
+        assert ts < gap_end.get(owner, 1 << 64), f"record lost at {ts} after its gap's end {gap_end[owner]}"
 
 
 # Across the 64-bit wrap ------------------------------------------------------------------------
