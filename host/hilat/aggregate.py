@@ -74,6 +74,13 @@ class StreamingAggregator:
         self.exact = {key: _Exact() for key in keys}
         self.starts = dict.fromkeys(keys, 0)
         self.misses = dict.fromkeys(keys, 0)
+        self.unknown = dict.fromkeys(keys, 0)    # windows a gap touched: neither samples nor misses
+        self.task_before_isr = 0
+        # Where the stream has holes (analysis.Gaps), in the edges' unit; only those the tail can
+        # still touch are kept (see _trim).
+        self.gaps = analysis.Gaps()
+        self.gap_count = 0
+        self._tag_edge_dropped = None   # tick of the last tag edge trimmed from the tail
         self.duplicates = dict.fromkeys(keys, 0)
         self.tagged = dict.fromkeys(self.kinds, 0)
         self.stimuli = 0
@@ -89,7 +96,14 @@ class StreamingAggregator:
 
     def _measure(self, t, c, lv, end_tick):
         return analysis.measure(t, c, lv, self.roles, self.measures, self.builtin, self.deadline,
-                                end_tick=end_tick, offset_ticks=self.offset_ticks, tag_level=self._tag_level)
+                                end_tick=end_tick, offset_ticks=self.offset_ticks, tag_level=self._tag_level,
+                                gaps=self.gaps)
+
+    def add_gap(self, start, end, channels):
+        """A hole in the stream: edges on ``channels`` (a mask) in [start, end) may be missing. Given
+        before any edge after ``start`` (the capture's gaps are known by then: docs/analysis.md)."""
+        self.gaps = self.gaps + analysis.Gaps.of([(start, end, channels)])
+        self.gap_count += 1
 
     def feed(self, ticks, chans, levels):
         """One chunk of edges; chunks must follow each other in tick order."""
@@ -121,11 +135,25 @@ class StreamingAggregator:
     def _trim(self, t, c, lv, start):
         """Edges from ``start`` on; the tag's level carries over as ``_tag_level``, not as its last edge
         before ``start``: kept, that edge would be a start edge again for a measure on the tag channel
-        (a second sample of a start already counted, its end edge dropped: a miss)."""
+        (a second sample of a start already counted, its end edge dropped: a miss).
+
+        Gaps that end before the tail are dropped, except that a tag gap after the last tag edge
+        trimmed leaves the tag's level unknown: one gap on the tag just before the tail says so."""
         if self.roles.tag is not None:
             tag_before = np.flatnonzero(c[:start] == self.roles.tag)
             if len(tag_before):
                 self._tag_level = int(lv[tag_before[-1]] == self.roles.active_level(self.roles.tag))
+                self._tag_edge_dropped = int(t[tag_before[-1]])
+        if len(self.gaps):
+            tail_start = int(t[start]) if start < len(t) else (int(t[-1]) + 1 if len(t) else 0)
+            old = self.gaps.end <= tail_start
+            if old.any():
+                tag_bit = np.uint32(analysis.channel_bit(self.roles.tag))
+                since = self._tag_edge_dropped if self._tag_edge_dropped is not None else np.iinfo(np.int64).min
+                tag_hidden = bool((old & ((self.gaps.channels & tag_bit) != 0) & (self.gaps.end > since)).any())
+                self.gaps = self.gaps.select(~old)
+                if tag_hidden:
+                    self.gaps = self.gaps + analysis.Gaps.of([(tail_start - 1, tail_start, int(tag_bit))])
         return t[start:], c[start:], lv[start:]
 
     def finish(self, end_tick=None):
@@ -141,20 +169,21 @@ class StreamingAggregator:
     def _account(self, found):
         if self.builtin:
             self.stimuli += len(found.series[analysis.KINDS[0][0]])
+            self.task_before_isr += found.task_before_isr
         for kind in self.kinds:
             first_index = self.starts[("all", kind)]
             if self.on_samples is not None:
                 self.on_samples(kind, found.series[kind])
-            self.tagged[kind] += int(found.series[kind].tag_in_window.sum())
+            self.tagged[kind] += int((found.series[kind].tag_in_window == 1).sum())
             for subset in SUBSET_NAMES:
                 sel = found.subset(kind, subset)
                 lat = sel.values
-                ok = lat != analysis.MISSING
-                v = lat[ok]
+                v = sel.valid()
                 key = (subset, kind)
                 self.starts[key] += len(sel)
                 self.duplicates[key] += int(sel.duplicates.sum())
-                self.misses[key] += int(len(lat) - len(v))
+                self.misses[key] += sel.n_misses
+                self.unknown[key] += sel.n_unknown
                 self.exact[key].add(v)
                 self.hist[key].record(v)
                 if subset == "all" and len(v):

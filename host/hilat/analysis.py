@@ -271,6 +271,134 @@ def in_subticks(units_per_tick, offset_ticks, deadline_ticks, measures=()):
              for m in measures])
 
 
+GAP_OPEN_END = np.iinfo(np.int64).max   # a gap that runs to the end of the run
+ALL_CHANNELS = 0xFFFFFFFF                # a gap on every channel (the link lost frames)
+TAG_UNKNOWN = 2                          # tag_at_start / tag_in_window where a gap hides the tag's level
+
+
+class Gaps:
+    """Where the record stream has holes (docs/analysis.md, "Gaps"): spans [start, end) in the
+    analysis's unit on a mask of channels, whose edges may be missing there. A gateware overflow
+    marker is a gap on the channels that dropped, from the first lost record's tick to the first
+    record after the marker; frames lost on the link, from just after the last record before to the
+    first record after, on every channel; a capture cut short, from just after its last record to
+    the end (``GAP_OPEN_END``). Nothing is computed across a gap: a window that touches one on a
+    channel its kind depends on is **unknown** for that kind."""
+
+    def __init__(self, start=(), end=(), channels=()):
+        self.start = np.asarray(start, dtype=np.int64).reshape(-1)
+        self.end = np.asarray(end, dtype=np.int64).reshape(-1)
+        self.channels = np.asarray(channels, dtype=np.uint32).reshape(-1)
+        self._merged = {}
+
+    @classmethod
+    def of(cls, items):
+        """From (start, end, channel mask) triples."""
+        items = list(items)
+        if not items:
+            return cls()
+        start, end, channels = zip(*items)
+        return cls(start, end, [int(c) & ALL_CHANNELS for c in channels])
+
+    def __len__(self):
+        return len(self.start)
+
+    def __add__(self, other):
+        return Gaps(np.concatenate((self.start, other.start)), np.concatenate((self.end, other.end)),
+                    np.concatenate((self.channels, other.channels)))
+
+    def items(self):
+        return list(zip(self.start.tolist(), self.end.tolist(), self.channels.tolist()))
+
+    def select(self, keep):
+        return Gaps(self.start[keep], self.end[keep], self.channels[keep])
+
+    def on(self, mask):
+        """The gaps touching any channel of ``mask``, merged: disjoint, sorted (starts, ends)."""
+        mask = int(mask) & ALL_CHANNELS
+        if mask not in self._merged:
+            sel = (self.channels & np.uint32(mask)) != 0
+            s, e = self.start[sel], self.end[sel]
+            if len(s) > 1:
+                order = np.argsort(s, kind="stable")
+                s, e = s[order], np.maximum.accumulate(e[order])
+                new = np.concatenate(([True], s[1:] > e[:-1]))
+                last = np.append(np.flatnonzero(new)[1:] - 1, len(s) - 1)
+                s, e = s[new], e[last]
+            self._merged[mask] = (s, e)
+        return self._merged[mask]
+
+    def touches(self, mask, lo, hi):
+        """Per span [lo, hi): whether a gap on a channel of ``mask`` overlaps it (bool array)."""
+        lo = np.asarray(lo, dtype=np.int64)
+        hi = np.asarray(hi, dtype=np.int64)
+        s, e = self.on(mask)
+        if not len(s) or not mask:
+            return np.zeros(lo.shape, bool)
+        idx = np.searchsorted(e, lo, side="right")        # the first gap ending after lo
+        inside = idx < len(s)
+        return inside & (s[np.minimum(idx, len(s) - 1)] < hi) & (hi > lo)
+
+
+GAP_OVERFLOW, GAP_LINK, GAP_CUT_SHORT = 1, 2, 3   # why a gap is there (runs' gaps.bin)
+GAP_REASONS = {GAP_OVERFLOW: "gateware FIFO overflow", GAP_LINK: "frames lost on the link",
+               GAP_CUT_SHORT: "capture cut short"}
+
+
+class GapTracker:
+    """Turns the stream's disturbances, in stream order between the records, into closed gaps
+    (start, end, channels, reason) in the edges' unit (1/``units_per_tick`` tick):
+
+    - an overflow marker (``overflow``): the gateware dropped records on ``channels`` from its tick
+      on; the gap ends at the first record after the marker (the gateware refuses records from a
+      drop until its marker is written, so none later than the gap's start comes before it);
+    - frames lost on the link (``frames_lost``): every channel, from just after the last record
+      before to the first record after;
+    - the end (``close``): gaps still open run to the end of the run; a capture cut short adds
+      one from just after its last edge."""
+
+    def __init__(self, units_per_tick=1):
+        self.units = int(units_per_tick)
+        self.open = []              # (start, channels, reason) waiting for the next record
+        self.last_record_tick = None
+        self.count = 0
+
+    def overflow(self, tick, channels):
+        self.open.append((int(tick) * self.units, int(channels), GAP_OVERFLOW))
+
+    def frames_lost(self):
+        start = 0 if self.last_record_tick is None else (self.last_record_tick + 1) * self.units
+        self.open.append((start, ALL_CHANNELS, GAP_LINK))
+
+    def records(self, record_ticks):
+        """Records arrived (their ticks, in order): the open gaps close at the first; returns them."""
+        if not len(record_ticks):
+            return []
+        closed = []
+        if self.open:
+            end = int(record_ticks[0]) * self.units
+            closed = [(start, max(end, start), channels, reason) for start, channels, reason in self.open]
+            self.open = []
+            self.count += len(closed)
+        self.last_record_tick = int(record_ticks[-1])
+        return closed
+
+    def close(self, cut_short_after=None):
+        """The gaps still open, to the end of the run; ``cut_short_after``: the last edge's time of a
+        capture that ended early (what came after it is unknown)."""
+        closed = [(start, GAP_OPEN_END, channels, reason) for start, channels, reason in self.open]
+        self.open = []
+        if cut_short_after is not None:
+            closed.append((int(cut_short_after) + 1, GAP_OPEN_END, ALL_CHANNELS, GAP_CUT_SHORT))
+        self.count += len(closed)
+        return closed
+
+
+def channel_bit(channel):
+    """The mask bit of a channel (0 for a role no channel plays)."""
+    return 0 if channel is None else 1 << int(channel)
+
+
 def _level_at(edge_ticks, edge_levels, at, initial=0):
     """Level of a channel at ticks ``at`` (inclusive of an edge at that tick)."""
     if len(edge_ticks) == 0:
@@ -284,7 +412,7 @@ def _level_at(edge_ticks, edge_levels, at, initial=0):
 class Pairing:
     stim_tick: np.ndarray
     window_end: np.ndarray
-    isr_latency: np.ndarray      # ticks, offset subtracted; MISSING where missed
+    isr_latency: np.ndarray      # ticks, offset subtracted; MISSING where missed or unknown
     task_latency: np.ndarray
     isr_to_task: np.ndarray
     isr_duration: np.ndarray     # ticks from the matched ISR rise to the next ISR fall
@@ -293,9 +421,15 @@ class Pairing:
     task_tick: np.ndarray
     isr_duplicates: np.ndarray   # extra ISR rises in the window
     task_duplicates: np.ndarray
-    tag_at_stimulus: np.ndarray
+    tag_at_stimulus: np.ndarray  # 0/1, TAG_UNKNOWN where a gap hides the tag
     tag_in_window: np.ndarray
     offset_ticks: int = 0
+    # {kind: uint8 array}: 1 where a gap touches what the kind depends on (its value is MISSING,
+    # and it is neither a miss nor a sample); missing kinds: nothing unknown.
+    unknown: dict = dataclasses.field(default_factory=dict)
+    # Task rises in a window before its matched ISR rise: late tasks of earlier stimuli, never
+    # this stimulus's task (docs/analysis.md, "Pairing").
+    task_before_isr: np.ndarray = None
 
     def __len__(self):
         return len(self.stim_tick)
@@ -305,10 +439,15 @@ class Pairing:
                 "isr_to_task": self.isr_to_task, "isr_duration": self.isr_duration,
                 "task_duration": self.task_duration}[kind]
 
+    def unknown_of(self, kind):
+        flags = self.unknown.get(kind)
+        return flags if flags is not None else np.zeros(len(self), np.uint8)
+
     def select(self, keep):
         """The pairing restricted to stimuli where ``keep`` is true."""
         idx = np.flatnonzero(keep)     # one index array, then take(): much faster than 13 boolean masks
         fields = {k: (v.take(idx) if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
+        fields["unknown"] = {k: v.take(idx) for k, v in self.unknown.items()}
         return Pairing(**fields)
 
     def untagged(self):
@@ -342,10 +481,12 @@ class EdgeGroups:
         return int(self.ticks[-1]) if len(self.ticks) else -1
 
 
-def _tag_flags(groups, roles, starts, window_end, tag_level=None):
-    """(tag level at each start, tag active at any time in [start, window end)), as uint8.
-    ``tag_level``: the tag's level (1 active) before its first edge in ``groups``, where earlier
-    edges set it (the streaming aggregator's previous chunks); None: see below."""
+def _tag_flags(groups, roles, starts, window_end, tag_level=None, gaps=None):
+    """(tag level at each start, tag active at any time in [start, window end)), as uint8;
+    TAG_UNKNOWN for both where a gap on the tag's channel lies between the tag's last edge before
+    the start and the window's end (its level there is not known). ``tag_level``: the tag's level
+    (1 active) before its first edge in ``groups``, where earlier edges set it (the streaming
+    aggregator's previous chunks); None: see below."""
     if roles.tag is None:
         zeros = np.zeros(len(starts), np.uint8)
         return zeros, zeros
@@ -363,14 +504,26 @@ def _tag_flags(groups, roles, starts, window_end, tag_level=None):
     tag_at = _level_at(tag_ticks[tag_order], tag_levels[tag_order], starts, initial=initial)
     # Active at any time in [S, end): active at S, or a rise inside the window.
     rise_inside = np.searchsorted(tag_rises, window_end, "left") > np.searchsorted(tag_rises, starts, "left")
-    return tag_at, ((tag_at == 1) | rise_inside).astype(np.uint8)
+    tag_window = ((tag_at == 1) | rise_inside).astype(np.uint8)
+    if gaps is not None and len(gaps):
+        sorted_ticks = tag_ticks[tag_order]
+        before = np.searchsorted(sorted_ticks, starts, side="right") - 1
+        last_edge = np.where(before >= 0, sorted_ticks[np.maximum(before, 0)] if len(sorted_ticks) else 0,
+                             np.iinfo(np.int64).min)
+        hidden = gaps.touches(channel_bit(roles.tag), last_edge, np.maximum(window_end, np.asarray(starts) + 1))
+        tag_at = np.where(hidden, TAG_UNKNOWN, tag_at).astype(np.uint8)
+        tag_window = np.where(hidden, TAG_UNKNOWN, tag_window).astype(np.uint8)
+    return tag_at, tag_window
 
 
-def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks=0, groups=None, tag_level=None):
+def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks=0, groups=None, tag_level=None,
+         gaps=None):
     """Pair stimuli and responses (``roles``: a :class:`Channels`). ``end_tick``: the capture's last
     tick (closes the last window). Each role's active edge is its rise, or its fall on an
     active-low input or an inverted stimulus. ``tag_level``: the tag's level (1 active) before the
-    first edge given, when edges before them set it (None: the opposite of its first edge's)."""
+    first edge given, when edges before them set it (None: the opposite of its first edge's).
+    ``gaps`` (:class:`Gaps`): where edges may be missing; a window that touches one on a channel a
+    kind depends on is unknown for that kind (``Pairing.unknown``)."""
     groups = groups if groups is not None else EdgeGroups(ticks, chans, levels)
 
     def active(channel):
@@ -388,13 +541,11 @@ def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks
     if deadline is not None and n:
         window_end = np.minimum(window_end, stim + int(deadline))
 
-    def first_in_window(rises, falls):
-        lo = np.searchsorted(rises, stim, side="left")
-        if deadline is None:
-            # Windows end at the next stimulus: the next window's start index is this one's end.
-            hi = np.append(lo[1:], np.searchsorted(rises, window_end[-1:], side="left"))
-        else:
-            hi = np.searchsorted(rises, window_end, side="left")
+    def first_in_window(rises, falls, after):
+        """The first rise at or after ``after`` (per window) and before the window's end, the rises
+        after it in the window, and the pulse's duration."""
+        lo = np.searchsorted(rises, after, side="left")
+        hi = np.searchsorted(rises, window_end, side="left")
         found = hi > lo
         at = np.full(n, MISSING, dtype=np.int64)
         at[found] = rises[lo[found]]
@@ -407,25 +558,56 @@ def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks
             duration[idx] = falls[fi[has_fall]] - at[idx]
         return at, np.maximum(hi - lo - 1, 0), duration
 
-    isr_at, isr_dup, isr_duration = first_in_window(isr_rise, isr_fall)
-    task_at, task_dup, task_duration = first_in_window(task_rise, task_fall)
+    isr_at, isr_dup, isr_duration = first_in_window(isr_rise, isr_fall, stim)
+    # A task rise before the window's ISR rise is the late task of an earlier stimulus: the task
+    # response is the first task rise at or after the ISR's (with no ISR matched: in the window).
+    task_from = np.where(isr_at != MISSING, isr_at, stim) if roles.isr is not None else stim
+    task_at, task_dup, task_duration = first_in_window(task_rise, task_fall, task_from)
+    task_before_isr = (np.searchsorted(task_rise, task_from, side="left")
+                       - np.searchsorted(task_rise, stim, side="left")).astype(np.int64)
     isr_latency = np.where(isr_at != MISSING, isr_at - stim - offset_ticks, MISSING)
     task_latency = np.where(task_at != MISSING, task_at - stim - offset_ticks, MISSING)
     both = (isr_at != MISSING) & (task_at != MISSING)
     isr_to_task = np.where(both, task_at - isr_at, MISSING)
-    tag_at, tag_window = _tag_flags(groups, roles, stim, window_end, tag_level)
+    tag_at, tag_window = _tag_flags(groups, roles, stim, window_end, tag_level, gaps)
+    unknown = {}
+    if gaps is not None and len(gaps) and n:
+        stim_bit, isr_bit, task_bit = (channel_bit(c) for c in (roles.stimulus, roles.isr, roles.task))
+        isr_hidden = gaps.touches(stim_bit | isr_bit, stim, window_end)
+        task_hidden = gaps.touches(stim_bit | task_bit, stim, window_end)
+
+        def pulse_hidden(at, duration, bit):
+            # A duration also depends on its pin from the rise to the fall (or the run's end).
+            found = at != MISSING
+            end = np.where(duration != MISSING, at + duration + 1, GAP_OPEN_END)
+            return found & gaps.touches(bit, np.where(found, at, 0), end)
+
+        unknown = {"stim_to_isr": isr_hidden, "stim_to_task": task_hidden | isr_hidden,
+                   "isr_to_task": isr_hidden | task_hidden,
+                   "isr_duration": isr_hidden | pulse_hidden(isr_at, isr_duration, isr_bit),
+                   "task_duration": task_hidden | isr_hidden | pulse_hidden(task_at, task_duration, task_bit)}
+        unknown = {k: v.astype(np.uint8) for k, v in unknown.items()}
+        values = {"stim_to_isr": isr_latency, "stim_to_task": task_latency, "isr_to_task": isr_to_task,
+                  "isr_duration": isr_duration, "task_duration": task_duration}
+        for kind, flags in unknown.items():
+            values[kind][flags.astype(bool)] = MISSING
+        isr_dup = np.where(isr_hidden, 0, isr_dup)
+        task_dup = np.where(unknown["stim_to_task"].astype(bool), 0, task_dup)
+        task_before_isr = np.where(unknown["stim_to_task"].astype(bool), 0, task_before_isr)
     return Pairing(stim, window_end, isr_latency, task_latency, isr_to_task, isr_duration, task_duration,
-                   isr_at, task_at, isr_dup, task_dup, tag_at, tag_window, int(offset_ticks))
+                   isr_at, task_at, isr_dup, task_dup, tag_at, tag_window, int(offset_ticks), unknown,
+                   task_before_isr)
 
 
 class Measurements:
     """Every kind of one capture, by name: the built-in stimulus kinds (when a stimulus fired) and
     the measurement definitions, each a :class:`measures.Series` with its own start edges."""
 
-    def __init__(self, titles, series, stimuli):
+    def __init__(self, titles, series, stimuli, task_before_isr=0):
         self.titles = titles       # {kind: title}, in report order
         self.series = series       # {kind: Series}
         self.stimuli = stimuli     # stimuli of the built-in kinds (0: none fired)
+        self.task_before_isr = task_before_isr  # task rises before their window's ISR (late tasks)
 
     @property
     def kinds(self):
@@ -435,13 +617,23 @@ class Measurements:
         return self.series[kind].values
 
     def subset(self, kind, subset="all"):
+        """A kind's samples, all or untagged; in the untagged subset a sample whose tag a gap hid is
+        unknown (it might have been tagged)."""
         s = self.series[kind]
-        return s if subset == "all" else s.take(np.flatnonzero(s.tag_in_window == 0))
+        if subset == "all":
+            return s
+        sel = s.take(np.flatnonzero(s.tag_in_window != 1))
+        hidden = sel.tag_in_window == TAG_UNKNOWN
+        if hidden.any():
+            sel.unknown = sel.unknown | hidden.astype(np.uint8)
+            sel.values = np.where(hidden, MISSING, sel.values)
+            sel.duplicates = np.where(hidden, 0, sel.duplicates)
+        return sel
 
     def take_before(self, tick):
         """Only the samples whose start edge lies before ``tick``."""
         return Measurements(self.titles, {k: s.take(np.flatnonzero(s.start_tick < tick))
-                                          for k, s in self.series.items()}, self.stimuli)
+                                          for k, s in self.series.items()}, self.stimuli, self.task_before_isr)
 
 
 def kind_titles(roles, measures=(), builtin=True):
@@ -451,30 +643,34 @@ def kind_titles(roles, measures=(), builtin=True):
 
 
 def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=None, end_tick=None, offset_ticks=0,
-            tag_level=None):
+            tag_level=None, gaps=None):
     """:class:`Measurements` of a capture: the built-in kinds (``builtin``: a stimulus fired; see
-    :func:`pair`, also for ``tag_level``) and each measurement definition (``hilat.measures``)."""
+    :func:`pair`, also for ``tag_level`` and ``gaps``) and each measurement definition
+    (``hilat.measures``)."""
     from hilat.measures import Series, compute
 
     groups = EdgeGroups(ticks, chans, levels)
     last = end_tick if end_tick is not None else groups.last_tick + 1
     series = {}
     stimuli = 0
+    task_before_isr = 0
     if builtin:
         p = pair(ticks, chans, levels, roles, deadline, end_tick=last, offset_ticks=offset_ticks, groups=groups,
-                 tag_level=tag_level)
+                 tag_level=tag_level, gaps=gaps)
         stimuli = len(p)
+        task_before_isr = int(p.task_before_isr.sum()) if p.task_before_isr is not None else 0
         dups = {"stim_to_isr": p.isr_duplicates, "stim_to_task": p.task_duplicates}
         for kind, _ in KINDS:
             series[kind] = Series(p.stim_tick, p.window_end, p.latency(kind),
                                   dups.get(kind, np.zeros(len(p), np.int64)).astype(np.int64),
-                                  p.tag_at_stimulus, p.tag_in_window)
+                                  p.tag_at_stimulus, p.tag_in_window, p.unknown_of(kind))
     for m in measures:
-        starts, window_end, values, duplicates = compute(
-            m, groups(m.start.channel, m.start.level), groups(m.end.channel, m.end.level), last, offset_ticks)
-        tag_at, tag_window = _tag_flags(groups, roles, starts, window_end, tag_level)
-        series[m.name] = Series(starts, window_end, values, duplicates, tag_at, tag_window)
-    return Measurements(kind_titles(roles, measures, builtin), series, stimuli)
+        starts, window_end, values, duplicates, unknown = compute(
+            m, groups(m.start.channel, m.start.level), groups(m.end.channel, m.end.level), last, offset_ticks,
+            gaps=gaps)
+        tag_at, tag_window = _tag_flags(groups, roles, starts, window_end, tag_level, gaps)
+        series[m.name] = Series(starts, window_end, values, duplicates, tag_at, tag_window, unknown)
+    return Measurements(kind_titles(roles, measures, builtin), series, stimuli, task_before_isr)
 
 
 def percentile_rank(n, p):
@@ -520,7 +716,9 @@ def stats(values, percentiles=PERCENTILES):
             return int(s[rank - 1])
         mean = float(s.mean())
         var = float(s.var(ddof=1)) if n > 1 else 0.0
-    median = float(at_rank(n // 2 + 1)) if n % 2 else (at_rank(n // 2) + at_rank(n // 2 + 1)) / 2
+    # The median is p50 by the percentiles' definition (inverted CDF: the lower middle of an even
+    # count), a measured value, as every other figure of the run (docs/analysis.md).
+    median = float(at_rank(percentile_rank(n, 0.5)))
     row.update(min=lo, median=median, max=hi, mean=mean, std=var ** 0.5)
     row["percentiles"] = {percentile_label(p): (at_rank(percentile_rank(n, p)) if n >= samples_needed(p) else None)
                           for p in percentiles}
@@ -529,17 +727,18 @@ def stats(values, percentiles=PERCENTILES):
 
 def tagged_samples(found):
     """Samples of the first kind whose window saw the tag (for the built-in kinds: tagged stimuli)."""
-    return int(found.series[found.kinds[0]].tag_in_window.sum()) if found.kinds else 0
+    return int((found.series[found.kinds[0]].tag_in_window == 1).sum()) if found.kinds else 0
 
 
 def summarize(found, ts_hz, exclude_tagged=False):
-    """{kind: {starts, count, misses, duplicates, min, median, max, mean, std, percentiles}} in ticks
-    (Faller's table) for every kind of ``found`` (:class:`Measurements`), plus the tick period."""
+    """{kind: {starts, count, misses, unknown, duplicates, min, median, max, mean, std, percentiles}}
+    in ticks (Faller's table) for every kind of ``found`` (:class:`Measurements`), plus the tick period."""
     out = {"kinds": dict(found.titles)}
     for kind in found.kinds:
         sel = found.subset(kind, "untagged" if exclude_tagged else "all")
-        ok = sel.values[sel.values != MISSING]
-        row = {"starts": int(len(sel)), "misses": int(len(sel) - len(ok)), "duplicates": int(sel.duplicates.sum())}
+        ok = sel.valid()
+        row = {"starts": int(len(sel)), "misses": sel.n_misses, "unknown": sel.n_unknown,
+               "duplicates": int(sel.duplicates.sum())}
         row.update(stats(ok))
         out[kind] = row
     out["tick_ns"] = 1e9 / ts_hz

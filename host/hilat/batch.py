@@ -35,6 +35,9 @@ class RecordBatch(NamedTuple):
     frames: list          # the frames that are not EVENTS (protocol.Frame), in arrival order
     events_frames: int    # EVENTS frames decoded into the arrays
     fractions: np.ndarray = np.zeros(0, np.uint16)  # uint16 sub-tick positions (0 without; docs/subtick.md)
+    # Where the stream was disturbed, in arrival order: (records before it in this batch, what) with
+    # what a Frame of another type than EVENTS or an int (frames lost on the link, a sequence gap).
+    marks: list = []
 
 
 class _Events(NamedTuple):
@@ -66,12 +69,18 @@ class _Batch:
     def __init__(self):
         self.parts = []
         self.frames = []
+        self.marks = []
+        self.records = 0
         self.events_frames = 0
 
     def add_arrays(self, ticks, channels, levels, fractions, n_frames):
         if len(ticks):
             self.parts.append((ticks, channels, levels, fractions))
+            self.records += len(ticks)
         self.events_frames += n_frames
+
+    def add_loss(self, frames_lost):
+        self.marks.append((self.records, int(frames_lost)))
 
     def add_frames(self, frames):
         for frame in frames:
@@ -84,6 +93,7 @@ class _Batch:
                                 fractions.astype(np.uint16), 1)
             else:
                 self.frames.append(frame)
+                self.marks.append((self.records, frame))
 
     def result(self) -> RecordBatch:
         if len(self.parts) == 1:
@@ -93,7 +103,7 @@ class _Batch:
         else:
             arrays = _no_records()
         ticks, channels, levels, fractions = arrays
-        return RecordBatch(ticks, channels, levels, self.frames, self.events_frames, fractions)
+        return RecordBatch(ticks, channels, levels, self.frames, self.events_frames, fractions, self.marks)
 
 
 class BatchDecoder(p.FrameDecoder):
@@ -110,7 +120,11 @@ class BatchDecoder(p.FrameDecoder):
         last = data.rfind(b"\x00")
         lo = 0
         if self._pending or self._overlong:  # the frame begun in an earlier call: FrameDecoder's rules
-            out.add_frames(self.feed(data[: first + 1]))
+            lost = self.lost
+            frames = self.feed(data[: first + 1])
+            if self.lost > lost:
+                out.add_loss(self.lost - lost)
+            out.add_frames(frames)
             lo = first + 1
         if last >= lo:
             self._complete_frames(data, lo, last + 1, out)
@@ -157,7 +171,10 @@ class BatchDecoder(p.FrameDecoder):
 
     def _one_frame(self, enc, out):
         frames = []
+        lost = self.lost
         self._frame(enc, frames)
+        if self.lost > lost:  # a sequence gap before this frame: before its records
+            out.add_loss(self.lost - lost)
         out.add_frames(frames)
 
     def _accept_run(self, data, lo, starts, ends, seq, k, j):
@@ -327,3 +344,16 @@ def _flatten(visited, body_end, well_formed):
     walk = np.stack(visited, axis=1)[well_formed]
     present = walk < body_end[well_formed, None]
     return walk[present], present.sum(axis=1)
+
+
+def segments(n_records, marks):
+    """The records 0..n_records split at the marks: (start, stop, what) in arrival order, what None
+    for a run of records, else a mark's (a Frame or frames lost)."""
+    at = 0
+    for position, what in marks:
+        if position > at:
+            yield at, position, None
+            at = position
+        yield at, at, what
+    if at < n_records:
+        yield at, n_records, None

@@ -270,6 +270,8 @@ class _Stream:
         self.on_new_max = on_new_max
         self.aggregator = StreamingAggregator(roles, deadline, offset_ticks, measures=measures, builtin=builtin,
                                               on_samples=self._samples)
+        # The stream's holes (docs/analysis.md, "Gaps"): told by the session between the records.
+        self.gaps = analysis.GapTracker(subticks.units_per_tick if subticks is not None else 1)
         self.paced = 0               # edges that --count counts (stimuli, or the first measure's starts)
         self.last_paced = None
         self.first_tick = None
@@ -290,8 +292,22 @@ class _Stream:
         for i in range(0, len(ticks), step):
             self._records(ticks[i:i + step], masks[i:i + step], levels[i:i + step], fractions[i:i + step])
 
+    def on_gap(self, what):
+        """A hole in the stream, before the records that follow: an OVERFLOW marker, or a number of
+        frames lost on the link."""
+        if isinstance(what, int):
+            self.gaps.frames_lost()
+        else:
+            self.gaps.overflow(what.timestamp, what.channels)
+
+    def _close_gaps(self, closed):
+        for start, end, channels, _reason in closed:
+            self.aggregator.add_gap(start, end, channels)
+        self.writer.gaps(closed)
+
     def _records(self, rec_ticks, masks, levels, fractions):
         self.records += len(rec_ticks)
+        self._close_gaps(self.gaps.records(rec_ticks))
         ticks, chans, lv = analysis.edges_from_records((rec_ticks, masks, levels), fractions, self.subticks)
         ticks = ticks.astype(np.int64)
         if self.last_tick is not None and len(ticks) and (ticks[0] < self.last_tick or (np.diff(ticks) < 0).any()):
@@ -327,9 +343,16 @@ class _Stream:
                 if self.on_new_max is not None:
                     self.on_new_max(kind, worst)
 
-    def finish(self, end_tick=None):
+    def finish(self, end_tick=None, cut_short=False):
+        """Close the last windows at ``end_tick``; ``cut_short``: the capture ended early, so what
+        came after the last edge is a gap."""
+        self._close_gaps(self.gaps.close(self.last_tick if cut_short and self.last_tick is not None else None))
         self.aggregator.finish(end_tick)
         self._new_maxima()
+
+    @property
+    def gap_count(self):
+        return self.gaps.count
 
 
 class Capture:
@@ -711,6 +734,7 @@ class Capture:
                 "rig_events_sent": status.events_sent if status else None,
                 "rig_frames_sent": status.frames_sent if status else None,
                 "out_of_order_edges": stream.out_of_order if stream else 0,
+                "gaps": stream.gap_count if stream else 0,
             },
             "extra": self.extra_meta,
             "calibration": self._calibration_meta(),
@@ -761,7 +785,8 @@ class Capture:
                                                  "error": self.error, "label": self.settings.label, "rig": None})
             return
         if self.stream is not None:
-            self.stream.finish(self.stream.last_tick + 1 if self.stream.last_tick is not None else None)
+            self.stream.finish(self.stream.last_tick + 1 if self.stream.last_tick is not None else None,
+                               cut_short=self.interrupted or self.error is not None)
         if self.hlog is not None:
             self.hlog.close((self.stream.last_tick or 0) + 1)
         if self.rig_histograms is not None:

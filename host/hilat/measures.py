@@ -149,42 +149,77 @@ class Series:
     """One kind's samples: one per start edge, in tick order."""
     start_tick: np.ndarray       # int64
     window_end: np.ndarray       # int64: where the window of this start closed (exclusive)
-    values: np.ndarray           # int64 ticks; MISSING (-1) where missed
+    values: np.ndarray           # int64 ticks; MISSING (-1) where missed or unknown
     duplicates: np.ndarray       # int64: extra end edges in the window
-    tag_at_start: np.ndarray     # uint8
-    tag_in_window: np.ndarray    # uint8
+    tag_at_start: np.ndarray     # uint8 (analysis.TAG_UNKNOWN: hidden by a gap)
+    tag_in_window: np.ndarray    # uint8 (analysis.TAG_UNKNOWN: hidden by a gap)
+    unknown: np.ndarray = None   # uint8: 1 where a gap touches the window (neither a sample nor a miss)
+
+    def __post_init__(self):
+        if self.unknown is None:
+            self.unknown = np.zeros(len(self.start_tick), np.uint8)
 
     def __len__(self):
         return len(self.start_tick)
 
     def take(self, idx):
         return Series(*(a.take(idx) for a in (self.start_tick, self.window_end, self.values, self.duplicates,
-                                              self.tag_at_start, self.tag_in_window)))
+                                              self.tag_at_start, self.tag_in_window, self.unknown)))
+
+    @property
+    def n_unknown(self):
+        return int(np.count_nonzero(self.unknown))
+
+    @property
+    def n_misses(self):
+        """Windows without a response that were seen whole (unknown ones are not misses)."""
+        return int(np.count_nonzero((self.values == MISSING) & (self.unknown == 0)))
+
+    def valid(self):
+        """The measured values (neither missed nor unknown)."""
+        return self.values[(self.values != MISSING) & (self.unknown == 0)]
 
 
-
-def compute(m, starts, ends, end_tick, offset_ticks=0):
+def compute(m, starts, ends, end_tick, offset_ticks=0, gaps=None):
     """The samples of measure ``m``: ``starts``/``ends`` are the ticks of its start and end edges
-    (sorted; the same array for a period). Returns (start ticks, window ends, values, duplicates);
-    tags are added by the caller, which knows the tag channel."""
+    (sorted; the same array for a period). Returns (start ticks, window ends, values, duplicates,
+    unknown); tags are added by the caller, which knows the tag channel. ``gaps``
+    (``analysis.Gaps``): a sample whose window touches one on its channels is unknown."""
+    from hilat.analysis import GAP_OPEN_END, channel_bit
+
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     n = len(starts)
+    mask = channel_bit(m.start.channel) | channel_bit(m.end.channel)
+    has_gaps = gaps is not None and len(gaps) > 0
+
+    def unknown_of(lo, hi, values):
+        if not has_gaps:
+            return np.zeros(len(lo), np.uint8)
+        hidden = gaps.touches(mask, lo, hi)
+        values[hidden] = MISSING
+        return hidden.astype(np.uint8)
+
     if m.shape == "period":
         if n < 2:
             z = np.zeros(0, np.int64)
-            return z, z, z, z
-        return starts[:-1], starts[1:], np.diff(starts), np.zeros(n - 1, np.int64)
+            return z, z, z, z, z.astype(np.uint8)
+        values = np.diff(starts)
+        return starts[:-1], starts[1:], values, np.zeros(n - 1, np.int64), unknown_of(starts[:-1], starts[1:], values)
     next_start = np.append(starts[1:], end_tick + 1) if n else np.zeros(0, np.int64)
     if m.shape == "width":
         # The first opposite edge after each start; a sentinel past the capture where there is none.
         end_at = np.append(ends, end_tick + 1)[np.searchsorted(ends, starts, side="right")]
         closed = end_at < next_start
-        # The last pulse, still open when the capture ended, is not a sample.
+        # The last pulse, still open when the capture ended, is not a sample (unless a gap hides
+        # its end: then it is unknown).
         keep = closed | (np.arange(n) < n - 1)
+        if has_gaps and n and not keep[-1]:
+            keep[-1] = bool(gaps.touches(mask, starts[-1:], [GAP_OPEN_END])[0])
         values = np.where(closed, end_at - starts, MISSING)
         window = np.where(closed, end_at + 1, next_start)
-        return starts[keep], window[keep], values[keep], np.zeros(int(keep.sum()), np.int64)
+        values, starts, window = values[keep], starts[keep], window[keep]
+        return starts, window, values, np.zeros(len(starts), np.int64), unknown_of(starts, window, values)
     window = next_start
     if m.deadline_ticks is not None and n:
         window = np.minimum(window, starts + int(m.deadline_ticks))
@@ -194,4 +229,6 @@ def compute(m, starts, ends, end_tick, offset_ticks=0):
     values = np.full(n, MISSING, dtype=np.int64)
     offset = int(offset_ticks) if m.subtract_offset else 0
     values[found] = ends[lo[found]] - starts[found] - offset
-    return starts, window, values, np.maximum(hi - lo - 1, 0).astype(np.int64)
+    unknown = unknown_of(starts, window, values)
+    duplicates = np.where(unknown == 1, 0, np.maximum(hi - lo - 1, 0)).astype(np.int64)
+    return starts, window, values, duplicates, unknown

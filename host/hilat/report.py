@@ -16,7 +16,8 @@ import numpy as np
 from hilat import analysis
 
 REPORT_FORMAT = "hilat-report"
-REPORT_VERSION = 2  # 2: any set of named kinds (measurement definitions), per-kind starts and duplicates
+REPORT_VERSION = 3  # 2: any set of named kinds (measurement definitions), per-kind starts and duplicates;
+                    # 3: per-kind unknown (windows a gap touched), the run's stimuli fired/seen/measured, gaps
 SUBSETS = [("all", "all samples"), ("untagged", "excluding tagged samples")]
 STAT_KEYS = ["min", "median", "max", "mean", "std"]
 # Kinds with a percentile table: the two stimulus responses (Faller's "interrupt acknowledge" and
@@ -32,19 +33,20 @@ def _ns(value, tick_ns):
 def kind_row(series, tick_ns):
     """One statistics row of a kind's samples (``measures.Series``): counts, the miss share,
     duplicates, and the statistics in ticks and in ns."""
-    values = series.values
-    ok = values[values != analysis.MISSING]
-    return _row_from_stats(analysis.stats(ok), len(values), len(values) - len(ok), int(series.duplicates.sum()),
-                           tick_ns)
+    return _row_from_stats(analysis.stats(series.valid()), len(series), series.n_misses,
+                           int(series.duplicates.sum()), tick_ns, series.n_unknown)
 
 
-def _row_from_stats(st, starts, misses, duplicates, tick_ns):
+def _row_from_stats(st, starts, misses, duplicates, tick_ns, unknown=0):
+    """``starts``: the windows (samples, misses and unknown ones); the miss share is of the windows
+    judged (samples and misses): an unknown window is neither."""
     ticks = {k: st[k] for k in STAT_KEYS}
     ticks["percentiles"] = st["percentiles"]
     ns = {k: _ns(st[k], tick_ns) for k in STAT_KEYS}
     ns["percentiles"] = {k: _ns(v, tick_ns) for k, v in st["percentiles"].items()}
-    return {"starts": int(starts), "count": st["count"], "misses": int(misses),
-            "miss_share": (misses / starts) if starts else None, "duplicates": int(duplicates),
+    judged = int(st["count"]) + int(misses)
+    return {"starts": int(starts), "count": st["count"], "misses": int(misses), "unknown": int(unknown),
+            "miss_share": (misses / judged) if judged else None, "duplicates": int(duplicates),
             "ticks": ticks, "ns": ns}
 
 
@@ -55,22 +57,24 @@ def _exact_statistics(run):
     worst = {}
     for kind in found.kinds:
         series = found.series[kind]
-        lat = series.values
+        lat = np.where(series.unknown == 1, analysis.MISSING, series.values)
         if (lat != analysis.MISSING).any():
             i = int(np.argmax(lat))
             worst[kind] = {"index": i, "start_tick": int(series.start_tick[i]), "ticks": int(lat[i]),
-                           "ns": float(lat[i] * run.tick_ns), "tagged": bool(series.tag_in_window[i])}
-    tagged = {kind: int(found.series[kind].tag_in_window.sum()) for kind in found.kinds}
-    return subsets, worst, found.stimuli, tagged, int(len(run.ticks))
+                           "ns": float(lat[i] * run.tick_ns), "tagged": bool(series.tag_in_window[i] == 1)}
+    tagged = {kind: int((found.series[kind].tag_in_window == 1).sum()) for kind in found.kinds}
+    return subsets, worst, found.stimuli, tagged, int(len(run.ticks)), found.task_before_isr
 
 
 def _aggregate_statistics(agg, tick_ns):
     """The statistics of a run from a ``StreamingAggregator`` fed with all its edges."""
+    unknown = getattr(agg, "unknown", {})
     subsets = {name: {kind: _row_from_stats(agg.stats(name, kind), agg.starts[(name, kind)],
-                                            agg.misses[(name, kind)], agg.duplicates[(name, kind)], tick_ns)
+                                            agg.misses[(name, kind)], agg.duplicates[(name, kind)], tick_ns,
+                                            unknown.get((name, kind), 0))
                       for kind in agg.kinds} for name, _title in SUBSETS}
     worst = {k: {**w, "ns": float(w["ticks"] * tick_ns)} for k, w in agg.worst.items()}
-    return subsets, worst, agg.stimuli, dict(agg.tagged), agg.edges
+    return subsets, worst, agg.stimuli, dict(agg.tagged), agg.edges, getattr(agg, "task_before_isr", 0)
 
 
 def stream_aggregate(run, significant_figures=3):
@@ -79,9 +83,39 @@ def stream_aggregate(run, significant_figures=3):
 
     agg = StreamingAggregator(run.roles, run.deadline_ticks, run.offset_ticks, significant_figures=significant_figures,
                               measures=run.analysis_measures, builtin=run.builtin)
+    for start, end, channels in run.gaps.items():
+        agg.add_gap(start, end, channels)
     for chunk in run.iter_edges():
         agg.feed(*chunk)
     return agg.finish()
+
+
+def stimuli_accounting(run, stimuli, subsets):
+    """The run's stimuli as the generator fired them and as they were judged: {fired, seen, unseen,
+    measured, unknown} (fired None for a rig that does not count). Every fired stimulus is a sample, a
+    miss or unknown: those whose edge was dropped are unknown for every built-in kind, though their
+    ticks are gone (``unseen``). ``measured``/``unknown``: of stimulus -> ISR entry, the first kind."""
+    if not run.builtin:
+        return None
+    fired_list = (run.meta.get("counters") or {}).get("rig_stimuli_fired")
+    stim = run.roles.stimulus
+    fired = int(fired_list[stim]) if fired_list and stim < len(fired_list) else None
+    unseen = max(fired - stimuli, 0) if fired is not None else 0
+    row = subsets["all"].get(BUILTIN_KINDS[0])
+    measured = (row["count"] + row["misses"]) if row else 0
+    return {"fired": fired, "seen": int(stimuli), "unseen": unseen, "measured": measured,
+            "unknown": (row["unknown"] if row else 0) + unseen}
+
+
+def _add_unseen(subsets, unseen):
+    """Stimuli the generator fired whose edges were lost: unknown in every built-in kind's rows."""
+    if not unseen:
+        return
+    for rows in subsets.values():
+        for kind in BUILTIN_KINDS:
+            if kind in rows:
+                rows[kind]["unknown"] += unseen
+                rows[kind]["starts"] += unseen
 
 
 def _hdr_statistics(run, significant_figures=3):
@@ -110,10 +144,16 @@ def run_summary(run, hdr=None, aggregator=None):
         aggregator = _on_rig_aggregates(run)
     if aggregator is not None:
         hdr = True
-        subsets, worst, stimuli, tagged, edges = _aggregate_statistics(aggregator, run.tick_ns)
+        subsets, worst, stimuli, tagged, edges, task_before_isr = _aggregate_statistics(aggregator, run.tick_ns)
     else:
         hdr = use_hdr(run, hdr)
-        subsets, worst, stimuli, tagged, edges = _hdr_statistics(run) if hdr else _exact_statistics(run)
+        subsets, worst, stimuli, tagged, edges, task_before_isr = (_hdr_statistics(run) if hdr
+                                                                   else _exact_statistics(run))
+    accounting = None if run.on_rig else stimuli_accounting(run, stimuli, subsets)
+    if accounting:
+        _add_unseen(subsets, accounting["unseen"])
+        accounting = stimuli_accounting(run, stimuli, subsets) | {"unseen": accounting["unseen"]}
+        accounting["unknown"] = subsets["all"][BUILTIN_KINDS[0]]["unknown"]
     rig = run.meta.get("rig") or {}
     calibration = run.meta.get("calibration")
     # Every run records the ts_hz it converts with; only a clock calibration makes it calibrated.
@@ -146,6 +186,9 @@ def run_summary(run, hdr=None, aggregator=None):
         "stimulus": settings.get("stimulus") if run.builtin else None,
         "dut_settings": (run.meta.get("extra") or {}).get("dut_settings"),
         "stimuli": stimuli,
+        "stimuli_accounting": accounting,
+        "gaps": 0 if run.on_rig else (aggregator.gap_count if aggregator is not None else len(run.gaps)),
+        "task_before_isr": int(task_before_isr),
         "tagged": tagged,
         "edges": edges,
         "edges_source": run.edges_source,
@@ -170,6 +213,13 @@ def _on_rig_aggregates(run):
     except (OSError, json.JSONDecodeError) as e:
         raise RunError(f"{run.path}: an on-rig run without a readable engine.json ({e})") from None
     return RigAggregates(RigHistograms.from_json(doc), edges=run.edge_count, units_per_value=run.units_per_tick)
+
+
+def stimuli_line(acc):
+    """``fired F, seen S, unknown U, measured M`` (stimulus -> ISR entry; F from the rig's generator)."""
+    fired = "?" if acc["fired"] is None else acc["fired"]
+    return (f"stimuli: fired {fired}, seen {acc['seen']}, unknown {acc['unknown']}, measured {acc['measured']}"
+            + ("" if acc["fired"] is not None else " (this rig does not count what it fired)"))
 
 
 def _where(worst):
@@ -233,10 +283,10 @@ def blocks(doc):
                     continue
                 share = row["miss_share"]
                 rows.append([r["label"], row["count"], row["misses"],
-                             "-" if share is None else f"{100 * share:.3f}%"]
+                             "-" if share is None else f"{100 * share:.3f}%", row.get("unknown", 0)]
                             + [_fmt(row["ns"][k], 1) for k in STAT_KEYS])
-            out.append(("table", ["run", "count", "misses", "missed", "min", "med", "max", "average", "std dev"],
-                        rows))
+            out.append(("table", ["run", "count", "misses", "missed", "unknown", "min", "med", "max", "average",
+                                  "std dev"], rows))
     for kind in [k for k in doc["kinds"] if k in PERCENTILE_BUILTINS or k not in BUILTIN_KINDS]:
         out.append(("heading", f"{doc['kinds'][kind]}: percentiles (ns)"))
         rows, unsupported = [], set()
@@ -275,8 +325,15 @@ def blocks(doc):
                          r["subsets"]["all"][kind]["duplicates"]])
     out.append(("table", ["run", "kind", "starts", "tagged", "worst", "duplicates"], rows))
     out.append(("heading", "losses"))
-    out.append(("table", ["run", "stimuli", "edges", "lost events"],
-                [[r["label"], r["stimuli"], r["edges"], sum(r["losses"].values())] for r in runs]))
+    out.append(("table", ["run", "stimuli", "edges", "gaps", "lost events"],
+                [[r["label"], r["stimuli"], r["edges"], r.get("gaps", 0), sum(r["losses"].values())] for r in runs]))
+    lines = [f"{r['label']}: {stimuli_line(r['stimuli_accounting'])}" for r in runs if r.get("stimuli_accounting")]
+    if any(r.get("gaps") for r in runs):
+        lines.append("unknown: windows a gap in the record stream touched (gateware overflow, frames lost on the "
+                     "link, a capture cut short), and stimuli whose edge was lost: neither a sample nor a miss, "
+                     "in no figure above")
+    if lines:
+        out.append(("list", [(line, []) for line in lines]))
     out.append(("heading", "resolution and run conditions"))
     out.append(("list", [(f"{r['label']}: {r['stimuli']} stimuli, rig {r['rig'].get('gateware')}, {r['path']}",
                           r["resolution"] + ([] if r["statistics"] == "exact" else [r["statistics"]])
@@ -355,7 +412,7 @@ def format_json(doc):
     return json.dumps(doc, indent=1) + "\n"
 
 
-CSV_COLUMNS = ["run", "subset", "kind", "starts", "count", "misses", "miss_share", "duplicates", "unit"]
+CSV_COLUMNS = ["run", "subset", "kind", "starts", "count", "misses", "unknown", "miss_share", "duplicates", "unit"]
 
 
 def format_csv(doc):
@@ -370,6 +427,7 @@ def format_csv(doc):
                 for unit in ("ticks", "ns"):
                     vals = row[unit]
                     w.writerow([r["label"], subset, kind, row["starts"], row["count"], row["misses"],
+                                row.get("unknown", 0),
                                 "" if row["miss_share"] is None else f"{row['miss_share']:.9g}", row["duplicates"],
                                 unit]
                                + ["" if vals[k] is None else f"{vals[k]:.12g}" for k in STAT_KEYS]
@@ -412,6 +470,7 @@ def compare_document(doc):
             ratio = None if va in (None, 0) or vb is None else vb / va
             rows.append({"statistic": name, "a": va, "b": vb, "b_minus_a": diff, "b_over_a": ratio})
         add("count", ra["count"], rb["count"])
+        add("unknown", ra.get("unknown", 0), rb.get("unknown", 0))
         add("missed %", None if ra["miss_share"] is None else 100 * ra["miss_share"],
             None if rb["miss_share"] is None else 100 * rb["miss_share"])
         add("min", ra["ns"]["min"], rb["ns"]["min"])
@@ -436,9 +495,9 @@ def format_compare(cmp, markdown=False):
         rows = []
         for r in body["rows"]:
             digits = 3 if r["statistic"] == "missed %" else 1
-            cells = [_fmt(None if r[k] is None else float(r[k]), digits) if r["statistic"] != "count"
+            cells = [_fmt(None if r[k] is None else float(r[k]), digits) if r["statistic"] not in ("count", "unknown")
                      else _fmt(r[k]) for k in ("a", "b", "b_minus_a")]
-            if r["b_minus_a"] is not None and r["statistic"] != "count" and r["b_minus_a"] > 0:
+            if r["b_minus_a"] is not None and r["statistic"] not in ("count", "unknown") and r["b_minus_a"] > 0:
                 cells[2] = "+" + cells[2]
             ratio = "-" if r["b_over_a"] is None else f"{r['b_over_a']:.3f}"
             rows.append([r["statistic"]] + cells + [ratio])

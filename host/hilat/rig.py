@@ -35,6 +35,8 @@ class Rig:
         self.identity = None
         self.pending = []          # frames other than EVENTS read while waiting for a reply, in arrival order
         self.pending_records = []  # EVENTS records read meanwhile: (ticks, channel masks, levels, fractions) arrays
+        self.pending_count = 0     # records in pending_records
+        self.pending_marks = []    # (records before it among the pending ones, frame or frames lost)
         self.bytes_received = 0
 
     # low level ----------------------------------------------------------------------------------
@@ -48,13 +50,21 @@ class Rig:
         if self.raw_sink is not None:
             self.raw_sink(data)
         batch = self.decoder.feed_batch(data)
+        self.pending_marks += [(self.pending_count + at, what) for at, what in batch.marks]
         if len(batch.ticks):
             self.pending_records.append((batch.ticks, batch.channels, batch.levels, batch.fractions))
+            self.pending_count += len(batch.ticks)
         return batch.frames
 
     def read(self):
         """One read of the link: (records as (ticks, channel masks, level masks, fractions) arrays, other
         frames), with what arrived while commands waited for replies first."""
+        records, frames, _marks = self.read_marked()
+        return records, frames
+
+    def read_marked(self):
+        """``read``, and where among the records the stream was disturbed: [(records before it, a
+        frame of another type or frames lost)], in arrival order (``batch.segments``)."""
         try:
             fresh = self._read_frames()
         except TransportError:
@@ -64,7 +74,8 @@ class Rig:
         frames = self.pending + fresh
         self.pending = []
         parts, self.pending_records = self.pending_records, []
-        return join_records(parts), frames
+        marks, self.pending_marks, self.pending_count = self.pending_marks, [], 0
+        return join_records(parts), frames, marks
 
     def send(self, msg):
         seq = self.tx_seq
@@ -89,8 +100,7 @@ class Rig:
     def hello(self):
         """Start a session; returns the rig's Identify. Refuses another protocol version."""
         self.tx_seq = 0
-        self.pending.clear()
-        self.pending_records.clear()
+        self._clear_pending()
         self.send(p.Hello(p.PROTOCOL_VERSION))
         self.decoder.reset_sequence(0)
 
@@ -113,14 +123,19 @@ class Rig:
                                f"{p.PROTOCOL_VERSION}: update one of them") from None
             raise RigError(f"no answer to HELLO from {self.transport.url} within {self.hello_timeout:g} s: "
                            "is the rig powered, flashed with the hilat gateware, and is this its port?") from None
-        self.pending.clear()  # anything before IDENTIFY belongs to an earlier session
-        self.pending_records.clear()
+        self._clear_pending()  # anything before IDENTIFY belongs to an earlier session
         identity = frame.msg
         if identity.version != p.PROTOCOL_VERSION:
             raise RigError(f"the rig speaks protocol version {identity.version}, this hilat speaks "
                            f"version {p.PROTOCOL_VERSION}: update one of them")
         self.identity = identity
         return identity
+
+    def _clear_pending(self):
+        self.pending.clear()
+        self.pending_records.clear()
+        self.pending_marks.clear()
+        self.pending_count = 0
 
     def command(self, msg, reply=p.Ack):
         seq = self.send(msg)

@@ -8,7 +8,10 @@ Layout (docs/analysis.md, "Run directory"):
                      level), in tick order;
 - ``samples/KIND.bin`` the samples of each measurement kind as the streaming pairing finalises them:
                      header ``HILATSMP``, then ``SAMPLE_DTYPE`` items (start tick, value in ticks or -1
-                     for a miss, duplicates, tag flags), in start order;
+                     for a miss or an unknown, duplicates, tag flags, unknown), in start order (store
+                     version 2; version 1, without ``unknown``, is still read);
+- ``gaps.bin``       where the record stream had holes (``analysis.Gaps``): header ``HILATGAP``, then
+                     ``GAP_DTYPE`` items (start, end, channel mask, reason), as the capture closed them;
 - ``meta.json``      rig identity, settings, counters, calibration; ``summary.txt``/``summary.json``:
                      the report document, rendered from the capture's aggregates;
 - ``hlog/``          the rolling HdrHistogram interval log of the capture (``capture.hlog``), and of
@@ -37,8 +40,12 @@ EDGES_MAGIC = b"HILATEDG"
 SAMPLES_MAGIC = b"HILATSMP"
 STORE_VERSION = 1
 EDGE_DTYPE = np.dtype([("tick", "<i8"), ("channel", "u1"), ("level", "u1")])
-SAMPLE_DTYPE = np.dtype([("start_tick", "<i8"), ("ticks", "<i8"), ("duplicates", "<u2"),
-                         ("tag_at_start", "u1"), ("tag_in_window", "u1")])
+SAMPLE_DTYPE_V1 = np.dtype([("start_tick", "<i8"), ("ticks", "<i8"), ("duplicates", "<u2"),
+                            ("tag_at_start", "u1"), ("tag_in_window", "u1")])
+SAMPLE_DTYPE = np.dtype(SAMPLE_DTYPE_V1.descr + [("unknown", "u1")])
+SAMPLES_VERSIONS = {1: SAMPLE_DTYPE_V1, 2: SAMPLE_DTYPE}
+GAPS_MAGIC = b"HILATGAP"
+GAP_DTYPE = np.dtype([("start", "<i8"), ("end", "<i8"), ("channels", "<u4"), ("reason", "u1")])
 OUTLIERS_MAGIC = b"HILATOUT"
 # The engine's outlier records (ENGINE_OUTLIERS): stimulus tick, tag flags, each kind's value in
 # ticks (0xFFFFFFFF: a miss, 0xFFFFFFFE: below range).
@@ -55,13 +62,18 @@ class RunError(Exception):
 # ---- fixed-width stores ---------------------------------------------------------------------------------
 
 
+def _store_version(dtype):
+    return 2 if dtype == SAMPLE_DTYPE else STORE_VERSION
+
+
 def _store_header(magic, dtype):
-    return magic + STORE_VERSION.to_bytes(4, "little") + dtype.itemsize.to_bytes(4, "little")
+    return magic + _store_version(dtype).to_bytes(4, "little") + dtype.itemsize.to_bytes(4, "little")
 
 
 def _open_store(path, magic, dtype):
     """An open store file positioned after its header, and its item count (a torn last item of a
-    capture that died mid-write is left out)."""
+    capture that died mid-write is left out). A samples store of version 1 is read with its own
+    item type (``SAMPLES_VERSIONS``): ``iter_store`` converts its items."""
     try:
         f = open(path, "rb")
     except FileNotFoundError:
@@ -71,31 +83,38 @@ def _open_store(path, magic, dtype):
         f.close()
         raise RunError(f"{path}: not a hilat {magic[5:].decode().lower()} store (bad header)")
     version, itemsize = int.from_bytes(head[8:12], "little"), int.from_bytes(head[12:16], "little")
-    if version != STORE_VERSION or itemsize != dtype.itemsize:
+    file_dtype = SAMPLES_VERSIONS.get(version) if dtype == SAMPLE_DTYPE else (
+        dtype if version == STORE_VERSION else None)
+    if file_dtype is None or itemsize != file_dtype.itemsize:
         f.close()
         raise RunError(f"{path}: store version {version}, item size {itemsize}; this hilat reads version "
-                       f"{STORE_VERSION}, item size {dtype.itemsize}")
-    count = (os.fstat(f.fileno()).st_size - _HEADER) // dtype.itemsize
-    return f, count
+                       f"{_store_version(dtype)}, item size {dtype.itemsize}")
+    count = (os.fstat(f.fileno()).st_size - _HEADER) // file_dtype.itemsize
+    return f, count, file_dtype
 
 
 def store_count(path, magic, dtype):
-    f, count = _open_store(path, magic, dtype)
+    f, count, _ = _open_store(path, magic, dtype)
     f.close()
     return count
 
 
 def iter_store(path, magic, dtype, chunk):
-    """The items of a store file, ``chunk`` at a time (bounded memory)."""
-    f, count = _open_store(path, magic, dtype)
+    """The items of a store file, ``chunk`` at a time (bounded memory), as ``dtype`` items."""
+    f, count, file_dtype = _open_store(path, magic, dtype)
     with f:
         left = count
         while left:
             n = min(chunk, left)
-            items = np.fromfile(f, dtype=dtype, count=n)
+            items = np.fromfile(f, dtype=file_dtype, count=n)
             if len(items) < n:
                 raise RunError(f"{path}: shorter than its size said")
             left -= n
+            if file_dtype != dtype:  # an older store: the fields it has, the others zero
+                converted = np.zeros(len(items), dtype)
+                for name in file_dtype.names:
+                    converted[name] = items[name]
+                items = converted
             yield items
 
 
@@ -134,6 +153,7 @@ class RunWriter:
         self.path.mkdir(parents=True, exist_ok=True)
         self._raw = open(self.path / "raw.bin", "ab", buffering=0)
         self._edges = StoreAppender(self.path / "edges.bin", EDGES_MAGIC, EDGE_DTYPE)
+        self._gaps = StoreAppender(self.path / "gaps.bin", GAPS_MAGIC, GAP_DTYPE)
         self._samples = {}
         self.raw_bytes = 0
         self.set_kinds(kinds)
@@ -159,12 +179,24 @@ class RunWriter:
     def edge_count(self):
         return self._edges.count
 
+    def gaps(self, closed):
+        """Gaps as the capture closed them: [(start, end, channel mask, reason)]."""
+        if closed:
+            items = np.array([tuple(g) for g in closed], GAP_DTYPE)
+            self._gaps.append(items)
+            self._gaps.flush()  # few and precious: on disk at once
+
+    @property
+    def gap_count(self):
+        return self._gaps.count
+
     def samples(self, kind, series):
         """Final samples of one kind (a ``measures.Series``), in start order."""
         items = np.empty(len(series), SAMPLE_DTYPE)
         items["start_tick"], items["ticks"] = series.start_tick, series.values
         items["duplicates"] = np.minimum(series.duplicates, 0xFFFF)
         items["tag_at_start"], items["tag_in_window"] = series.tag_at_start, series.tag_in_window
+        items["unknown"] = series.unknown
         self._samples[kind].append(items)
 
     def write_json(self, name, doc):
@@ -184,6 +216,7 @@ class RunWriter:
     def close(self):
         self._raw.close()
         self._edges.close()
+        self._gaps.close()
         for appender in self._samples.values():
             appender.close()
 
@@ -215,6 +248,7 @@ class Run:
         self.analysis_measures = list(analysis_measures) if analysis_measures is not None else self.measures
         self.builtin = builtin              # a stimulus fired: the built-in stimulus kinds exist
         self._edges = edges
+        self._gaps = None
         self._pairing = None
         self._measurements = None
 
@@ -228,9 +262,60 @@ class Run:
             elif self.edges_source == "events.csv":
                 edges = read_events_csv(self.path / "events.csv")
             else:
-                edges = read_raw(self.path / "raw.bin", self.subticks)[:3]
+                ticks, chans, levels, _counters, gaps = read_raw(self.path / "raw.bin", self.subticks, with_gaps=True)
+                edges = ticks, chans, levels
+                if self._gaps is None:
+                    self._gaps = self._with_cut(gaps, ticks)
             self._edges = _sorted(*edges)
         return self._edges
+
+    # ---- gaps ----
+
+    @property
+    def cut_short(self):
+        """Whether the capture ended early (interrupted, an error, killed, an interim summary): what
+        came after its last edge is not known."""
+        m = self.meta
+        return bool(m.get("interrupted") or m.get("error") or m.get("interim") or m.get("cut_short"))
+
+    @property
+    def gaps(self):
+        """Where the stream had holes (``analysis.Gaps``, in the edges' unit): gaps.bin as the
+        capture wrote it (decoded again from raw.bin when the edges come from there), and after the
+        last edge of a capture cut short."""
+        if self._gaps is None:
+            if self.edges_source == "raw.bin":
+                self._load_edges()
+            else:
+                path = self.path / "gaps.bin"
+                items = _read_store(path, GAPS_MAGIC, GAP_DTYPE) if path.exists() else np.zeros(0, GAP_DTYPE)
+                gaps = analysis.Gaps(items["start"], items["end"], items["channels"])
+                self._gaps = self._with_cut(gaps, None)
+        return self._gaps
+
+    def _with_cut(self, gaps, ticks):
+        if not self.cut_short:
+            return gaps
+        if ticks is None:
+            last = self.last_edge_time()
+        else:
+            last = int(ticks.max()) if len(ticks) else None
+        if last is None:
+            return gaps
+        tail = analysis.Gaps.of([(last + 1, analysis.GAP_OPEN_END, analysis.ALL_CHANNELS)])
+        return gaps + tail
+
+    def last_edge_time(self):
+        """The last edge's time (the edges are in time order), without reading them all from edges.bin."""
+        if self._edges is None and self.edges_source == "edges.bin":
+            f, count, dtype = _open_store(self.path / "edges.bin", EDGES_MAGIC, EDGE_DTYPE)
+            with f:
+                if not count:
+                    return None
+                f.seek(_HEADER + (count - 1) * dtype.itemsize)
+                return int(np.fromfile(f, dtype=dtype, count=1)["tick"][0])
+        edges = self._load_edges()
+        return int(edges[0][-1]) if len(edges) and len(edges[0]) else None
 
     @property
     def ticks(self):
@@ -296,7 +381,7 @@ class Run:
     def pairing(self):
         if self._pairing is None:
             self._pairing = analysis.pair(self.ticks, self.chans, self.levels, self.roles, self.deadline_ticks,
-                                          end_tick=self.end_tick, offset_ticks=self.offset_ticks)
+                                          end_tick=self.end_tick, offset_ticks=self.offset_ticks, gaps=self.gaps)
         return self._pairing
 
     @property
@@ -306,7 +391,8 @@ class Run:
             self._measurements = analysis.measure(self.ticks, self.chans, self.levels, self.roles,
                                                   self.analysis_measures,
                                                   builtin=self.builtin, deadline=self.deadline_ticks,
-                                                  end_tick=self.end_tick, offset_ticks=self.offset_ticks)
+                                                  end_tick=self.end_tick, offset_ticks=self.offset_ticks,
+                                                  gaps=self.gaps)
         return self._measurements
 
     @property
@@ -392,16 +478,28 @@ def read_events_csv(path):
     return _parse_rows(path, body)
 
 
-def read_raw(path, subticks=None):
-    """Decode raw.bin again: (times, chans, levels, decoder counters); times in the units of
-    ``subticks`` (``analysis.Subticks``; None: ticks)."""
-    from hilat.batch import BatchDecoder
+def read_raw(path, subticks=None, with_gaps=False):
+    """Decode raw.bin again: (times, chans, levels, decoder counters[, gaps]); times in the units of
+    ``subticks`` (``analysis.Subticks``; None: ticks). ``with_gaps``: also the stream's holes
+    (``analysis.Gaps``: overflow markers and frames lost, as the capture found them; one still open
+    at the end runs to the end)."""
+    from hilat.batch import BatchDecoder, segments
 
     decoder = BatchDecoder()
+    tracker = analysis.GapTracker(subticks.units_per_tick if subticks is not None else 1)
+    closed = []
     parts = []
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
             batch = decoder.feed_batch(chunk)
+            holes = [(at, w) for at, w in batch.marks if isinstance(w, int) or isinstance(w.msg, p.Overflow)]
+            for lo, hi, what in segments(len(batch.ticks), holes):
+                if what is None:
+                    closed += tracker.records(batch.ticks[lo:hi])
+                elif isinstance(what, int):
+                    tracker.frames_lost()
+                else:
+                    tracker.overflow(what.msg.timestamp, what.msg.channels)
             if len(batch.ticks):
                 parts.append(analysis.edges_from_records((batch.ticks, batch.channels, batch.levels), batch.fractions,
                                                          subticks))
@@ -409,7 +507,11 @@ def read_raw(path, subticks=None):
         ticks, chans, levels = (np.concatenate(x) for x in zip(*parts))
     else:
         ticks, chans, levels = np.zeros(0, np.uint64), np.zeros(0, np.uint8), np.zeros(0, np.uint8)
-    return ticks.astype(np.int64), chans, levels, decoder.counters()
+    out = (ticks.astype(np.int64), chans, levels, decoder.counters())
+    if with_gaps:
+        closed += tracker.close()
+        out += (analysis.Gaps.of([(a, b, c) for a, b, c, _reason in closed]),)
+    return out
 
 
 def iter_events_csv(path, chunk_bytes=64 << 20):

@@ -187,8 +187,13 @@ class Session:
     def poll(self, consumer):
         """One read of the link; its records go to ``consumer(ticks, channel_masks, level_masks,
         fractions)`` (fractions: the inputs' sub-tick positions, docs/subtick.md), engine frames to
-        ``engine_sink``. Returns the number of records and engine frames."""
-        (ticks, masks, levels, fractions), frames = self.rig.read()
+        ``engine_sink``. A consumer with an ``on_gap(what)`` method is told, in stream order between
+        the records, where the stream has a hole: ``what`` an OVERFLOW (the gateware dropped
+        records) or the number of frames lost on the link. Returns the number of records and engine
+        frames."""
+        from hilat.batch import segments
+
+        (ticks, masks, levels, fractions), frames, marks = self.rig.read_marked()
         engine_frames = 0
         for frame in frames:
             msg = frame.msg
@@ -202,9 +207,18 @@ class Session:
                 if self.engine_sink is not None:
                     self.engine_sink(msg)
         n = len(ticks)
+        on_gap = getattr(consumer, "on_gap", None)
+        holes = [(at, what) for at, what in marks if isinstance(what, int) or isinstance(what.msg, p.Overflow)]
+        if on_gap is not None and holes:
+            for lo, hi, what in segments(n, holes):
+                if what is None:
+                    consumer(ticks[lo:hi], masks[lo:hi], levels[lo:hi], fractions[lo:hi])
+                else:
+                    on_gap(what if isinstance(what, int) else what.msg)
+        elif n:
+            consumer(ticks, masks, levels, fractions)
         if n:
             self.last_tick = int(ticks[-1])
-            consumer(ticks, masks, levels, fractions)
         return n + engine_frames
 
     def _warn_overflow(self, msg):

@@ -46,9 +46,10 @@ def test_report_text_is_fallers_table_with_exact_values(tmp_path, cli):
                     label="hand")
     code, out, _ = cli("report", run)
     assert code == 0
-    # stimulus -> ISR: 50 60 75 400 ticks x 20 ns; median 67.5 ticks; mean 146.25; std by hand.
+    # stimulus -> ISR: 50 60 75 400 ticks x 20 ns; median 60 ticks (p50, the lower middle); mean
+    # 146.25; std by hand; no window unknown.
     std = np.std([50, 60, 75, 400], ddof=1) * TICK_NS
-    row = re.search(r"^hand\s+4\s+1\s+20\.000%\s+1000\.0\s+1350\.0\s+8000\.0\s+2925\.0\s+(\S+)$", out, re.M)
+    row = re.search(r"^hand\s+4\s+1\s+20\.000%\s+0\s+1000\.0\s+1200\.0\s+8000\.0\s+2925\.0\s+(\S+)$", out, re.M)
     assert row, out
     assert float(row.group(1)) == pytest.approx(std, abs=0.05)
     assert "stimulus -> task (ns), all samples" in out and "40.000%" in out
@@ -62,7 +63,7 @@ def test_report_json_follows_schema_and_numpy(two_runs, cli):
     assert code == 0
     doc = json.loads(out)
     jsonschema.validate(doc, SCHEMA)
-    assert doc["format"] == "hilat-report" and doc["version"] == 2
+    assert doc["format"] == "hilat-report" and doc["version"] == 3
     row = doc["runs"][0]["subsets"]["all"]["stim_to_isr"]
     valid = np.array([v for v in isr_a if v is not None])
     assert row["misses"] == 30 and row["count"] == 2970 and row["miss_share"] == pytest.approx(0.01)
@@ -91,7 +92,7 @@ def test_report_csv_markdown_html_and_plots(two_runs, tmp_path, cli):
               and r["unit"] == "ns"][0]
     assert float(isr_ns["max"]) == load_run(b).pairing.isr_latency.max() * TICK_NS
     code, out, _ = cli("report", a, "--format", "markdown")
-    assert code == 0 and "| run | count | misses | missed | min | med | max | average | std dev |" in out
+    assert code == 0 and "| run | count | misses | missed | unknown | min | med | max | average | std dev |" in out
     html, plots = tmp_path / "r.html", tmp_path / "plots"
     code, _, _ = cli("report", a, b, "--html", html, "--plots", plots)
     assert code == 0
@@ -151,7 +152,7 @@ def test_report_of_an_uncalibrated_run_says_uncalibrated_once(tmp_path, cli):
 def test_empty_run_gives_an_honest_empty_report(tmp_path, cli):
     run = write_run(tmp_path / "empty", [])
     code, out, _ = cli("report", run)
-    assert code == 0 and re.search(r"^synthetic\s+0\s+0\s+-\s+-", out, re.M)
+    assert code == 0 and re.search(r"^synthetic\s+0\s+0\s+-\s+0\s+-", out, re.M)
     code, _, _ = cli("report", run, "--html", tmp_path / "e.html")
     assert code == 0 and (tmp_path / "e.html").exists()
     code, out, _ = cli("compare", run, run)

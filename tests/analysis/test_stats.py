@@ -18,9 +18,10 @@ def test_faller_row_hand_computed():
     assert st["percentiles"]["p90"] is None        # needs 10 samples
 
 
-def test_even_count_median_is_the_mean_of_the_middle_two():
+def test_even_count_median_is_p50_the_lower_middle():
+    # One median everywhere: the inverted CDF, as every percentile (never the mean of the middle two).
     st = analysis.stats(np.array([10, 20, 30, 40]))
-    assert st["median"] == 25.0 and st["percentiles"]["p50"] == 20
+    assert st["median"] == 20.0 == st["percentiles"]["p50"]
 
 
 def test_single_sample_and_empty():
