@@ -59,37 +59,45 @@ def identify() -> list[dict]:
                 start_margin=1000)
     ten = CHANNELS6 + [(f"in{k}", "") for k in range(4, 8)]
     out = [
-        vec("typical", 0, p.Identify(**base, firmware="hilat-fw 2", gateware="sim 0123456789", channels=CHANNELS6)),
-        vec("empty strings", 0, p.Identify(**base, channels=[("", "")] * 6)),
-        vec("utf8 strings", 3, p.Identify(**base, firmware="µ-fw ✓", gateware="ΔT", channels=CHANNELS6)),
+        vec("typical", 0, p.Identify(**base, firmware="hilat-fw 2", gateware="sim 0123456789", channels=CHANNELS6,
+                                     uart_baud=0), note="uart_baud 0: the simulator, no serial line"),
+        vec("empty strings", 0, p.Identify(**base, channels=[("", "")] * 6, uart_baud=3_000_000)),
+        vec("utf8 strings", 3, p.Identify(**base, firmware="µ-fw ✓", gateware="ΔT", channels=CHANNELS6,
+                                          uart_baud=115_200)),
         vec("10 channels, 4 without a role", 4, p.Identify(**{**base, "n_inputs": 8}, firmware="hilat-fw 2",
-                                                           gateware="colorlight_i5 0123456789", channels=ten)),
+                                                           gateware="colorlight_i5 0123456789", channels=ten,
+                                                           uart_baud=2_000_000)),
         vec("four samples a tick (sub-tick capability)", 5,
             p.Identify(**{**base, "capabilities": 0x7F}, samples_per_tick=4, firmware="hilat-fw 3",
-                       gateware="ulx3s 0123456789", channels=CHANNELS6)),
+                       gateware="ulx3s 0123456789", channels=CHANNELS6, uart_baud=3_000_000)),
         vec(
             "all ones",
             0xFFFF,
             p.Identify(255, U32, U32, 1, 1, 0xFFFF, 255, U32, 0xFFFF, 255, U32, 8, "\x7f", "\x7f",
-                       [("\x7f", "\x7f")] * 2),
+                       [("\x7f", "\x7f")] * 2, U32),
         ),
         vec(
             "zeros",
             0,
-            p.Identify(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, "", "", []),
+            p.Identify(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, "", "", [], 0),
             note="mostly 0x00: every COBS block is short",
         ),
+        vec("a rig built before uart_baud: the body ends with the table", 0,
+            p.Identify(**base, firmware="hilat-fw 2", gateware="sim 0123456789", channels=CHANNELS6),
+            note="uart_baud null: decoded as not reported; the firmware always sends it now. The bytes of "
+                 "\"typical\" before uart_baud"),
     ]
 
-    # Max payload (250 bytes): 4 + 26 fixed + strings and the channel table; every byte non-zero so
-    # the frame is one 254-byte COBS run: code 0xFF and no trailing block (256 bytes on the wire).
+    # Max payload (250 bytes): 4 + 26 fixed + strings, the channel table and uart_baud; every byte
+    # non-zero so the frame is one 254-byte COBS run: code 0xFF and no trailing block (256 bytes on
+    # the wire).
     def full():
         fixed = dict(version=3, ts_hz=0x05F5E101, sys_hz=0x02FAF081, n_stimulus=2, n_inputs=4, fifo_depth=0x0201,
                      pin_to_stamp_delay=19, capabilities=0x0101017F, min_interval=0x0104, glitch_max=15,
                      start_margin=0x010103E8)
         table = sum(2 + len(n) + len(r) for n, r in CHANNELS6)
-        return p.Identify(**fixed, firmware="f" * (250 - 4 - 26 - 2 - 25 - table), gateware="g" * 25,
-                          channels=CHANNELS6)
+        return p.Identify(**fixed, firmware="f" * (250 - 4 - 26 - 2 - 25 - table - 4), gateware="g" * 25,
+                          channels=CHANNELS6, uart_baud=0x01E84801)
 
     assert len(full().body()) + 4 == 250
     seq = crc_ok_seq(full)
