@@ -743,6 +743,28 @@ def test_sequence_vectors(v):
         assert dec.frames_ok + dec.duplicate == len(v["frames"])
 
 
+BRIDGE = json.loads((VECTORS / "bridge_text.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("v", BRIDGE["vectors"], ids=[v["name"] for v in BRIDGE["vectors"]])
+def test_bridge_text_vectors(v, tool_checked):
+    """DAPLink's "<DAPLink:Overflow>" in the stream is garbage like any other: the frames around it
+    decode, the one it lands in (or before) is corrupt, its bytes are discarded and counted."""
+    stream = bytes.fromhex(v["stream"])
+    assert stream.count(bytes.fromhex(BRIDGE["text"])) >= 1
+    for chunks in ([stream], [stream[i : i + 1] for i in range(len(stream))]):
+        dec = p.FrameDecoder(expected_seq=v["expected_seq"])
+        got = [f for c in chunks for f in dec.feed(c)]
+        assert [f.seq for f in got] == v["accepted_seqs"]
+        assert [list(r) for f in got if isinstance(f.msg, p.Events) for r in f.msg.records] == v["records"]
+        assert dec.counters() == v["counters"]
+    # The rig's receiver (firmware/protocol.c) resynchronizes the same way: it discards the same
+    # bytes as corrupt, and takes the intact rig frames for frames of a type it does not know.
+    seqs, c = c_stream(tool_checked, stream)
+    assert (c["corrupt"], c["resync_bytes"]) == (v["counters"]["corrupt"], v["counters"]["resync_bytes"])
+    assert c["unknown_type"] == len(v["accepted_seqs"]) and seqs == []
+
+
 def test_replayed_frame_is_delivered_once_and_not_lost():
     # The defect: a frame sent again (same seq, same bytes) was delivered twice and counted as
     # 65,535 lost frames.
