@@ -6,8 +6,8 @@ the build report states LiteX's divider at the board's sys clock."""
 import re
 
 import pytest
-
 from hilat.transport import BOARD_BAUDRATES, DEFAULT_BAUDRATE
+
 from targets import board_flow, build_report, colorlight_i5, ulx3s
 
 BOARDS = {"colorlight_i5": colorlight_i5, "ulx3s": ulx3s}
