@@ -235,6 +235,7 @@ static void on_hello(const hilat_command_t *cmd)
         .firmware = FIRMWARE_IDENTITY,
         .gateware = HILAT_GATEWARE_IDENTITY,
         .channels = HILAT_CHANNELS,
+        .uart_baud = HILAT_UART_BAUDRATE,
     };
     (void)cmd;
     hilat_msg_identify(&out, tx_seq, &id);

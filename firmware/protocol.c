@@ -317,7 +317,8 @@ int hilat_msg_identify(hilat_frame_t *f, uint16_t seq, const hilat_identify_t *m
     p[25] = m->samples_per_tick;
     f->len += 26;
     return hilat_frame_put_str(f, m->firmware) && hilat_frame_put_str(f, m->gateware)
-           && put_channel_table(f, m->channels, (unsigned)m->n_stimulus + m->n_inputs);
+           && put_channel_table(f, m->channels, (unsigned)m->n_stimulus + m->n_inputs)
+           && hilat_frame_put_u32(f, m->uart_baud);
 }
 
 int hilat_msg_overflow(hilat_frame_t *f, uint16_t seq, uint64_t timestamp, uint16_t channels)

@@ -208,6 +208,9 @@ typedef struct {
     /* Every channel in order as "name:role" items, comma separated (soc.h's HILAT_CHANNELS): sent
      * as n_stimulus + n_inputs pairs of str; the encoder refuses a table of another length. */
     const char *channels;
+    /* The rate the UART was built for (soc.h's HILAT_UART_BAUDRATE; 0: no serial line), after the
+     * table: the host opens the port at a board's rate and says which one it got (docs/boards.md). */
+    uint32_t uart_baud;
 } hilat_identify_t;
 
 typedef struct {

@@ -58,7 +58,12 @@ class RigSoC(SoCCore):
         # is best effort (drops counted) and the histograms are complete whatever it drops.
         fifo_depth = fifo_depth or (512 if with_engine else 1024)
         kwargs.setdefault("integrated_sram_size", 0x2000)
+        # Board targets give the rate their USB-serial bridge carries (UART_BAUDRATE, docs/boards.md);
+        # 3 Mbaud is the ULX3S's FT231X and the host's default.
         kwargs.setdefault("uart_baudrate", 3_000_000)
+        # IDENTIFY's uart_baud: the rate the host must open the port at; 0 when the link is no serial
+        # line (the simulator's UART is bridged to TCP).
+        self.uart_baudrate = 0 if kwargs.get("uart_name") == "sim" else int(kwargs["uart_baudrate"])
         SoCCore.__init__(self, platform, sys_clk_freq, ident=f"hilat rig on {board}",
                          cpu_type="vexriscv", cpu_variant=cpu_variant, **kwargs)
 
@@ -87,9 +92,9 @@ class RigSoC(SoCCore):
         self.ts_clk_freq = int(ts_clk_freq)
         self.gateware_identity = f"{board} {identity}"
         # IDENTIFY must fit one frame: header, 26 fixed bytes, the firmware's name (<= 32 bytes), the
-        # gateware's, and the channel table (docs/protocol.md).
+        # gateware's, the channel table and uart_baud (docs/protocol.md).
         identify_bytes = (4 + 26 + 1 + 32 + 1 + len(self.gateware_identity.encode())
-                          + sum(2 + len(c.name) + len(c.role) for c in self.channels))
+                          + sum(2 + len(c.name) + len(c.role) for c in self.channels) + 4)
         assert identify_bytes <= 250, f"IDENTIFY of {identify_bytes} bytes does not fit a frame: fewer channels"
         self.add_constant("HILAT_TS_CLOCK_FREQUENCY", self.ts_clk_freq)
         self.add_constant("HILAT_N_STIMULUS", n_stimulus)
@@ -105,6 +110,7 @@ class RigSoC(SoCCore):
         self.add_constant("HILAT_SAMPLES_PER_TICK", self.capture.samples_per_tick)
         self.add_constant("HILAT_FRACTION_BITS", n_inputs * self.capture.fraction_bits)
         self.add_constant("HILAT_GATEWARE_IDENTITY", self.gateware_identity)
+        self.add_constant("HILAT_UART_BAUDRATE", self.uart_baudrate)
         if with_engine:
             self.add_constant("HILAT_ENGINE_MIN_SPACING", engine.MIN_SPACING)
             self.add_constant("HILAT_ENGINE_INTERVAL_SHIFT_MIN", engine.INTERVAL_SHIFT_MIN)

@@ -175,8 +175,10 @@ class PllCRG(LiteXModule):
 
 # Command line ------------------------------------------------------------------------------------
 
-def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, programmer_board,
+def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, programmer_board, uart_baudrate,
                 engine_default=True, engine_default_text=None):
+    """The board's command line; ``uart_baudrate`` (the board's UART_BAUDRATE: the rate its USB-serial
+    bridge carries, docs/boards.md) is --uart-baudrate's default."""
     from litex.build.parser import LiteXArgumentParser
 
     parser = LiteXArgumentParser(platform=platform_cls, description=description)
@@ -204,8 +206,9 @@ def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, pro
                                help="Write the bitstream to the configuration flash (openFPGALoader).")
     parser.add_target_argument("--cable", default=None,
                                help=f"openFPGALoader cable, if not the board's default (-b {programmer_board}).")
-    # The rig's SoC: VexRiscv, firmware in ROM, 3 Mbaud UART (what the host expects).
-    parser.set_defaults(cpu_type="vexriscv", cpu_variant="standard", uart_baudrate=3_000_000,
+    # The rig's SoC: VexRiscv, firmware in ROM, the UART at the rate the board's bridge carries (the
+    # host's --board picks the same rate: hilat.transport.BOARD_BAUDRATES).
+    parser.set_defaults(cpu_type="vexriscv", cpu_variant="standard", uart_baudrate=uart_baudrate,
                         integrated_rom_size=None, integrated_sram_size=0x2000,
                         output_dir=str(board_dir(board)))
     return parser
@@ -299,7 +302,8 @@ def _report(soc, board, board_file, log, nextpnr_report, builder, seed):
         board=board, device=soc.platform.device, requested_hz=requested,
         nextpnr_log=log.read_text(errors="replace"),
         nextpnr_report=json.loads(nextpnr_report.read_text()) if nextpnr_report.exists() else None,
-        bitstream=bitstream, root=ROOT, sampling=build_report.sampling(samples_per_tick, soc.ts_clk_freq, limit))
+        bitstream=bitstream, root=ROOT, sampling=build_report.sampling(samples_per_tick, soc.ts_clk_freq, limit),
+        uart=build_report.uart(soc.uart_baudrate, soc.sys_clk_freq, *getattr(soc, "uart_bridge", (None, None))))
     report.update({
         "git": git_identity(),
         "gateware_identity": soc.gateware_identity,

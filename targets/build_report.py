@@ -83,8 +83,42 @@ def sampling(samples_per_tick, ts_hz, io_clock_limit_hz=None):
     return entry
 
 
-def make(board, device, requested_hz, nextpnr_log, bitstream, root, nextpnr_report=None, sampling=None):
-    """The report as a dict (see ``problems`` for what makes it a failure); ``sampling``: see ``sampling``."""
+def uart(baud, sys_hz, bridge=None, bridge_max_baud=None):
+    """The report's ``uart`` entry: the rate the rig's UART was built for and what LiteX's UART makes
+    of it at ``sys_hz``. Its PHY steps a 32-bit phase accumulator by int(baud / sys_hz * 2**32) each sys
+    cycle and starts a bit on its carry: the mean rate is that word's, a truncation error of under
+    sys_hz / 2**32 baud, and each bit edge falls on a sys cycle, so it sits up to one sys period away
+    from the ideal edge without adding up across a byte. ``bridge``: the USB-serial bridge at the
+    other end and the highest rate it carries (docs/boards.md, "Serial link")."""
+    tuning_word = int(baud / sys_hz * 2**32)
+    achieved = tuning_word * sys_hz / 2**32
+    entry = {"baud": baud, "bridge": bridge, "sys_mhz": round(sys_hz / 1e6, 6), "tuning_word": tuning_word,
+             "achieved_baud": round(achieved, 3), "rate_error_ppm": round((achieved - baud) / baud * 1e6, 6),
+             "edge_step_ns": round(1e9 / sys_hz, 3),
+             "edge_step_bit_percent": round(100 * baud / sys_hz, 3)}
+    if bridge_max_baud is not None:
+        # --uart-baudrate may ask for more than the bridge carries: built, but said (the host would
+        # read nothing or garbage).
+        entry.update(bridge_max_baud=bridge_max_baud, within_bridge=baud <= bridge_max_baud)
+    return entry
+
+
+def uart_line(uart):
+    """The summary's UART line, e.g. "UART 2000000 baud (DAPLink ...): LiteX's divider at 50 MHz gives
+    1999999.990 baud (-0.005 ppm), bit edges on a 20.000 ns grid (4.000 % of a bit)"."""
+    bridge = f" ({uart['bridge']})" if uart.get("bridge") else ""
+    line = (f"UART {uart['baud']} baud{bridge}: LiteX's divider at {uart['sys_mhz']:g} MHz gives "
+            f"{uart['achieved_baud']:.3f} baud ({uart['rate_error_ppm']:+.3f} ppm), bit edges on a "
+            f"{uart['edge_step_ns']:.3f} ns grid ({uart['edge_step_bit_percent']:.3f} % of a bit)")
+    if uart.get("within_bridge") is False:
+        line += f"; ABOVE the bridge's {uart['bridge_max_baud']} baud: the host cannot read it"
+    return line
+
+
+def make(board, device, requested_hz, nextpnr_log, bitstream, root, nextpnr_report=None, sampling=None,
+         uart=None):
+    """The report as a dict (see ``problems`` for what makes it a failure); ``sampling``: see ``sampling``;
+    ``uart``: see ``uart``."""
     fmax = parse_fmax(nextpnr_log)
     clocks = {}
     for domain, hz in requested_hz.items():
@@ -121,6 +155,8 @@ def make(board, device, requested_hz, nextpnr_log, bitstream, root, nextpnr_repo
     }
     if sampling:
         report["sampling"] = sampling
+    if uart:
+        report["uart"] = uart
     report["timing_met"] = not _timing_problems(report)
     return report
 
@@ -157,6 +193,8 @@ def summary(report):
         lines.append(f"  {domain:4} requested {c['requested_mhz']:8.3f} MHz, achieved Fmax {achieved} MHz")
     if report.get("sampling"):
         lines.append("  " + sampling_line(report["sampling"]))
+    if report.get("uart"):
+        lines.append("  " + uart_line(report["uart"]))
     for bel, u in report["resources"].items():
         lines.append(f"  {bel:14} {u['used']:6} / {u['available']:6} ({100 * u['used'] / u['available']:.0f}%)")
     if report.get("bitstream"):

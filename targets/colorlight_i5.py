@@ -21,6 +21,12 @@ BOARD = "colorlight_i5"
 PROGRAMMER_BOARD = "colorlight-i5"
 SYS_CLK_FREQ = 50e6
 TS_CLK_FREQ  = 140e6  # 7.14 ns ticks, exact from the PLL (VCO 700 MHz, with sys 50 MHz)
+# The extension board's serial port is DAPLink on an STM32F103: its USART2 (36 MHz APB1, 16x
+# oversampling only) tops out at 36e6 / 16 = 2.25 Mbaud and cannot make 3 Mbaud (USARTDIV 0.75 < 1).
+# 2 Mbaud is exact there (BRR = 36e6 / 2e6 = 18: USARTDIV 1.125) and a standard termios rate.
+# docs/boards.md, "Serial link".
+UART_BAUDRATE = 2_000_000
+UART_BRIDGE = ("DAPLink CMSIS-DAP (STM32F103) on the extension board", 2_250_000)   # (name, top rate)
 
 # Channel -> (connector position, header position); pmode:0..3 = PMOD pins 1-4, pmode:4..7 = pins
 # 7-10. A jumper across pins 1 and 7 (stim0 -> in2, the spare input) is the calibration loopback.
@@ -67,6 +73,7 @@ class BaseSoC(RigSoC):
     def __init__(self, sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=None, toolchain="trellis", n_inputs=None,
                  samples_per_tick=1, **kwargs):
         ts_clk_freq, n_inputs = board_flow.sampling_settings(samples_per_tick, ts_clk_freq, n_inputs, TS_CLK_FREQ)
+        kwargs.setdefault("uart_baudrate", UART_BAUDRATE)
         platform = colorlight_i5.Platform(board="i5", revision="7.0", toolchain=toolchain)
         platform.add_extension(board_flow.rig_io(board_flow.board_pins(samples_per_tick, PINS, PINS_FOUR_SAMPLES),
                                                  n_inputs))
@@ -81,6 +88,7 @@ class BaseSoC(RigSoC):
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                         board=BOARD, samples_per_tick=samples_per_tick,
                         edge_clock_domain="eclk" if samples_per_tick == 4 else None, **kwargs)
+        self.uart_bridge = UART_BRIDGE     # for the build report: (name, highest rate)
 
 
 # Build --------------------------------------------------------------------------------------------
@@ -89,7 +97,7 @@ def make_parser():
     # With the engine the LFE5U-25F does not route at 140 MHz yet (docs/engine.md, "Room on the
     # FPGA"): off by default.
     return board_flow.make_parser(colorlight_i5.Platform, BOARD, "hilat rig on Colorlight i5",
-                                  SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD, engine_default=False)
+                                  SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD, UART_BAUDRATE, engine_default=False)
 
 
 def build_soc(args, parser):

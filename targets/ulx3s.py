@@ -22,6 +22,10 @@ PROGRAMMER_BOARD = "ulx3s"
 ENGINE_OFF_DEVICES = ("LFE5U-25F",)   # 79 % full with the engine: timing met with some seeds only
 SYS_CLK_FREQ = 50e6
 TS_CLK_FREQ  = 140e6  # 7.14 ns ticks, exact from the PLL (VCO 700 MHz, with sys 50 MHz)
+# The FT231X on US1 runs up to 3 Mbaud (its 48 MHz / 16 with divisor 1): the rig's fastest link.
+# docs/boards.md, "Serial link".
+UART_BAUDRATE = 3_000_000
+UART_BRIDGE = ("FT231X on US1", 3_000_000)   # (name, top rate)
 
 # Channel -> (FPGA ball, header position). J1 pairs GPn (+ row) / GNn (- row) sit side by side, so
 # a jumper across GP0/GN0 (stim0 -> in2, the spare input) is the calibration loopback.
@@ -70,6 +74,7 @@ class BaseSoC(RigSoC):
     def __init__(self, device="LFE5U-45F", revision="2.0", sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=None,
                  toolchain="trellis", n_inputs=None, samples_per_tick=1, **kwargs):
         ts_clk_freq, n_inputs = board_flow.sampling_settings(samples_per_tick, ts_clk_freq, n_inputs, TS_CLK_FREQ)
+        kwargs.setdefault("uart_baudrate", UART_BAUDRATE)
         platform = radiona_ulx3s.Platform(device=device, revision=revision, toolchain=toolchain)
         platform.add_extension(board_flow.rig_io(board_flow.board_pins(samples_per_tick, PINS, PINS_FOUR_SAMPLES),
                                                  n_inputs))
@@ -84,6 +89,7 @@ class BaseSoC(RigSoC):
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                         board=BOARD, samples_per_tick=samples_per_tick,
                         edge_clock_domain="eclk" if samples_per_tick == 4 else None, **kwargs)
+        self.uart_bridge = UART_BRIDGE     # for the build report: (name, highest rate)
 
 
 # Build --------------------------------------------------------------------------------------------
@@ -92,7 +98,7 @@ def make_parser():
     # The engine meets timing on the LFE5U-45F (docs/engine.md, "Room on the FPGA"); on a 25F (the
     # Colorlight i5's device) with some nextpnr seeds only: on by default on the larger devices.
     parser = board_flow.make_parser(radiona_ulx3s.Platform, BOARD, "hilat rig on ULX3S",
-                                    SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD, engine_default=None,
+                                    SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD, UART_BAUDRATE, engine_default=None,
                                     engine_default_text="on with the LFE5U-45F and -85F, off with the 25F")
     parser.add_target_argument("--device", default="LFE5U-45F",
                                help="FPGA device (LFE5U-25F, LFE5U-45F or LFE5U-85F).")

@@ -133,11 +133,14 @@ def _sim():
 
 
 def _add_link_options(parser):
-    from hilat.transport import DEFAULT_BAUDRATE
+    from hilat.transport import BOARD_BAUDRATES, DEFAULT_BAUDRATE
 
+    rates = ", ".join(f"{board} {rate}" for board, rate in BOARD_BAUDRATES.items())
     parser.add_argument("--baud", type=_positive_int, default=None, metavar="RATE",
-                        help=f"baud rate of the rig's UART (default {DEFAULT_BAUDRATE}, the gateware's "
-                             "--uart-baudrate; ignored for socket://)")
+                        help=f"baud rate of the rig's UART, the gateware's --uart-baudrate (default: the "
+                             f"--board's, else {DEFAULT_BAUDRATE}; ignored for socket://)")
+    parser.add_argument("--board", choices=sorted(BOARD_BAUDRATES), default=None,
+                        help=f"the rig's board: its UART's default rate ({rates}; docs/boards.md)")
 
 
 def _open(url, args):
@@ -990,6 +993,11 @@ def build_parser():
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "board", None) is not None:
+        # --board is only the default of --baud: every command below reads args.baud.
+        from hilat.transport import baudrate_for
+
+        args.baud = baudrate_for(args.board, args.baud)
     # Our messages at INFO; other libraries' (LiteX's build chatter) only when they matter.
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="hilat: %(message)s",
                         stream=sys.stderr)

@@ -19,6 +19,9 @@ def describe(ident, status, url, resolution, engine=None):
         "url": url, "protocol": ident.version, "gateware": ident.gateware, "board": board if git_hash else None,
         "git_hash": git_hash or None, "firmware": ident.firmware,
         "ts_hz": ident.ts_hz, "sys_hz": ident.sys_hz, "tick_ns": 1e9 / ident.ts_hz,
+        # The rate the rig's UART was built for (0: no serial line; None: a rig built before IDENTIFY
+        # carried it).
+        "uart_baud": ident.uart_baud,
         "stimulus_channels": ident.n_stimulus, "capture_inputs": ident.n_inputs,
         "channels": [{"channel": n, "name": name, "direction": "out" if n < ident.n_stimulus else "in",
                       "default_role": role or None} for n, (name, role) in enumerate(ident.channels)],
@@ -52,6 +55,7 @@ def text(info):
         f"  firmware   {info['firmware']} (protocol {info['protocol']})",
         f"  clocks     ts {info['ts_hz'] / 1e6:g} MHz nominal (1 tick = {info['tick_ns']:g} ns{clock}), "
         f"sys {info['sys_hz'] / 1e6:g} MHz",
+        f"  link       {_link(info.get('uart_baud'))}",
         f"  channels   {info['stimulus_channels']} stimulus outputs, {info['capture_inputs']} inputs: {channels}",
         f"  limits     stimulus intervals >= {info['min_interval_ticks']} ticks, glitch filter <= "
         f"{info['glitch_max_ticks']} ticks, start >= {info['start_margin_ticks']} ticks ahead",
@@ -72,3 +76,11 @@ def text(info):
     lines.append("resolution")
     lines += [f"  {line}" for line in info["calibration"]["statement"]]
     return "\n".join(lines)
+
+
+def _link(uart_baud):
+    if uart_baud is None:
+        return "UART rate not reported (gateware built before IDENTIFY carried it)"
+    if uart_baud == 0:
+        return "no serial line (the simulator's UART is bridged to TCP)"
+    return f"UART {uart_baud} baud (the gateware's --uart-baudrate)"

@@ -540,7 +540,9 @@ class EngineFlush(Message):
 @dataclass(slots=True)
 class Identify(Message):
     """channels: (name, default role) of every channel, stimulus outputs first (the rig's channel
-    table, gateware/channels.py); role "" for none."""
+    table, gateware/channels.py); role "" for none. uart_baud: the rate the rig's UART was built for
+    (0: no serial line, the simulator), after the table; None for a rig built before it was sent,
+    whose body ends with the table (and encodes so)."""
 
     TYPE: ClassVar[int] = MSG_IDENTIFY
     NAME: ClassVar[str] = "IDENTIFY"
@@ -561,6 +563,7 @@ class Identify(Message):
     firmware: str = ""
     gateware: str = ""
     channels: list[tuple[str, str]] = field(default_factory=list)
+    uart_baud: int | None = None
 
     def body(self) -> bytes:
         if len(self.channels) != self.n_stimulus + self.n_inputs:
@@ -575,6 +578,7 @@ class Identify(Message):
             + _pack_str(self.firmware)
             + _pack_str(self.gateware)
             + b"".join(_pack_str(name) + _pack_str(role) for name, role in self.channels)
+            + (b"" if self.uart_baud is None else struct.pack("<I", self.uart_baud))
         )
 
     @classmethod
@@ -593,11 +597,15 @@ class Identify(Message):
             name, i = _unpack_str(body, i)
             role, i = _unpack_str(body, i)
             channels.append((name, role))
-        if i != len(body):
+        # uart_baud came later at the end: a body that ends with the table is a rig's from before.
+        uart_baud = None
+        if len(body) - i == 4:
+            (uart_baud,) = struct.unpack_from("<I", body, i)
+        elif i != len(body):
             raise MalformedFrame("IDENTIFY: trailing bytes")
         if fixed[-1] not in (1, 2, 4, 8):
             raise MalformedFrame(f"IDENTIFY: {fixed[-1]} samples a tick")
-        return cls(*fixed, firmware, gateware, channels)
+        return cls(*fixed, firmware, gateware, channels, uart_baud)
 
     @property
     def fraction_bits(self) -> int:

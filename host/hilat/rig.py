@@ -121,8 +121,9 @@ class Rig:
                 raise RigError(f"the rig on {self.transport.url} speaks protocol version "
                                f"{self.decoder.last_wrong_version}, this hilat speaks version "
                                f"{p.PROTOCOL_VERSION}: update one of them") from None
-            raise RigError(f"no answer to HELLO from {self.transport.url} within {self.hello_timeout:g} s: "
-                           "is the rig powered, flashed with the hilat gateware, and is this its port?") from None
+            raise RigError(f"no answer to HELLO from {self.transport.url} within {self.hello_timeout:g} s"
+                           f"{_at_baud(self.transport)}: is the rig powered, flashed with the hilat gateware, "
+                           "and is this its port?") from None
         self._clear_pending()  # anything before IDENTIFY belongs to an earlier session
         identity = frame.msg
         if identity.version != p.PROTOCOL_VERSION:
@@ -160,3 +161,14 @@ class Rig:
             self.transport.close()
         except TransportError:
             pass
+
+
+def _at_baud(transport):
+    """The rate a serial port was opened at, and each board's: a rig at another rate reads as silence."""
+    from hilat.transport import BOARD_BAUDRATES
+
+    baud = getattr(transport, "baudrate", None)
+    if baud is None:
+        return ""
+    boards = ", ".join(f"--board {board} is {rate}" for board, rate in BOARD_BAUDRATES.items())
+    return f" at {baud} baud ({boards}; or --baud)"

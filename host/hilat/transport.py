@@ -33,9 +33,24 @@ def _lock_path(url):
     return os.path.join(base, f"hilat-{safe}-{digest}.lock")
 
 
-# The rig's UART by default (gateware/soc.py, targets/board_flow.py); a board built with another
-# --uart-baudrate is reached with `--baud`. socket:// (the simulator) has no baud rate.
-DEFAULT_BAUDRATE = 3_000_000
+# The rate each board's gateware is built with by default: what its USB-serial bridge carries
+# (targets/<board>.py UART_BAUDRATE, a test keeps the two equal; docs/boards.md, "Serial link"). The
+# Colorlight i5's DAPLink bridge cannot make 3 Mbaud.
+BOARD_BAUDRATES = {"colorlight_i5": 2_000_000, "ulx3s": 3_000_000}
+# Without --board or --baud: the ULX3S's rate, the fastest link (a rig built with another
+# --uart-baudrate is reached with --baud). socket:// (the simulator) has no baud rate.
+DEFAULT_BAUDRATE = BOARD_BAUDRATES["ulx3s"]
+
+
+def baudrate_for(board=None, baud=None):
+    """The rate to open a rig's port at: ``baud`` if given, else the board's, else the default."""
+    if baud is not None:
+        return baud
+    if board is None:
+        return DEFAULT_BAUDRATE
+    if board not in BOARD_BAUDRATES:
+        raise ValueError(f"unknown board {board!r}: one of {', '.join(sorted(BOARD_BAUDRATES))}")
+    return BOARD_BAUDRATES[board]
 
 
 class _Socket:
@@ -70,6 +85,7 @@ class _Socket:
 class Transport:
     def __init__(self, url, baudrate=DEFAULT_BAUDRATE, timeout=0.05):
         self.url = url
+        self.baudrate = None if url.startswith("socket://") else baudrate   # None: no serial line
         self._lock = None
         self.port = None
         self.socket = None

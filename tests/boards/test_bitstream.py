@@ -74,6 +74,8 @@ def test_timing_met_at_requested_clocks(build):
     assert set(report["clocks"]) == {"sys", "ts"}
     assert report["clocks"]["sys"]["requested_mhz"] == colorlight_i5.SYS_CLK_FREQ / 1e6
     assert report["clocks"]["ts"]["requested_mhz"] == colorlight_i5.TS_CLK_FREQ / 1e6
+    # Built for the rate its DAPLink bridge carries, stated with LiteX's divider (docs/boards.md).
+    assert report["uart"]["baud"] == colorlight_i5.UART_BAUDRATE and report["uart"]["within_bridge"]
     # nextpnr's own post-route verdicts, read here from its log, agree with the report.
     log = (out / "gateware" / "nextpnr.log").read_text()
     verdicts = {}

@@ -16,7 +16,7 @@ from targets import sim
 N_STIMULI = 2000
 
 
-def test_measured_equals_injected(sim_dir, tmp_path):
+def test_measured_equals_injected(sim_dir, tmp_path, capsys):
     dut_log = tmp_path / "injected.csv"
     # More masked windows and misses than the default, so both are exercised within 2000 stimuli.
     dut = {"seed": 7, "mask_per1024": 40, "miss_per1024": 12}
@@ -24,6 +24,8 @@ def test_measured_equals_injected(sim_dir, tmp_path):
                                stimulus=StimulusSettings(mode="dither", period=5000, jitter=1000, seed=3))
     with sim.SimulatedRig(sim_dir, tmp_path / "sim", dut_args=dut, dut_log=dut_log) as rig:
         assert main(["info", rig.url]) == 0
+        # The firmware sends soc.h's UART rate in IDENTIFY: 0 on the simulator, whose UART is TCP.
+        assert "  link       no serial line (the simulator's UART is bridged to TCP)\n" in capsys.readouterr().out
         capture = Capture(rig.url, settings).run()
     assert capture.error is None and not capture.interrupted
     injected = sim.read_dut_log(dut_log)

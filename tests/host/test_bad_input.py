@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 import pytest
-from fake_rig import FakeRig, capture_script
+from fake_rig import FakeRig, PtyRig, capture_script
 from hilat import protocol as p
 from hilat.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
@@ -28,6 +28,16 @@ def test_second_hilat_on_the_same_port_is_refused():
 def test_no_answer_to_hello_times_out_clearly():
     with FakeRig(lambda receive, send: receive() and receive()) as rig, Transport(rig.url) as t:
         with pytest.raises(RigError, match=r"no answer to HELLO from socket://.* within 0.5 s"):
+            Rig(t, hello_timeout=0.5).hello()
+
+
+def test_silence_on_a_serial_port_names_the_rate_and_the_boards():
+    """A rig at another rate reads as silence (a Colorlight i5 at 2 Mbaud opened at 3): the error names
+    the rate tried and each board's."""
+    with PtyRig(lambda receive, send: receive() and receive()) as rig, Transport(rig.url) as t:
+        with pytest.raises(RigError, match=r"no answer to HELLO from /dev/\S+ within 0.5 s at 3000000 baud "
+                                           r"\(--board colorlight_i5 is 2000000, --board ulx3s is 3000000; "
+                                           r"or --baud\)"):
             Rig(t, hello_timeout=0.5).hello()
 
 

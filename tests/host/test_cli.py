@@ -63,10 +63,14 @@ def test_loopback_says_whether_the_offset_will_be_applied(store, tmp_path, capsy
 
 
 @pytest.mark.parametrize("argv,speed", [([], termios.B3000000), (["--baud", "115200"], termios.B115200),
-                                        (["--baud", "921600"], termios.B921600)])
+                                        (["--baud", "921600"], termios.B921600),
+                                        (["--board", "colorlight_i5"], termios.B2000000),
+                                        (["--board", "ulx3s"], termios.B3000000),
+                                        (["--board", "colorlight_i5", "--baud", "115200"], termios.B115200)])
 def test_baud_reaches_the_serial_port(argv, speed, capsys):
     # Before: every command opened the port at 3 Mbaud, so a board built with another
-    # --uart-baudrate could not be reached.
+    # --uart-baudrate, or a Colorlight i5 (its DAPLink bridge tops out at 2.25 Mbaud), could not be
+    # reached. --board picks the board's rate; --baud decides over it.
     with PtyRig(capture_script()) as rig:
         assert main(["info", rig.url, "--json", *argv]) == 0
     assert json.loads(capsys.readouterr().out)["gateware"] == "fake rig"
@@ -85,6 +89,24 @@ def test_every_command_that_opens_a_rig_takes_baud(command, monkeypatch):
     with pytest.raises(SystemExit):
         main([*command, "--baud", "57600"])
     assert opened == [("URL", 57600)]
+
+
+@pytest.mark.parametrize("command", [["info", "URL"], ["capture", "URL"], ["calibrate", "loopback", "URL"]])
+def test_board_sets_the_baud_of_every_command_that_opens_a_rig(command, monkeypatch):
+    from hilat import api, cli
+
+    opened = []
+    monkeypatch.setattr(cli, "_open", lambda url, args: opened.append((url, args.baud)) or _refuse())
+    monkeypatch.setattr(api.Rig, "_transport", lambda rig: opened.append((rig.url, rig.baud)) or _refuse())
+    with pytest.raises(SystemExit):
+        main([*command, "--board", "colorlight_i5"])
+    assert opened == [("URL", 2_000_000)]
+
+
+def test_board_must_be_known(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["info", "/dev/ttyUSB0", "--board", "colorlight_i9"])
+    assert e.value.code == 2 and "invalid choice: 'colorlight_i9'" in capsys.readouterr().err
 
 
 def _refuse():

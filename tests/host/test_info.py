@@ -23,7 +23,7 @@ def rig_identifying_as(ident):
 
 
 BOARD_IDENT = dataclasses.replace(identify(), ts_hz=150_000_000, sys_hz=50_000_000,
-                                  gateware="colorlight_i5 0123abcdef-dirty")
+                                  gateware="colorlight_i5 0123abcdef-dirty", uart_baud=2_000_000)
 
 
 def test_info_prints_board_git_hash_and_clocks(capsys, tmp_path, monkeypatch):
@@ -71,3 +71,20 @@ def test_info_states_the_sampling_of_a_sub_tick_rig(capsys, tmp_path, monkeypatc
     with rig_identifying_as(BOARD_IDENT) as rig:
         assert main(["info", rig.url]) == 0
     assert "sampling   each input 1 time a tick: 6.67 ns between samples\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("uart_baud, line", [
+    (2_000_000, "link       UART 2000000 baud (the gateware's --uart-baudrate)"),
+    (0, "link       no serial line (the simulator's UART is bridged to TCP)"),
+    (None, "link       UART rate not reported (gateware built before IDENTIFY carried it)"),
+])
+def test_info_states_the_uart_rate_the_rig_was_built_for(uart_baud, line, capsys, tmp_path, monkeypatch):
+    """IDENTIFY's uart_baud: the rate of the bitstream loaded (a Colorlight i5's 2 Mbaud), none on the
+    simulator, and a rig built before it was sent says so rather than guessing."""
+    monkeypatch.setenv("HILAT_CALIBRATION_DIR", str(tmp_path / "calibration"))
+    with rig_identifying_as(dataclasses.replace(BOARD_IDENT, uart_baud=uart_baud)) as rig:
+        assert main(["info", rig.url]) == 0
+    assert f"  {line}\n" in capsys.readouterr().out
+    with rig_identifying_as(dataclasses.replace(BOARD_IDENT, uart_baud=uart_baud)) as rig:
+        assert main(["info", rig.url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["uart_baud"] == uart_baud

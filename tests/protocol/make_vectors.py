@@ -59,37 +59,45 @@ def identify() -> list[dict]:
                 start_margin=1000)
     ten = CHANNELS6 + [(f"in{k}", "") for k in range(4, 8)]
     out = [
-        vec("typical", 0, p.Identify(**base, firmware="hilat-fw 2", gateware="sim 0123456789", channels=CHANNELS6)),
-        vec("empty strings", 0, p.Identify(**base, channels=[("", "")] * 6)),
-        vec("utf8 strings", 3, p.Identify(**base, firmware="µ-fw ✓", gateware="ΔT", channels=CHANNELS6)),
+        vec("typical", 0, p.Identify(**base, firmware="hilat-fw 2", gateware="sim 0123456789", channels=CHANNELS6,
+                                     uart_baud=0), note="uart_baud 0: the simulator, no serial line"),
+        vec("empty strings", 0, p.Identify(**base, channels=[("", "")] * 6, uart_baud=3_000_000)),
+        vec("utf8 strings", 3, p.Identify(**base, firmware="µ-fw ✓", gateware="ΔT", channels=CHANNELS6,
+                                          uart_baud=115_200)),
         vec("10 channels, 4 without a role", 4, p.Identify(**{**base, "n_inputs": 8}, firmware="hilat-fw 2",
-                                                           gateware="colorlight_i5 0123456789", channels=ten)),
+                                                           gateware="colorlight_i5 0123456789", channels=ten,
+                                                           uart_baud=2_000_000)),
         vec("four samples a tick (sub-tick capability)", 5,
             p.Identify(**{**base, "capabilities": 0x7F}, samples_per_tick=4, firmware="hilat-fw 3",
-                       gateware="ulx3s 0123456789", channels=CHANNELS6)),
+                       gateware="ulx3s 0123456789", channels=CHANNELS6, uart_baud=3_000_000)),
         vec(
             "all ones",
             0xFFFF,
             p.Identify(255, U32, U32, 1, 1, 0xFFFF, 255, U32, 0xFFFF, 255, U32, 8, "\x7f", "\x7f",
-                       [("\x7f", "\x7f")] * 2),
+                       [("\x7f", "\x7f")] * 2, U32),
         ),
         vec(
             "zeros",
             0,
-            p.Identify(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, "", "", []),
+            p.Identify(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, "", "", [], 0),
             note="mostly 0x00: every COBS block is short",
         ),
+        vec("a rig built before uart_baud: the body ends with the table", 0,
+            p.Identify(**base, firmware="hilat-fw 2", gateware="sim 0123456789", channels=CHANNELS6),
+            note="uart_baud null: decoded as not reported; the firmware always sends it now. The bytes of "
+                 "\"typical\" before uart_baud"),
     ]
 
-    # Max payload (250 bytes): 4 + 26 fixed + strings and the channel table; every byte non-zero so
-    # the frame is one 254-byte COBS run: code 0xFF and no trailing block (256 bytes on the wire).
+    # Max payload (250 bytes): 4 + 26 fixed + strings, the channel table and uart_baud; every byte
+    # non-zero so the frame is one 254-byte COBS run: code 0xFF and no trailing block (256 bytes on
+    # the wire).
     def full():
         fixed = dict(version=3, ts_hz=0x05F5E101, sys_hz=0x02FAF081, n_stimulus=2, n_inputs=4, fifo_depth=0x0201,
                      pin_to_stamp_delay=19, capabilities=0x0101017F, min_interval=0x0104, glitch_max=15,
                      start_margin=0x010103E8)
         table = sum(2 + len(n) + len(r) for n, r in CHANNELS6)
-        return p.Identify(**fixed, firmware="f" * (250 - 4 - 26 - 2 - 25 - table), gateware="g" * 25,
-                          channels=CHANNELS6)
+        return p.Identify(**fixed, firmware="f" * (250 - 4 - 26 - 2 - 25 - table - 4), gateware="g" * 25,
+                          channels=CHANNELS6, uart_baud=0x01E84801)
 
     assert len(full().body()) + 4 == 250
     seq = crc_ok_seq(full)
@@ -559,6 +567,85 @@ def sequence() -> dict:
     }
 
 
+# What DAPLink (the Colorlight i5's USB-serial bridge) writes into the serial stream when its USB ring
+# overflows, in place of the bytes it dropped (docs/boards.md, "Serial link").
+BRIDGE_TEXT = b"<DAPLink:Overflow>"
+
+
+def bridge_text() -> dict:
+    """Rig->host streams with the bridge's text injected between, inside and across frames, and what
+    the receiver must make of them. The expected figures come from how each stream is built (which
+    frames the text damages), not from the decoder; the decoder is only asked to agree."""
+    rng = random.Random(5)
+    small = [p.Events(1000 * k, [(1000 * k + 7, 1 << (k % 6), k & 0x3F)]) for k in range(6)]
+    small[3] = p.Time(2, 123_456)   # a frame of another type among them
+    recs = [(50_000 + 40 * k, 1 << (k % 6), rng.randrange(64)) for k in range(59)]
+    big = p.Events(50_000, recs)    # a full frame: with the text before it, longer than a frame can be
+
+    def case(name, msgs, place, note=""):
+        """``place(wires)`` -> (stream, indices of the frames it damages, bytes of the damaged
+        stretches, delimiters included)."""
+        wires = [m.encode(seq) for seq, m in enumerate(msgs)]
+        stream, damaged, discarded = place(wires)
+        accepted = [seq for seq in range(len(msgs)) if seq not in damaged]
+        records = [list(r) for seq in accepted if isinstance(msgs[seq], p.Events) for r in msgs[seq].records]
+        groups = sum(1 for k in sorted(damaged) if k - 1 not in damaged)    # adjacent damage is one frame
+        counters = {"frames_ok": len(accepted), "corrupt": groups, "lost": len(damaged), "duplicate": 0,
+                    "wrong_version": 0, "unknown_type": 0, "malformed": 0, "resync_bytes": discarded}
+        dec = p.FrameDecoder(expected_seq=0)
+        got = dec.feed(stream)
+        assert [f.seq for f in got] == accepted and dec.counters() == counters, (name, dec.counters())
+        out = {"name": name, "expected_seq": 0, "stream": stream.hex(), "accepted_seqs": accepted,
+               "records": records, "counters": counters}
+        if note:
+            out["note"] = note
+        return out
+
+    T = BRIDGE_TEXT
+
+    def between(w):     # after frame 1's delimiter: no 0x00 in the text, so it joins frame 2
+        return b"".join(w[:2]) + T + b"".join(w[2:]), {2}, len(T) + len(w[2])
+
+    def inside(w):
+        mid = len(w[2]) // 2
+        return b"".join(w[:2]) + w[2][:mid] + T + w[2][mid:] + b"".join(w[3:]), {2}, len(w[2]) + len(T)
+
+    def across(w):      # bytes dropped from frame 2's tail (its delimiter too) to frame 3's head
+        cut2, cut3 = len(w[2]) - 3, 4
+        stretch = w[2][:cut2] + T + w[3][cut3:]
+        return b"".join(w[:2]) + stretch + b"".join(w[4:]), {2, 3}, len(stretch)
+
+    def first(w):       # the host opened the port during an overflow
+        return T + b"".join(w), {0}, len(T) + len(w[0])
+
+    def twice(w):       # two overflows: before frame 1 and inside frame 4
+        mid = len(w[4]) // 3
+        stream = w[0] + T + b"".join(w[1:4]) + w[4][:mid] + T + w[4][mid:] + b"".join(w[5:])
+        return stream, {1, 4}, len(T) + len(w[1]) + len(w[4]) + len(T)
+
+    def before_big(w):  # the text and a full frame: more bytes than a frame can have
+        return b"".join(w[:2]) + T + b"".join(w[2:]), {2}, len(T) + len(w[2])
+
+    return {
+        "description": "rig->host streams with the text a USB-serial bridge writes into the stream on "
+                       "overflow (DAPLink's, hex in `text`) between, inside and across frames: the seqs the "
+                       "receiver accepts, the records of the EVENTS frames it accepts ([timestamp, channels, "
+                       "levels]), and its counters (docs/protocol.md, Framing; docs/boards.md, Serial link). The "
+                       "text has no 0x00: it joins the frame after it",
+        "text": T.hex(),
+        "vectors": [
+            case("between frames", small, between),
+            case("inside a frame", small, inside),
+            case("across a delimiter, bytes dropped", small, across,
+                 note="frames 2 and 3 merge into one corrupt frame: 1 corrupt, 2 lost"),
+            case("before the first frame", small, first),
+            case("twice", small, twice),
+            case("before a full frame: too long", [*small[:2], big, *small[3:]], before_big,
+                 note="the text and the 256-byte frame exceed 255 encoded bytes: discarded as too long"),
+        ],
+    }
+
+
 def dump(doc) -> str:
     """Indented JSON with every list of numbers (records included) kept on one line."""
     text = json.dumps(doc, indent=1, ensure_ascii=False)
@@ -588,6 +675,7 @@ def main() -> None:
     (OUT / "invalid_commands.json").write_text(dump(doc), encoding="utf-8")
     (OUT / "primitives.json").write_text(dump(primitives()), encoding="utf-8")
     (OUT / "sequence.json").write_text(dump(sequence()), encoding="utf-8")
+    (OUT / "bridge_text.json").write_text(dump(bridge_text()), encoding="utf-8")
 
 
 if __name__ == "__main__":

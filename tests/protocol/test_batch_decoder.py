@@ -450,3 +450,19 @@ def test_version_2_frames_of_an_old_raw_bin_decode():
     assert list(zip(batch.ticks.tolist(), batch.channels.tolist(), batch.levels.tolist())) == records
     live = BatchDecoder(versions=(p.PROTOCOL_VERSION,))
     assert len(live.feed_batch(b"".join(v2)).ticks) == 0 and live.wrong_version == len(v2)
+
+
+def test_bridge_text_vectors():
+    """tests/vectors/bridge_text.json (DAPLink's overflow text in the stream): the batch decoder gives
+    the vector's records and counters, whole and cut anywhere, as the per-frame decoder does."""
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).resolve().parents[1] / "vectors" / "bridge_text.json").read_text())
+    rng = random.Random(9)
+    for v in doc["vectors"]:
+        stream = bytes.fromhex(v["stream"])
+        for pieces in ([stream], _cut(rng, stream, 5), _cut(rng, stream, 40)):
+            ref, records = _compare(pieces, expected_seq=v["expected_seq"])
+            assert [list(r) for r in records] == v["records"]
+            assert ref.counters() == v["counters"]

@@ -261,6 +261,23 @@ def test_hand_frame_events_fractions(tool):
     assert p.decode_frame(v2).msg.records == [(13, 0b001100, 0b000100)]
 
 
+def test_hand_identify_uart_baud_is_an_optional_tail():
+    # uart_baud (u32, little-endian) follows the channel table; a body that ends with the table is a
+    # rig's from before it and decodes with uart_baud None; any other tail is malformed.
+    old = p.Identify(3, 10**8, 5 * 10**7, 1, 1, 512, 17, 0x3F, 4, 15, 1000, 1, "fw", "gw", [("s", "stimulus"),
+                                                                                          ("i", "isr")])
+    body = old.body()
+    assert body.endswith(b"\x01i\x03isr")
+    assert p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, body)).msg.uart_baud is None
+    # 2,000,000 = 0x001E8480.
+    new = p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, body + bytes.fromhex("80841e00"))).msg
+    assert new.uart_baud == 2_000_000 and dataclasses.replace(new, uart_baud=None) == old
+    assert dataclasses.replace(old, uart_baud=2_000_000).body() == body + bytes.fromhex("80841e00")
+    for tail in ("80841e", "80841e0000", "00"):
+        with pytest.raises(p.MalformedFrame, match="trailing bytes"):
+            p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, body + bytes.fromhex(tail)))
+
+
 def test_hand_frame_engine_bins(tool):
     # A tagged bin of stim_to_task (kind 1) in interval 300, the overflow bin 2304, count 1, then
     # stim_to_task's close of interval 300:
@@ -325,6 +342,13 @@ def test_vector_python(cls, v):
 @pytest.mark.parametrize("cls,v", MESSAGE_VECTORS)
 def test_vector_c(cls, v, tool):
     msg = from_fields(cls, v["fields"])
+    if isinstance(msg, p.Identify) and msg.uart_baud is None:
+        # A rig's IDENTIFY from before uart_baud: the firmware always sends the field now, so its
+        # frame is this one's body with uart_baud appended, every other field the same.
+        frame = p.decode_frame(bytes.fromhex(tool.one(tool_line(dataclasses.replace(msg, uart_baud=0), v["seq"]))))
+        assert frame.msg == dataclasses.replace(msg, uart_baud=0)
+        assert frame.msg.body() == msg.body() + bytes(4)
+        return
     line = tool_line(msg, v["seq"])
     if cls.TYPE >= 0x80:  # commands: the parser gives back the same line
         enc, parsed = tool.run([line, f"parse {v['wire'][:-2]}"])
@@ -717,6 +741,28 @@ def test_sequence_vectors(v):
         assert got == v["accepted_seqs"]
         assert (dec.lost, dec.duplicate) == (v["lost"], v["duplicate"])
         assert dec.frames_ok + dec.duplicate == len(v["frames"])
+
+
+BRIDGE = json.loads((VECTORS / "bridge_text.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("v", BRIDGE["vectors"], ids=[v["name"] for v in BRIDGE["vectors"]])
+def test_bridge_text_vectors(v, tool_checked):
+    """DAPLink's "<DAPLink:Overflow>" in the stream is garbage like any other: the frames around it
+    decode, the one it lands in (or before) is corrupt, its bytes are discarded and counted."""
+    stream = bytes.fromhex(v["stream"])
+    assert stream.count(bytes.fromhex(BRIDGE["text"])) >= 1
+    for chunks in ([stream], [stream[i : i + 1] for i in range(len(stream))]):
+        dec = p.FrameDecoder(expected_seq=v["expected_seq"])
+        got = [f for c in chunks for f in dec.feed(c)]
+        assert [f.seq for f in got] == v["accepted_seqs"]
+        assert [list(r) for f in got if isinstance(f.msg, p.Events) for r in f.msg.records] == v["records"]
+        assert dec.counters() == v["counters"]
+    # The rig's receiver (firmware/protocol.c) resynchronizes the same way: it discards the same
+    # bytes as corrupt, and takes the intact rig frames for frames of a type it does not know.
+    seqs, c = c_stream(tool_checked, stream)
+    assert (c["corrupt"], c["resync_bytes"]) == (v["counters"]["corrupt"], v["counters"]["resync_bytes"])
+    assert c["unknown_type"] == len(v["accepted_seqs"]) and seqs == []
 
 
 def test_replayed_frame_is_delivered_once_and_not_lost():

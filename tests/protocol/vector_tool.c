@@ -6,7 +6,7 @@
  * Encode (answer: the wire bytes in hex, delimiter included, or "err nofit [index]"):
  *   identify SEQ version ts_hz sys_hz n_stimulus n_inputs fifo_depth pin_to_stamp_delay
  *            capabilities min_interval glitch_max start_margin samples_per_tick FIRMWARE_HEX GATEWARE_HEX
- *            CHANNELS_HEX (the table as "name:role,name:role,...", as soc.h's HILAT_CHANNELS)
+ *            CHANNELS_HEX (the table as "name:role,name:role,...", as soc.h's HILAT_CHANNELS) uart_baud
  *   events   SEQ base N {timestamp channels levels fraction} x N mask_bytes fraction_bytes
  *            (absolute timestamps)
  *   overflow SEQ timestamp channels
@@ -204,6 +204,8 @@ static void do_identify(uint16_t seq)
     m.firmware = fw;
     m.gateware = nf || ng ? gw : NULL; /* NULL is the empty string too */
     m.channels = channels;
+    NUM(v[0]);
+    m.uart_baud = (uint32_t)v[0];
     finish(&f, hilat_msg_identify(&f, seq, &m));
 }
 
