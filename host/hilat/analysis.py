@@ -510,9 +510,14 @@ def _tag_flags(groups, roles, starts, window_end, tag_level=None, gaps=None):
         before = np.searchsorted(sorted_ticks, starts, side="right") - 1
         last_edge = np.where(before >= 0, sorted_ticks[np.maximum(before, 0)] if len(sorted_ticks) else 0,
                              np.iinfo(np.int64).min)
-        hidden = gaps.touches(channel_bit(roles.tag), last_edge, np.maximum(window_end, np.asarray(starts) + 1))
-        tag_at = np.where(hidden, TAG_UNKNOWN, tag_at).astype(np.uint8)
-        tag_window = np.where(hidden, TAG_UNKNOWN, tag_window).astype(np.uint8)
+        starts = np.asarray(starts, dtype=np.int64)
+        bit = channel_bit(roles.tag)
+        hidden_at = gaps.touches(bit, last_edge, starts + 1)
+        hidden_window = gaps.touches(bit, last_edge, np.maximum(window_end, starts + 1))
+        # Tagged for sure: active at the start (seen), or a rise seen inside the window.
+        sure = ((tag_at == 1) & ~hidden_at) | rise_inside
+        tag_at = np.where(hidden_at, TAG_UNKNOWN, tag_at).astype(np.uint8)
+        tag_window = np.where(sure, 1, np.where(hidden_window, TAG_UNKNOWN, tag_window)).astype(np.uint8)
     return tag_at, tag_window
 
 
