@@ -84,7 +84,7 @@ class FakeRig:
 
 
 def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False, n_inputs=4, extra_edges=(),
-                   samples_per_tick=1):
+                   samples_per_tick=1, lose_frames=(), overflow=None):
     """A rig that runs a whole capture: ACKs every command, answers TIME_REQ and STATUS_REQ, and on
     START sends one stimulus per entry of ``isr_latencies``, ``period`` ticks apart, each answered on
     the ISR input (channel 2) that many ticks later. Once started, its clock is past the last
@@ -93,7 +93,9 @@ def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False, n_i
     mask, levels) records sent too. ``samples_per_tick`` S > 1: the rig samples its inputs S times a
     tick, the ISR latencies are in sub-ticks (1/S tick) and its records carry the ISR's position in
     the tick (the record's fraction, input 0's bits); the ISR falls 20 ticks after it rose, on the
-    same position."""
+    same position. ``lose_frames``: indices of EVENTS frames the link loses (their seqs are used);
+    ``overflow`` (first, n): records first..first+n-1 are dropped in the gateware, an OVERFLOW marker
+    at the first's tick with their channels in their place."""
     fraction_bytes = 1 if samples_per_tick > 1 else 0
 
     def script(receive, send):
@@ -125,10 +127,26 @@ def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False, n_i
                         records += [(msg.start + dt, mask, levels) for dt, mask, levels in extra_edges]
                         records = sorted(r + (0,) * (3 + fraction_bytes - len(r)) if fraction_bytes else r[:3]
                                          for r in records)
-                        for events in p.pack_events(records, mask_bytes=p.mask_bytes_for(2 + n_inputs),
-                                                    fraction_bytes=fraction_bytes):
-                            send(events.encode(seq))
-                            seq += 1
+                        pieces = [records]
+                        if overflow is not None:
+                            first, n = overflow
+                            lost = records[first:first + n]
+                            mask = 0
+                            for r in lost:
+                                mask |= r[1]
+                            pieces = [records[:first], p.Overflow(lost[0][0], mask), records[first + n:]]
+                        k = 0
+                        for piece in pieces:
+                            if isinstance(piece, p.Overflow):
+                                send(piece.encode(seq))
+                                seq += 1
+                                continue
+                            for events in p.pack_events(piece, mask_bytes=p.mask_bytes_for(2 + n_inputs),
+                                                        fraction_bytes=fraction_bytes):
+                                if k not in lose_frames:
+                                    send(events.encode(seq))
+                                seq += 1
+                                k += 1
                         if drop_link:
                             return
                         now = msg.start + period * (len(isr_latencies) + 2)
