@@ -564,11 +564,12 @@ def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks
         return at, np.maximum(hi - lo - 1, 0), duration
 
     isr_at, isr_dup, isr_duration = first_in_window(isr_rise, isr_fall, stim)
-    # A task rise before the window's ISR rise is the late task of an earlier stimulus: the task
-    # response is the first task rise at or after the ISR's (with no ISR matched: in the window).
-    task_from = np.where(isr_at != MISSING, isr_at, stim) if roles.isr is not None else stim
+    # The task response is the first task rise at or after the window's ISR rise: a task rise before
+    # it is the late task of an earlier stimulus, and with no ISR rise in the window none is this
+    # stimulus's (a rig without an ISR role pairs the first task rise in the window).
+    task_from = np.where(isr_at != MISSING, isr_at, window_end) if roles.isr is not None else stim
     task_at, task_dup, task_duration = first_in_window(task_rise, task_fall, task_from)
-    task_before_isr = (np.searchsorted(task_rise, task_from, side="left")
+    task_before_isr = (np.searchsorted(task_rise, np.minimum(task_from, window_end), side="left")
                        - np.searchsorted(task_rise, stim, side="left")).astype(np.int64)
     isr_latency = np.where(isr_at != MISSING, isr_at - stim - offset_ticks, MISSING)
     task_latency = np.where(task_at != MISSING, task_at - stim - offset_ticks, MISSING)

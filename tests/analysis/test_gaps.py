@@ -181,3 +181,12 @@ def test_streaming_equals_exact_across_gaps(chunk):
             ref = analysis.stats(sel.valid())
             st = agg.stats(subset, kind)
             assert (st["count"], st["min"], st["max"]) == (ref["count"], ref["min"], ref["max"]), key
+
+
+def test_without_an_isr_in_the_window_no_task_is_this_stimulus():
+    # Stimulus 0's task comes after stimulus 1 (whose ISR was missed): it is stimulus 0's late task,
+    # a miss for both (outside 0's window, before no ISR of 1's), counted as a late task.
+    edges = dut_edges([1000, 2000], [50, None], [1200, None])
+    p = analysis.pair(*arrays(edges), ROLES)
+    assert p.task_latency.tolist() == [M, M] and p.task_before_isr.tolist() == [0, 1]
+    assert p.isr_to_task.tolist() == [M, M]
