@@ -285,7 +285,7 @@ def _run_capture(url, args, extra_meta=None):
         raise UsageError(str(e)) from None
     if capture.run_dir:
         log.info("run directory: %s", capture.run_dir)
-    if capture.identity is not None:
+    if capture.identity is not None and capture.run_dir and (capture.run_dir / "summary.txt").exists():
         print(capture.report())
     if capture.error:
         log.error("%s (what was captured is kept in %s)", capture.error, capture.run_dir)

@@ -147,8 +147,13 @@ class RunWriter:
                 self._samples[kind] = StoreAppender(self.path / "samples" / f"{kind}.bin", SAMPLES_MAGIC, SAMPLE_DTYPE)
 
     def raw(self, data):
-        self._raw.write(data)
-        self.raw_bytes += len(data)
+        # A short write (the disk filling up) is followed by one that raises: every byte counted is
+        # on disk.
+        view = memoryview(data)
+        while view:
+            n = self._raw.write(view)
+            self.raw_bytes += n
+            view = view[n:]
 
     def edges(self, ticks, chans, levels):
         items = np.empty(len(ticks), EDGE_DTYPE)
@@ -173,7 +178,11 @@ class RunWriter:
 
     def write_text(self, name, text):
         tmp = self.path / f".{name}.tmp"
-        tmp.write_text(text)
+        try:
+            tmp.write_text(text)
+        except OSError:   # disk full: no half file left behind, the previous one stays
+            tmp.unlink(missing_ok=True)
+            raise
         tmp.replace(self.path / name)
 
     def flush(self):
@@ -182,10 +191,15 @@ class RunWriter:
             appender.flush()
 
     def close(self):
-        self._raw.close()
-        self._edges.close()
-        for appender in self._samples.values():
-            appender.close()
+        """Every file closed, even when one cannot write its buffer (disk full); then that error."""
+        error = None
+        for f in [self._raw, self._edges, *self._samples.values()]:
+            try:
+                f.close()
+            except OSError as e:
+                error = error or e
+        if error is not None:
+            raise error
 
 
 # ---- reading --------------------------------------------------------------------------------------------
@@ -194,6 +208,8 @@ class RunWriter:
 class Run:
     """A run directory. Its edges are read on first use (``ticks``/``chans``/``levels``), or in
     chunks with ``iter_edges`` (bounded memory, for runs of any length)."""
+
+    cut_short = False   # the capture never finished (load_run: read from raw.bin, see _load_cut_short)
 
     def __init__(self, path, meta, ts_hz, offset_ticks, roles, deadline_ticks, edges_source, measures=(),
                  builtin=True, edges=None, subticks=None, analysis_measures=None):
@@ -272,7 +288,7 @@ class Run:
 
     def has_stored_samples(self):
         """Whether the capture's streaming pairing wrote every kind's samples (samples/KIND.bin)."""
-        return all((self.path / "samples" / f"{kind}.bin").exists() for kind in self.kind_titles)
+        return not self.cut_short and all((self.path / "samples" / f"{kind}.bin").exists() for kind in self.kind_titles)
 
     def iter_samples(self, kind, chunk=CHUNK_EDGES):
         """The stored samples of ``kind`` (``SAMPLE_DTYPE`` items), in chunks."""
@@ -346,7 +362,7 @@ class Run:
 
     def problems(self):
         """Conditions a reader must see next to the figures (interrupted, errors, losses)."""
-        out = []
+        out = [CUT_SHORT] if self.cut_short else []
         if self.meta.get("error"):
             out.append(f"the capture ended with an error: {self.meta['error']}")
         if self.meta.get("interrupted"):
@@ -515,10 +531,48 @@ def load_run(path):
         raise RunError(f"{path}: no such run directory")
     if not path.is_dir():
         raise RunError(f"{path}: not a directory (give the run directory, e.g. runs/20260101-120000-demo)")
+    if not (path / "meta.json").exists() and (path / "raw.bin").exists():
+        raise RunError(f"{path}: no meta.json: the capture was cut short before its stimuli started (raw.bin "
+                       f"holds {(path / 'raw.bin').stat().st_size} bytes of the rig's set-up); nothing was measured")
     meta = _read_json(path / "meta.json")
     if not isinstance(meta, dict) or meta.get("format") != "hilat-run":
         raise RunError(f"{path / 'meta.json'}: not a hilat run description (format is not 'hilat-run')")
+    if meta.get("interim"):
+        return _load_cut_short(path, meta)
     run = run_from_meta(path, meta)
     if run.edges_source != "edges.bin":
         run._load_edges()  # a CSV or raw.bin is checked now, so that a bad file is reported at once
+    return run
+
+
+# ---- a capture that never finished ------------------------------------------------------------------------
+
+CUT_SHORT = ("the capture was cut short (killed, its host down, or its disk full) before it finished: the figures "
+             "are those of the edges in raw.bin, up to the last stimulus (left out: its responses may not have "
+             "arrived); the rig's own counters (edges dropped in gateware) are missing")
+
+
+def _load_cut_short(path, meta):
+    """A run whose capture never wrote its final meta.json: the one there was written as the stimuli
+    started (or by SIGUSR1), marked interim. raw.bin is written before anything is decoded, so it
+    holds every byte received up to the end; its edges are decoded again (edges.bin and samples/ may
+    lag by a second, a torn item at their end), its decoder's counters are the run's, and the edges
+    from the last stimulus on are left out. A run without raw edges (on-rig) keeps what it has."""
+    run = run_from_meta(path, meta)
+    run.cut_short = True
+    raw = path / "raw.bin"
+    if run.has_raw_edges and raw.exists():
+        ticks, chans, levels, decoder = read_raw(raw, run.subticks)
+        ticks, chans, levels = _sorted(ticks, chans, levels)
+        stim = run.roles.stimulus
+        if run.builtin and stim is not None:
+            started = np.flatnonzero((chans == stim) & (levels == run.roles.active_level(stim)))
+            if len(started):
+                keep = ticks < ticks[started[-1]]
+                ticks, chans, levels = ticks[keep], chans[keep], levels[keep]
+        run.meta = {**meta, "counters": {**(meta.get("counters") or {}), "decoder": decoder}}
+        run.edges_source = "raw.bin"
+        run._edges = (ticks, chans, levels)
+    elif run.edges_source != "edges.bin":
+        run._load_edges()
     return run

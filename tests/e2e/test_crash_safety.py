@@ -7,7 +7,10 @@
   readable.
 """
 
+import errno
+import json
 import os
+import resource
 import select
 import signal
 import subprocess
@@ -15,6 +18,8 @@ import sys
 import time
 
 import pytest
+
+from targets import sim
 
 HILAT = [sys.executable, "-m", "hilat"]
 
@@ -120,3 +125,129 @@ def test_hilat_sim_leaves_no_process_behind(sim_dir, sig):
         _kill_all(tree)
         proc.stdout.close()
         proc.stderr.close()
+
+
+# ---- a capture that does not finish -------------------------------------------------------------------------
+
+def _capture_cmd(url, out, period="100us"):
+    return [*HILAT, "capture", url, "--count", "10000000", "--no-calibration", "--out", str(out), "--mode",
+            "periodic", "--period", period, "--label", "crash", "--no-progress"]
+
+
+def _run_dir(out):
+    dirs = sorted(out.iterdir()) if out.exists() else []
+    return dirs[0] if len(dirs) == 1 else None
+
+
+def _report(run, *args):
+    done = subprocess.run([*HILAT, "report", str(run), *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    return done.stdout
+
+
+def _stimuli_in_edges_bin(run):
+    """Stimulus rises (channel 0) in edges.bin, as the killed capture left it."""
+    from hilat import runs
+
+    return sum(int(((items["channel"] == 0) & (items["level"] == 1)).sum())
+               for items in runs.iter_store(run / "edges.bin", runs.EDGES_MAGIC, runs.EDGE_DTYPE, 1 << 20))
+
+
+def test_kill_9_mid_capture_leaves_a_run_that_reports(sim_dir, tmp_path):
+    out = tmp_path / "runs"
+    # A DUT that answers every stimulus: a miss in the report would be a window the kill cut.
+    with sim.SimulatedRig(sim_dir, tmp_path / "sim", dut_args={"seed": 5, "miss_per1024": 0}) as rig:
+        proc = subprocess.Popen(_capture_cmd(rig.url, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            # Some records in (raw.bin is written as they arrive), edges.bin flushed at least once.
+            _until(lambda: (run := _run_dir(out)) and (run / "raw.bin").exists()
+                   and (run / "raw.bin").stat().st_size > 8000 and (run / "edges.bin").stat().st_size > 1000,
+                   120, "records in raw.bin")
+            proc.kill()
+            assert proc.wait(timeout=10) == -signal.SIGKILL
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=10)
+    run = _run_dir(out)
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["interim"] is True, "meta.json is the one written as the stimuli started"
+    text = _report(run)
+    assert "stimulus -> ISR entry (ns), all samples" in text
+    assert "the capture was cut short" in text
+    doc = json.loads(_report(run, "--format", "json"))["runs"][0]
+    assert doc["edges_source"] == "raw.bin"
+    assert any(p.startswith("the capture was cut short") for p in doc["problems"])
+    # Every stimulus edges.bin had (flushed up to a second before the kill) is in the report, less the
+    # last one at most (left out with the edges after it), each with its responses.
+    stimuli = _stimuli_in_edges_bin(run)
+    assert stimuli > 50 and doc["stimuli"] >= stimuli - 1
+    for kind in ("stim_to_isr", "stim_to_task"):
+        row = doc["subsets"]["all"][kind]
+        assert row["starts"] == doc["stimuli"] and row["misses"] == 0, (kind, row)
+    assert doc["losses"] == {}
+
+
+def _fill_up(capture_cmd, preexec=None, timeout=120):
+    """Run a capture until its disk fills up; its CompletedProcess."""
+    done = subprocess.run(capture_cmd, capture_output=True, text=True, timeout=timeout, preexec_fn=preexec)
+    return done
+
+
+def _check_disk_full(done, out, reason):
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("hilat: cannot write")]
+    assert len(errors) == 1 and reason in errors[0], done.stderr
+    run = _run_dir(out)
+    # What was written is readable: raw.bin decodes, the report reads the run and says what happened.
+    from hilat import runs
+
+    ticks, _chans, _levels, _counters = runs.read_raw(run / "raw.bin")
+    assert len(ticks) > 100
+    text = _report(run)
+    assert "stimulus -> ISR entry (ns), all samples" in text
+    assert "the capture was cut short" in text or f"cannot write the run directory {run}: {reason}" in text
+    return run
+
+
+def test_a_file_size_limit_while_capturing(sim_dir, tmp_path):
+    """RLIMIT_FSIZE (SIGXFSZ ignored, so that a write past it fails with EFBIG): no run file may grow
+    past 32 KiB; the capture stops with one line of error, what fitted stays readable."""
+    out = tmp_path / "runs"
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (32 << 10, 32 << 10))
+
+    with sim.SimulatedRig(sim_dir, tmp_path / "sim", dut_args={"seed": 7}) as rig:
+        done = _fill_up(_capture_cmd(rig.url, out, period="30us"), preexec=limit)
+    run = _check_disk_full(done, out, os.strerror(errno.EFBIG))
+    assert max(f.stat().st_size for f in run.rglob("*") if f.is_file()) <= 32 << 10
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 64 KiB tmpfs (root with CAP_SYS_ADMIN, as in CI), unmounted afterwards."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True,
+                             text=True, timeout=30)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        if subprocess.run(["umount", str(disk)], capture_output=True, timeout=30).returncode != 0:
+            subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=30)
+
+
+def test_a_full_disk_while_capturing(sim_dir, tmp_path, small_disk):
+    out = small_disk / "runs"
+    with sim.SimulatedRig(sim_dir, tmp_path / "sim", dut_args={"seed": 8}) as rig:
+        done = _fill_up(_capture_cmd(rig.url, out, period="30us"))
+    _check_disk_full(done, out, os.strerror(errno.ENOSPC))
