@@ -1,4 +1,4 @@
-"""No process hilat starts outlives it (docs/architecture.md, "What survives a failure").
+"""No process hilat starts outlives it (docs/analysis.md, "What survives a failure").
 
 - ``signals_stop()``: SIGTERM and SIGHUP raise ``Terminated`` (a ``KeyboardInterrupt``) in the main
   thread, as Ctrl-C does, so ``with`` blocks and ``finally`` clauses run: the simulator is stopped, a

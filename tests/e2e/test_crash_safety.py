@@ -104,11 +104,28 @@ EXIT = {signal.SIGTERM: 128 + signal.SIGTERM, signal.SIGHUP: 128 + signal.SIGHUP
         signal.SIGKILL: -signal.SIGKILL}
 
 
+# A program of the API's: the simulator runs in a `with hilat.simulate()` block that the signal
+# interrupts; the program does not catch the exception (SIGTERM, SIGHUP: hilat.shutdown.Terminated,
+# exit status 1 with its traceback; SIGINT: KeyboardInterrupt, Python ends by SIGINT).
+SIMULATE = """
+import sys, time
+import hilat
+with hilat.simulate(workdir=sys.argv[1]) as sim:
+    print(sim.url, flush=True)
+    time.sleep(300)
+"""
+EXIT_SIMULATE = {signal.SIGTERM: 1, signal.SIGHUP: 1, signal.SIGINT: -signal.SIGINT,
+                 signal.SIGKILL: -signal.SIGKILL}
+
+
+@pytest.mark.parametrize("command", ["hilat sim", "hilat.simulate()"])
 @pytest.mark.parametrize("sig", list(EXIT), ids=lambda s: signal.Signals(s).name)
-def test_hilat_sim_leaves_no_process_behind(sim_dir, sig):
+def test_no_process_is_left_behind(sim_dir, tmp_path, command, sig):
+    argv = [*HILAT, "sim"] if command == "hilat sim" else [sys.executable, "-c", SIMULATE, str(tmp_path)]
+    expected = (EXIT if command == "hilat sim" else EXIT_SIMULATE)[sig]
     # A session of its own: the process groups below it are all hilat's (the signal goes to hilat alone).
-    proc = subprocess.Popen([*HILAT, "sim"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
     tree = {}
     try:
         url = _read_line(proc, 120, "URL")
@@ -116,7 +133,7 @@ def test_hilat_sim_leaves_no_process_behind(sim_dir, sig):
         tree = _descendants(proc.pid)
         assert len(tree) >= 2, "the simulator should run below hilat"
         proc.send_signal(sig)
-        assert proc.wait(timeout=30) == EXIT[sig], proc.stderr.read()[-2000:]
+        assert proc.wait(timeout=30) == expected, proc.stderr.read()[-2000:]
         _until(lambda: not _alive(tree), 10, f"every process hilat started to end (left: {_alive(tree)})")
     finally:
         if proc.poll() is None:
