@@ -348,6 +348,7 @@ class Capture:
         self.identity = None
         self.start_tick = None
         self.interrupted = False
+        self.stopped_by = None       # the signal that interrupted it, when not Ctrl-C (SIGTERM, SIGHUP)
         self.error = None
         self.run_dir = None
         self.writer = None
@@ -581,9 +582,12 @@ class Capture:
             self._write_started(session)
             self._collect(session)
             self._finish(session)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             self.interrupted = True
-            log.warning("interrupted: stopping the rig and keeping what was captured")
+            # SIGTERM, SIGHUP (hilat.shutdown.Terminated) are said by name; Ctrl-C is the default.
+            self.stopped_by = signal.Signals(e.signum).name if hasattr(e, "signum") else None
+            log.warning("interrupted%s: stopping the rig and keeping what was captured",
+                        f" ({self.stopped_by})" if self.stopped_by else "")
             if session is not None and session.rig is not None and self.identity is not None:
                 try:
                     session.rig.command_timeout = 2.0
@@ -738,6 +742,7 @@ class Capture:
             "edges": self.writer.edge_count,
             "raw_bytes": self.writer.raw_bytes,
             "interrupted": self.interrupted,
+            "stopped_by": self.stopped_by,
             "interim": interim,
             "error": self.error,
             "counters": {

@@ -366,7 +366,8 @@ class Run:
         if self.meta.get("error"):
             out.append(f"the capture ended with an error: {self.meta['error']}")
         if self.meta.get("interrupted"):
-            out.append("the capture was interrupted (Ctrl-C): the figures cover what was captured")
+            out.append(f"the capture was interrupted ({self.meta.get('stopped_by') or 'Ctrl-C'}): the figures cover "
+                       "what was captured")
         for what, n in self.losses().items():
             out.append(f"LOST: {n} {what}")
         engine = self.meta.get("engine") or {}

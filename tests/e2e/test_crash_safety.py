@@ -207,6 +207,33 @@ def test_kill_9_mid_capture_leaves_a_run_that_reports(sim_dir, tmp_path):
     assert doc["losses"] == {}
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: signal.Signals(s).name)
+def test_sigterm_and_sighup_stop_a_capture_as_ctrl_c_does(sim_dir, tmp_path, sig):
+    """The rig stopped, everything captured written as at a normal end, the signal named; exit 128 + it."""
+    out = tmp_path / "runs"
+    with sim.SimulatedRig(sim_dir, tmp_path / "sim", dut_args={"seed": 6, "miss_per1024": 0}) as rig:
+        proc = subprocess.Popen(_capture_cmd(rig.url, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _until(lambda: (run := _run_dir(out)) and (run / "raw.bin").exists()
+                   and (run / "raw.bin").stat().st_size > 4000, 120, "records in raw.bin")
+            proc.send_signal(sig)
+            stdout, stderr = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
+    name = signal.Signals(sig).name
+    assert proc.returncode == 128 + sig, stderr
+    assert f"interrupted ({name}): stopping the rig and keeping what was captured" in stderr
+    run = _run_dir(out)
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["interrupted"] is True and meta["interim"] is False and meta["stopped_by"] == name
+    assert meta["counters"]["rig_records_sent"] == meta["records"] > 0
+    summary = json.loads((run / "summary.json").read_text())["runs"][0]
+    assert f"the capture was interrupted ({name}): the figures cover what was captured" in summary["problems"]
+    assert "stim_to_isr" in stdout
+
+
 def _fill_up(capture_cmd, preexec=None, timeout=120):
     """Run a capture until its disk fills up; its CompletedProcess."""
     done = subprocess.run(capture_cmd, capture_output=True, text=True, timeout=timeout, preexec_fn=preexec)
