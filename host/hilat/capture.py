@@ -14,6 +14,7 @@ beside it (``raw``); meta.json's ``results`` says which results are complete.
 """
 
 import dataclasses
+import errno
 import logging
 import math
 import signal
@@ -332,6 +333,10 @@ class _Stream:
         self._new_maxima()
 
 
+# What a write into the run directory fails with when the disk (or a quota, a file size limit) is full.
+_WRITE_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EIO}
+
+
 class Capture:
     """One capture run; keeps everything it received even when the run ends badly.
 
@@ -602,6 +607,8 @@ class Capture:
         except (RigError, TransportError) as e:
             self.error = str(e)
         except OSError as e:   # the run directory cannot be written: disk full, a file size limit
+            if e.errno not in _WRITE_ERRORS:
+                raise
             self._stop_on_write_error(session, e)
         finally:
             if previous_usr1 is not None:
