@@ -35,6 +35,7 @@ import sys
 import time
 from pathlib import Path
 
+from hilat import shutdown
 from litex.build.generic_platform import Pins, Subsignal
 from litex.build.io import CRG
 from litex.build.sim import SimPlatform
@@ -243,13 +244,26 @@ def _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trac
     # Not _use_our_harness (LiteX's harness without the tracer, +18 % speed): with it an on-rig capture
     # with raw edges took from 15 s to 10 min to end (tests/e2e/test_sim_on_rig.py), with LiteX's 9 s
     # every time; the cause is not found yet. LiteX's harness traces only while sim_trace is high.
-    result = subprocess.run(["bash", "build_sim.sh"], cwd=gateware, capture_output=True, text=True)
+    result = _run_build(["bash", "build_sim.sh"], gateware)
     if result.returncode != 0 or not binary.exists():
         (out / "build.log").write_text(result.stdout + result.stderr)
         raise RuntimeError(f"simulator build failed, see {out / 'build.log'}")
     # What the runtime needs to clock it as it was built (its sim_config.js).
     (out / "sim.json").write_text(json.dumps({"samples_per_tick": samples_per_tick, "dut_cpu": dut_cpu,
                                               "trace": trace}))
+
+
+def _run_build(args, cwd):
+    """subprocess.run(capture_output=True, text=True) of a build script in a process group of its own,
+    the whole group (make, verilator, the compilers) stopped if we are interrupted."""
+    process = subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               **shutdown.child_options())
+    try:
+        stdout, stderr = process.communicate()
+    except BaseException:
+        shutdown.stop_child(process, timeout=2)
+        raise
+    return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
 
 
 def _use_our_harness(gateware, trace):
@@ -501,16 +515,24 @@ class SimulatedRig:
             if self.async_source_cycles:
                 args.append(f"+async_source_cycles={self.async_source_cycles}")
             self.stderr = open(self.run_dir / "sim.log", "w")
+            # A process group of its own, stopped whole by stop(), and killed by the kernel if we die
+            # (hilat.shutdown): no simulator outlives the process that started it.
             self.process = subprocess.Popen(args, cwd=self.run_dir, stdin=subprocess.DEVNULL,
-                                            stdout=self.stderr, stderr=subprocess.STDOUT)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    break
-                if _listening(self.port):  # no probe connection: the first client is the user's
-                    return self
-                time.sleep(0.05)
-            self.stop()
+                                            stdout=self.stderr, stderr=subprocess.STDOUT,
+                                            **shutdown.child_options())
+            started = False
+            try:
+                deadline = time.monotonic() + timeout
+                while time.monotonic() < deadline:
+                    if self.process.poll() is not None:
+                        break
+                    if _listening(self.port):  # no probe connection: the first client is the user's
+                        started = True
+                        return self
+                    time.sleep(0.05)
+            finally:
+                if not started:
+                    self.stop()   # failed, or interrupted while starting (no __exit__ then)
             log = (self.run_dir / "sim.log").read_text(errors="replace")
             if "bind" in log.lower():  # port taken meanwhile: pick another one
                 self.port = free_port()
@@ -523,13 +545,8 @@ class SimulatedRig:
                            bool(self.dut_cpu), self.dut_cpu_clk_hz)
 
     def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process:
+            shutdown.stop_child(self.process, timeout=5)
         if getattr(self, "stderr", None):
             self.stderr.close()
 

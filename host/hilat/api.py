@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from hilat import analysis
+from hilat import analysis, shutdown
 
 log = logging.getLogger("hilat")
 
@@ -851,15 +851,32 @@ class simulate:
         from hilat.extras import require
 
         sim = require("targets.sim", "gateware", "the simulated rig")
-        sim_dir = sim.build(dut_model=self.dut_model or sim.DEFAULT_DUT, dut_top=self.dut_top, with_engine=self.on_rig)
-        work = Path(self.workdir) if self.workdir else Path(tempfile.mkdtemp(prefix="hilat-sim-"))
-        work.mkdir(parents=True, exist_ok=True)
-        dut_log = work / "dut_injected.csv"
-        self._sim = sim.SimulatedRig(sim_dir, work, dut_args={k: str(v) for k, v in self.dut.items()}, dut_log=dut_log)
-        self._sim.__enter__()
+        # While it runs (and builds), SIGTERM and SIGHUP, unless the program handles them itself,
+        # raise hilat.shutdown.Terminated, a KeyboardInterrupt, so that leaving the with block stops
+        # the simulator; were the program killed outright, the kernel stops it (hilat.shutdown).
+        self._signals = shutdown.signals_stop()
+        self._signals.__enter__()
+        try:
+            sim_dir = sim.build(dut_model=self.dut_model or sim.DEFAULT_DUT, dut_top=self.dut_top,
+                                with_engine=self.on_rig)
+            work = Path(self.workdir) if self.workdir else Path(tempfile.mkdtemp(prefix="hilat-sim-"))
+            work.mkdir(parents=True, exist_ok=True)
+            dut_log = work / "dut_injected.csv"
+            self._sim = sim.SimulatedRig(sim_dir, work, dut_args={k: str(v) for k, v in self.dut.items()},
+                                         dut_log=dut_log)
+            self._sim.__enter__()
+        except BaseException:
+            self._sim = None
+            self._signals.__exit__(None, None, None)
+            raise
         return Simulation(self._sim, dut_log)
 
     def __exit__(self, *exc) -> None:
-        if self._sim is not None:
-            self._sim.__exit__(*exc)
-            self._sim = None
+        try:
+            if self._sim is not None:
+                self._sim.__exit__(*exc)
+                self._sim = None
+        finally:
+            signals, self._signals = getattr(self, "_signals", None), None
+            if signals is not None:
+                signals.__exit__(None, None, None)

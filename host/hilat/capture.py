@@ -14,6 +14,7 @@ beside it (``raw``); meta.json's ``results`` says which results are complete.
 """
 
 import dataclasses
+import errno
 import logging
 import math
 import signal
@@ -355,6 +356,10 @@ class _Stream:
         return self.gaps.count
 
 
+# What a write into the run directory fails with when the disk (or a quota, a file size limit) is full.
+_WRITE_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EIO}
+
+
 class Capture:
     """One capture run; keeps everything it received even when the run ends badly.
 
@@ -371,6 +376,7 @@ class Capture:
         self.identity = None
         self.start_tick = None
         self.interrupted = False
+        self.stopped_by = None       # the signal that interrupted it, when not Ctrl-C (SIGTERM, SIGHUP)
         self.error = None
         self.run_dir = None
         self.writer = None
@@ -566,10 +572,13 @@ class Capture:
         self._interim_requested = True
 
     def run(self):
-        from hilat.runs import RunWriter
+        from hilat.runs import RunError, RunWriter
 
-        self.run_dir = self._make_run_dir()
-        self.writer = RunWriter(self.run_dir)
+        try:
+            self.run_dir = self._make_run_dir()
+            self.writer = RunWriter(self.run_dir)
+        except OSError as e:
+            raise RunError(f"cannot create a run directory in {self.settings.out_dir}: {e.strerror or e}") from None
         self._t0 = time.time()
         own_session = self.session is None
         session = self.session
@@ -598,11 +607,15 @@ class Capture:
             except ValueError:  # not the main thread: no interim summaries on a signal
                 previous_usr1 = None
             self._configure(session)
+            self._write_started(session)
             self._collect(session)
             self._finish(session)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             self.interrupted = True
-            log.warning("interrupted: stopping the rig and keeping what was captured")
+            # SIGTERM, SIGHUP (hilat.shutdown.Terminated) are said by name; Ctrl-C is the default.
+            self.stopped_by = signal.Signals(e.signum).name if hasattr(e, "signum") else None
+            log.warning("interrupted%s: stopping the rig and keeping what was captured",
+                        f" ({self.stopped_by})" if self.stopped_by else "")
             if session is not None and session.rig is not None and self.identity is not None:
                 try:
                     session.rig.command_timeout = 2.0
@@ -616,6 +629,10 @@ class Capture:
                     pass
         except (RigError, TransportError) as e:
             self.error = str(e)
+        except OSError as e:   # the run directory cannot be written: disk full, a file size limit
+            if e.errno not in _WRITE_ERRORS:
+                raise
+            self._stop_on_write_error(session, e)
         finally:
             if previous_usr1 is not None:
                 signal.signal(signal.SIGUSR1, previous_usr1)
@@ -626,9 +643,41 @@ class Capture:
                 session.close()
             try:
                 self._write(decoder)
+            except OSError as e:
+                self.error = self.error or self._write_error(e)
             finally:
-                self.writer.close()
+                try:
+                    self.writer.close()
+                except OSError as e:
+                    self.error = self.error or self._write_error(e)
         return self
+
+    # crash safety (docs/analysis.md, "What survives a failure") ----------------------------------------
+
+    def _write_started(self, session):
+        """meta.json as the stimuli start, marked interim: a capture killed before it ends leaves a run
+        directory that ``hilat report`` reads (from raw.bin) and says was cut short. The end of the run
+        replaces it."""
+        self.writer.write_json("meta.json", self._meta(session.decoder_counters, interim=True))
+
+    def _write_error(self, e):
+        return f"cannot write the run directory {self.run_dir}: {e.strerror or e}"
+
+    def _stop_on_write_error(self, session, e):
+        """Disk full (or a file size limit): stop the rig, leave what is on disk as it is (each file
+        readable up to its last whole item), and end with the reason as the capture's error."""
+        self.error = self._write_error(e)
+        if session is not None and session.rig is not None and self.identity is not None:
+            session.raw_sink = None   # what still arrives stays in memory, not half on disk
+            try:
+                session.rig.command_timeout = 2.0
+                session.stop()
+            except (RigError, TransportError, OSError):
+                pass
+            try:   # meta.json with the error, if it still fits (the end of the run may not get that far)
+                self.writer.write_json("meta.json", self._meta(session.decoder_counters))
+            except OSError:
+                pass
 
     # results --------------------------------------------------------------------------------------
 
@@ -723,6 +772,7 @@ class Capture:
             "edges": self.writer.edge_count,
             "raw_bytes": self.writer.raw_bytes,
             "interrupted": self.interrupted,
+            "stopped_by": self.stopped_by,
             "interim": interim,
             "error": self.error,
             "counters": {

@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -287,7 +288,7 @@ def _run_capture(url, args, extra_meta=None):
         raise UsageError(str(e)) from None
     if capture.run_dir:
         log.info("run directory: %s", capture.run_dir)
-    if capture.identity is not None:
+    if capture.identity is not None and capture.run_dir and (capture.run_dir / "summary.txt").exists():
         print(capture.report())
     if capture.error:
         log.error("%s (what was captured is kept in %s)", capture.error, capture.run_dir)
@@ -373,10 +374,8 @@ def cmd_sim(args):
         if args.trace:
             log.info("waveforms of every signal: %s", sim_dir / "run-sim" / "sim.vcd")
         log.info("simulated rig running; Ctrl-C to stop")
-        try:
-            rig.process.wait()
-        except KeyboardInterrupt:
-            pass
+        # Ctrl-C, SIGTERM or SIGHUP end the wait (KeyboardInterrupt): leaving `with` stops the simulator.
+        rig.process.wait()
     return 0
 
 
@@ -1002,19 +1001,23 @@ def main(argv=None):
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="hilat: %(message)s",
                         stream=sys.stderr)
     log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    from hilat import shutdown
     from hilat.extras import MissingExtra
     from hilat.rig import RigError
     from hilat.runs import RunError
     from hilat.transport import TransportError
     try:
-        return args.func(args)
+        # SIGTERM and SIGHUP stop a command as Ctrl-C does: the simulator it started is stopped, a
+        # capture keeps what it captured (hilat.shutdown); the exit status is then 128 + the signal.
+        with shutdown.signals_stop():
+            return shutdown.exit_code(args.func(args))
     except (RigError, TransportError, RunError, MissingExtra) as e:
         log.error("%s", e)
         return 1
     except UsageError as e:
         parser.error(str(e))
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as e:
+        return 128 + getattr(e, "signum", signal.SIGINT)
 
 
 if __name__ == "__main__":

@@ -167,8 +167,13 @@ class RunWriter:
                 self._samples[kind] = StoreAppender(self.path / "samples" / f"{kind}.bin", SAMPLES_MAGIC, SAMPLE_DTYPE)
 
     def raw(self, data):
-        self._raw.write(data)
-        self.raw_bytes += len(data)
+        # A short write (the disk filling up) is followed by one that raises: every byte counted is
+        # on disk.
+        view = memoryview(data)
+        while view:
+            n = self._raw.write(view)
+            self.raw_bytes += n
+            view = view[n:]
 
     def edges(self, ticks, chans, levels):
         items = np.empty(len(ticks), EDGE_DTYPE)
@@ -205,7 +210,11 @@ class RunWriter:
 
     def write_text(self, name, text):
         tmp = self.path / f".{name}.tmp"
-        tmp.write_text(text)
+        try:
+            tmp.write_text(text)
+        except OSError:   # disk full: no half file left behind, the previous one stays
+            tmp.unlink(missing_ok=True)
+            raise
         tmp.replace(self.path / name)
 
     def flush(self):
@@ -214,11 +223,15 @@ class RunWriter:
             appender.flush()
 
     def close(self):
-        self._raw.close()
-        self._edges.close()
-        self._gaps.close()
-        for appender in self._samples.values():
-            appender.close()
+        """Every file closed, even when one cannot write its buffer (disk full); then that error."""
+        error = None
+        for f in [self._raw, self._edges, self._gaps, *self._samples.values()]:
+            try:
+                f.close()
+            except OSError as e:
+                error = error or e
+        if error is not None:
+            raise error
 
 
 # ---- reading --------------------------------------------------------------------------------------------
@@ -249,6 +262,7 @@ class Run:
         self.builtin = builtin              # a stimulus fired: the built-in stimulus kinds exist
         self._edges = edges
         self._gaps = None
+        self._cut_short = False      # load_run found the capture never finished (_load_cut_short)
         self._pairing = None
         self._measurements = None
 
@@ -276,7 +290,8 @@ class Run:
         """Whether the capture ended early (interrupted, an error, killed, an interim summary): what
         came after its last edge is not known."""
         m = self.meta
-        return bool(m.get("interrupted") or m.get("error") or m.get("interim") or m.get("cut_short"))
+        return self._cut_short or bool(m.get("interrupted") or m.get("error") or m.get("interim")
+                                       or m.get("cut_short"))
 
     @property
     def gaps(self):
@@ -357,7 +372,7 @@ class Run:
 
     def has_stored_samples(self):
         """Whether the capture's streaming pairing wrote every kind's samples (samples/KIND.bin)."""
-        return all((self.path / "samples" / f"{kind}.bin").exists() for kind in self.kind_titles)
+        return not self.cut_short and all((self.path / "samples" / f"{kind}.bin").exists() for kind in self.kind_titles)
 
     def iter_samples(self, kind, chunk=CHUNK_EDGES):
         """The stored samples of ``kind`` (``SAMPLE_DTYPE`` items), in chunks."""
@@ -432,11 +447,12 @@ class Run:
 
     def problems(self):
         """Conditions a reader must see next to the figures (interrupted, errors, losses)."""
-        out = []
+        out = [CUT_SHORT] if self.cut_short else []
         if self.meta.get("error"):
             out.append(f"the capture ended with an error: {self.meta['error']}")
         if self.meta.get("interrupted"):
-            out.append("the capture was interrupted (Ctrl-C): the figures cover what was captured")
+            out.append(f"the capture was interrupted ({self.meta.get('stopped_by') or 'Ctrl-C'}): the figures cover "
+                       "what was captured")
         for what, n in self.losses().items():
             out.append(f"LOST: {n} {what}")
         engine = self.meta.get("engine") or {}
@@ -617,10 +633,45 @@ def load_run(path):
         raise RunError(f"{path}: no such run directory")
     if not path.is_dir():
         raise RunError(f"{path}: not a directory (give the run directory, e.g. runs/20260101-120000-demo)")
+    if not (path / "meta.json").exists() and (path / "raw.bin").exists():
+        raise RunError(f"{path}: no meta.json: the capture was cut short before its stimuli started (raw.bin "
+                       f"holds {(path / 'raw.bin').stat().st_size} bytes of the rig's set-up); nothing was measured")
     meta = _read_json(path / "meta.json")
     if not isinstance(meta, dict) or meta.get("format") != "hilat-run":
         raise RunError(f"{path / 'meta.json'}: not a hilat run description (format is not 'hilat-run')")
+    if meta.get("interim"):
+        return _load_cut_short(path, meta)
     run = run_from_meta(path, meta)
     if run.edges_source != "edges.bin":
         run._load_edges()  # a CSV or raw.bin is checked now, so that a bad file is reported at once
+    return run
+
+
+# ---- a capture that never finished ------------------------------------------------------------------------
+
+CUT_SHORT = ("the capture was cut short (killed, its host down, or its disk full) before it finished: the figures "
+             "are those of the edges in raw.bin; what came after the last edge is a gap (the windows it cuts are "
+             "unknown); the rig's own counters (edges dropped in gateware, stimuli fired) are missing")
+
+
+def _load_cut_short(path, meta):
+    """A run whose capture never wrote its final meta.json: the one there was written as the stimuli
+    started (or by SIGUSR1), marked interim. raw.bin is written before anything is decoded, so it
+    holds every byte received up to the end; its edges are decoded again (edges.bin and samples/ may
+    lag by a second, a torn item at their end), its decoder's counters are the run's, and the edges
+    and the stream's gaps are found again from it, with one from the last edge on (the windows it
+    cuts, the last stimulus's at least, are unknown). A run without raw edges (on-rig) keeps what it
+    has."""
+    run = run_from_meta(path, meta)
+    run._cut_short = True
+    raw = path / "raw.bin"
+    if run.has_raw_edges and raw.exists():
+        ticks, chans, levels, decoder, gaps = read_raw(raw, run.subticks, with_gaps=True)
+        ticks, chans, levels = _sorted(ticks, chans, levels)
+        run.meta = {**meta, "counters": {**(meta.get("counters") or {}), "decoder": decoder}}
+        run.edges_source = "raw.bin"
+        run._edges = (ticks, chans, levels)
+        run._gaps = run._with_cut(gaps, ticks)
+    elif run.edges_source != "edges.bin":
+        run._load_edges()
     return run
