@@ -387,6 +387,7 @@ class Capture:
         self.engine_config = None  # engine.EngineConfig of an on-rig capture, once configured
         self.rig_histograms = None # engine.RigHistograms of an on-rig capture, from its start on
         self.engine_limits = None  # the engine's ENGINE_STATS before the run (its limits, trigger delay)
+        self.link_plan = None      # link_plan.LinkPlan: the raw edges' expected rate against the link's
         self._roles = None         # analysis.Channels, once the rig identified
         self._measures = []        # measures.Measure, once the rig identified
         self._fired = {}           # {stimulus channel: StimulusSettings} fired by this capture
@@ -460,6 +461,19 @@ class Capture:
             self._roles, self._measures, self._fired, self._pace = plan(self.settings, self.identity)
         except ValueError as e:
             raise RigError(str(e)) from None
+
+    def _check_link(self):
+        """One line before the start when the raw edges will not fit through the link (docs/analysis.md,
+        "Gaps"); the plan is kept in meta.json."""
+        from hilat import link_plan
+
+        if self.settings.on_rig or not self.settings.raw or not self._fired:
+            return
+        serial = not str(self.url).startswith(("socket://", "loop://"))
+        self.link_plan = link_plan.plan(self._fired, self._pace[0], self._roles, self.identity,
+                                        self.settings.baudrate if serial else None)
+        if self.link_plan.over:
+            log.warning("%s", self.link_plan.warning())
 
     def _open_stream(self):
         from hilat import live as live_view
@@ -593,6 +607,7 @@ class Capture:
             log.info("rig: %s, %s; ts %.3f MHz", self.identity.gateware, self.identity.firmware,
                      self.identity.ts_hz / 1e6)
             self._plan()
+            self._check_link()
             self.calibration = calibration.for_rig(self.identity, self.settings.calibration_dir,
                                                    reason_if_none=self.settings.no_calibration_reason)
             for warning in self.calibration["warnings"]:
@@ -786,6 +801,7 @@ class Capture:
                 "out_of_order_edges": stream.out_of_order if stream else 0,
                 "gaps": stream.gap_count if stream else 0,
             },
+            "link_plan": dataclasses.asdict(self.link_plan) if self.link_plan else None,
             "extra": self.extra_meta,
             "calibration": self._calibration_meta(),
             "results": self._results(decoder, interim),
