@@ -200,8 +200,10 @@ static void capture_discard(void)
 
 static void on_hello(const hilat_command_t *cmd)
 {
-    for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++)
-        stimulus_stop(ch);
+    for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++) {
+        stimulus_stop(ch); /* a stop keeps the pulse count: zeroed here, after it */
+        csr_write_simple(FIELD(STIMULUS_CH0_FIRED_CONTROL, CLEAR, 1), STIM_REG(ch, FIRED_CONTROL));
+    }
     capture_disable_all();
     capture_discard();
     capture_control_write(FIELD(CAPTURE_CONTROL, CLEAR, 1)); /* drop counters and the overflow flag */
@@ -355,6 +357,16 @@ static void on_status(const hilat_command_t *cmd)
     st.stim_n = HILAT_N_STIMULUS;
     for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++)
         st.stim_status[ch] = (uint8_t)csr_read_simple(STIM_REG(ch, STATUS));
+    /* The pulses each channel fired: the count keeps changing during a run, so it is latched in its
+     * clock domain first (a snapshot), then read once valid. */
+    st.fired_n = HILAT_N_STIMULUS;
+    for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++)
+        csr_write_simple(FIELD(STIMULUS_CH0_FIRED_CONTROL, SNAPSHOT, 1), STIM_REG(ch, FIRED_CONTROL));
+    for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++) {
+        while (!GET(STIMULUS_CH0_FIRED_STATUS, VALID, csr_read_simple(STIM_REG(ch, FIRED_STATUS))))
+            ;
+        st.fired[ch] = csr_read_simple(STIM_REG(ch, FIRED));
+    }
     flush_events();
     st.records_sent = records_sent;
     st.events_sent = events_sent;

@@ -330,10 +330,11 @@ int hilat_msg_overflow(hilat_frame_t *f, uint16_t seq, uint64_t timestamp, uint1
 int hilat_msg_status(hilat_frame_t *f, uint16_t seq, const hilat_status_t *m)
 {
     unsigned i;
-    if (m->n > HILAT_MAX_CHANNELS || m->stim_n > HILAT_MAX_STIMULUS)
+    int ok;
+    if (m->n > HILAT_MAX_CHANNELS || m->stim_n > HILAT_MAX_STIMULUS || (m->fired_n != 0 && m->fired_n != m->stim_n))
         return 0;
     hilat_frame_begin(f, HILAT_MSG_STATUS, seq);
-    /* At most 4 + 14 + 64 + 1 + 8 = 91 bytes: always fits. */
+    /* At most 4 + 14 + 64 + 1 + 8 + 32 = 123 bytes: always fits. */
     hilat_frame_put_u32(f, m->records_sent);
     hilat_frame_put_u32(f, m->events_sent);
     hilat_frame_put_u32(f, m->frames_sent);
@@ -342,7 +343,10 @@ int hilat_msg_status(hilat_frame_t *f, uint16_t seq, const hilat_status_t *m)
     for (i = 0; i < m->n; i++)
         hilat_frame_put_u32(f, m->dropped[i]);
     hilat_frame_put_u8(f, m->stim_n);
-    return hilat_frame_put_bytes(f, m->stim_status, m->stim_n);
+    ok = hilat_frame_put_bytes(f, m->stim_status, m->stim_n);
+    for (i = 0; i < m->fired_n; i++)
+        ok = ok && hilat_frame_put_u32(f, m->fired[i]);
+    return ok;
 }
 
 int hilat_msg_ack(hilat_frame_t *f, uint16_t seq, uint16_t command_seq, uint8_t code, const char *message)

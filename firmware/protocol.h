@@ -222,6 +222,10 @@ typedef struct {
     uint32_t dropped[HILAT_MAX_CHANNELS];
     uint8_t stim_n; /* <= HILAT_MAX_STIMULUS */
     uint8_t stim_status[HILAT_MAX_STIMULUS];
+    /* Pulses each stimulus channel fired, after the status bytes: fired_n is stim_n, or 0 for the
+     * older body without them (the test vectors of older rigs); any other value is refused. */
+    uint8_t fired_n;
+    uint32_t fired[HILAT_MAX_STIMULUS];
 } hilat_status_t;
 
 int hilat_msg_identify(hilat_frame_t *f, uint16_t seq, const hilat_identify_t *m);

@@ -51,8 +51,13 @@ class Snapshot(LiteXModule):
     ``clock_domain`` latch itself: it changes only on a request and is settled long before ``valid``
     rises, so ``sys`` reads it while ``valid`` holds without a second copy. One request at a time: software waits
     for ``valid`` before it reads, and before it asks again.
+
+    ``lag``: cycles of ``clock_domain`` the copy waits after the request arrives. A request written
+    after another ``sys`` strobe (a commit that zeroes a counter) may arrive up to a cycle before it
+    (two synchronizers, one metastable): with ``lag`` covering the cycles that strobe takes to act
+    on ``sources``, plus that one, the copy always shows its effect.
     """
-    def __init__(self, sources, clock_domain):
+    def __init__(self, sources, clock_domain, lag=0):
         self.request = Signal()                           # sys: one-cycle pulse
         self.valid   = Signal()                           # sys
         self.outputs = [Signal(len(s)) for s in sources]  # clock_domain, still while `valid`
@@ -67,10 +72,15 @@ class Snapshot(LiteXModule):
             self.to_cd.i.eq(self.request),
             self.to_sys.i.eq(taken),
         ]
+        arrived = self.to_cd.o
+        for k in range(lag):
+            delayed = Signal(name=f"snapshot_lag{k}")
+            sync += delayed.eq(arrived)
+            arrived = delayed
         sync += [
             # The synchronizer's pulse is an XOR of two flip-flops: registered once more before it
             # enables every flip-flop of the latch.
-            take.eq(self.to_cd.o),
+            take.eq(arrived),
             If(take, *[o.eq(s) for o, s in zip(self.outputs, sources)]),
             # Signal back one cycle after the latch was written: it is stable by the time sys sees it.
             taken.eq(take),

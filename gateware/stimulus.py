@@ -27,6 +27,10 @@ them (what it does otherwise is unspecified).
 A channel is its scheduler (states, ``fire``, interval and pulse counters) around four named
 stages: ``_StartComparator``, ``_Prng``, ``_DitherInterval`` and ``_PulseShaper``. How each is
 pipelined, cycle by cycle: docs/timing-cores.md, "Stimulus pipeline".
+
+Each channel also counts the pulses it fired (``_FiredCounter``: 32 bits, saturating, zeroed by a
+commit that starts the channel, kept by one that stops it), which software reads through a
+``Snapshot``: past the link's rate the capture drops edges, and this count is what the pins did.
 """
 
 
@@ -35,7 +39,7 @@ from litex.soc.interconnect.csr import CSRField, CSRStatus, CSRStorage
 from migen import *
 from migen.genlib.cdc import MultiReg
 
-from gateware.cdc import ConfigCommit
+from gateware.cdc import ConfigCommit, Snapshot
 from gateware.dsp import Multiplier18
 
 MODE_PERIODIC = 0
@@ -52,6 +56,10 @@ ARM_CYCLES = 6
 # Ticks the start comparator looks ahead: its pipeline, then `fire` and the pulse's `active`, which
 # are registers too.
 START_LEAD = 6
+# Cycles a pulse-count snapshot waits once its request reaches `ts`. The count shows a commit (or a
+# clear) 3 cycles after its strobe arrives; a snapshot copies 1 + lag cycles after its request
+# arrives, which may be a cycle before the strobe written earlier (two synchronizers): 3 - 1 + 1.
+FIRED_SNAPSHOT_LAG = 3
 # Seed used instead of 0 (xorshift32 has 0 as a fixed point).
 ZERO_SEED_REPLACEMENT = 0x2545F491
 
@@ -271,6 +279,31 @@ class _PulseShaper(LiteXModule):
         ]
 
 
+class _FiredCounter(LiteXModule):
+    """Pulses fired, ``width`` bits, saturating at 2**width - 1. ``count``: a pulse fired (a
+    register); ``clear``: zero it (a register; wins over a ``count`` in the same cycle). Both come
+    in registered, so nothing of the scheduler's fan-out sits in front of the 32-bit adder; the
+    saturation flag is registered from the value the counter takes next (no wide compare in front of
+    the counter's enable), as the capture's drop counters do."""
+    def __init__(self, count, clear, clock_domain, width=32):
+        self.value = Signal(width)
+
+        # # #
+
+        sync = getattr(self.sync, clock_domain)
+        saturated = Signal()  # value == 2**width - 1
+        step = Signal()
+        self.comb += step.eq(count & ~saturated)
+        sync += [
+            If(step, self.value.eq(self.value + 1)),
+            saturated.eq(Mux(step, self.value == 2**width - 2, saturated)),
+            If(clear,
+                self.value.eq(0),
+                saturated.eq(0),
+            ),
+        ]
+
+
 # Channel -------------------------------------------------------------------------------------------
 
 class StimulusChannel(LiteXModule):
@@ -297,9 +330,12 @@ class StimulusChannel(LiteXModule):
         self.running = Signal()  # armed or pulsing
         self.done    = Signal()  # pulse count reached (until the next commit)
         self.late    = Signal()  # `start_time` had already passed: not started
+        self.fired   = Signal(32)  # pulses fired since the last commit that started the channel
+        self.fired_clear = Signal()  # sys: zero `fired` (pulse)
 
         # # #
 
+        self.clock_domain = clock_domain
         # Values derived in sys (slow, quasi-static) so the ts domain only sees registers.
         dither_base = Signal(32)  # P - J
         dither_span = Signal(33)  # 2J + 1
@@ -449,6 +485,22 @@ class StimulusChannel(LiteXModule):
         ]
         self.comb += self.running.eq(~idle)
 
+        # Pulses fired. A pulse is a fire not overridden by a commit in the same cycle (the shaper
+        # drops it then); counted from fire_d/applied_d, registers already, so `fire` fans out to
+        # nothing more. A commit that starts the channel zeroes the count: its old pulses (fires up
+        # to the cycle before `applied`) are counted by then, and the clear wins. A commit that stops
+        # it keeps the count, so the pulses of a stopped run can still be read.
+        fired_count = Signal()
+        fired_clear = Signal()
+        self.fired_clear_sync = ConfigCommit([], clock_domain)
+        self.comb += self.fired_clear_sync.commit.eq(self.fired_clear)
+        sync += [
+            fired_count.eq(fire_d & ~applied_d),
+            fired_clear.eq(applied & enable | self.fired_clear_sync.applied),
+        ]
+        self.fired_counter = _FiredCounter(fired_count, fired_clear, clock_domain, width=len(self.fired))
+        self.comb += self.fired.eq(self.fired_counter.value)
+
         if with_csr:
             self.add_csr()
 
@@ -494,6 +546,20 @@ class StimulusChannel(LiteXModule):
             CSRField("done",    size=1, description="Pulse count reached (set until next commit)."),
             CSRField("late",    size=1, description="``start_time`` had already passed: not started."),
         ], description="Channel state (flags, synchronized from ``ts``).")
+        self._fired_control = CSRStorage(fields=[
+            CSRField("snapshot", size=1, pulse=True, description=
+                "Write ``1`` to copy the pulse count into ``fired``; ``fired_status.valid`` rises when "
+                "the copy is complete."),
+            CSRField("clear", size=1, pulse=True, description=
+                "Write ``1`` to zero the pulse count (a ``commit`` that starts the channel zeroes it too)."),
+        ], description="Pulse-count control (write-1 strobes).")
+        self._fired_status = CSRStatus(fields=[
+            CSRField("valid", size=1, description="Snapshot complete: ``fired`` holds it."),
+        ], description="Pulse-count snapshot status (flag).")
+        self._fired = CSRStatus(32, description=
+            "Pulses fired (count of rising edges of the active level) since the last ``commit`` that "
+            "started the channel or the last ``fired_control.clear``, at the last snapshot; a ``commit`` "
+            "that stops the channel keeps it. Saturates at 2**32-1.")
 
         control, status = self._control.fields, self._status.fields
         self.comb += [
@@ -507,6 +573,17 @@ class StimulusChannel(LiteXModule):
             MultiReg(self.running, status.running),
             MultiReg(self.done, status.done),
             MultiReg(self.late, status.late),
+        ]
+        # The count changes during a run: all 32 bits cross at once, latched in the channel's domain.
+        # A commit's or a clear's strobe zeroes the count 3 cycles after it arrives (applied, then
+        # the registered clear, then the counter); a snapshot asked after it copies no earlier than
+        # that (FIRED_SNAPSHOT_LAG).
+        self.fired_snapshot = Snapshot([self.fired], self.clock_domain, lag=FIRED_SNAPSHOT_LAG)
+        self.comb += [
+            self.fired_snapshot.request.eq(self._fired_control.fields.snapshot),
+            self.fired_clear.eq(self._fired_control.fields.clear),
+            self._fired_status.fields.valid.eq(self.fired_snapshot.valid),
+            self._fired.status.eq(self.fired_snapshot.outputs[0]),
         ]
 
 

@@ -798,6 +798,7 @@ class Capture:
                 "rig_records_sent": status.records_sent if status else None,
                 "rig_events_sent": status.events_sent if status else None,
                 "rig_frames_sent": status.frames_sent if status else None,
+                "rig_stimuli_fired": list(status.fired) if status and status.fired else None,
                 "out_of_order_edges": stream.out_of_order if stream else 0,
                 "gaps": stream.gap_count if stream else 0,
             },

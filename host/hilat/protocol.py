@@ -752,6 +752,10 @@ class Overflow(Message):
 
 @dataclass(slots=True)
 class Status(Message):
+    """The rig's counters. ``fired``: pulses each stimulus channel fired (its gateware count at
+    STATUS time, saturating at 2**32-1), one per ``stim_status`` entry; empty when the rig does not
+    send them (older firmware, a run's raw.bin from before): unknown, not zero."""
+
     TYPE: ClassVar[int] = MSG_STATUS
     NAME: ClassVar[str] = "STATUS"
     _S: ClassVar[struct.Struct] = struct.Struct("<IIIBB")
@@ -761,8 +765,11 @@ class Status(Message):
     overflow: int
     dropped: list[int] = field(default_factory=list)  # per capture channel
     stim_status: list[int] = field(default_factory=list)  # STIM_* bits per stimulus channel
+    fired: list[int] = field(default_factory=list)  # pulses per stimulus channel; [] unknown
 
     def body(self) -> bytes:
+        if self.fired and len(self.fired) != len(self.stim_status):
+            raise ValueError(f"STATUS: {len(self.fired)} fired counts for {len(self.stim_status)} stimulus channels")
         return (
             self._S.pack(
                 self.records_sent, self.events_sent, self.frames_sent, self.overflow, len(self.dropped)
@@ -770,6 +777,7 @@ class Status(Message):
             + struct.pack(f"<{len(self.dropped)}I", *self.dropped)
             + struct.pack("<B", len(self.stim_status))
             + bytes(self.stim_status)
+            + struct.pack(f"<{len(self.fired)}I", *self.fired)
         )
 
     @classmethod
@@ -779,10 +787,17 @@ class Status(Message):
             raise MalformedFrame(f"STATUS: body of {len(body)} bytes")
         records, events, frames, overflow, n = cls._S.unpack_from(body)
         j = k + 4 * n
-        if len(body) < j + 1 or len(body) != j + 1 + body[j]:
+        if len(body) < j + 1:
+            raise MalformedFrame(f"STATUS: body of {len(body)} bytes")
+        stim_n = body[j]
+        end = j + 1 + stim_n
+        # The fired counts were appended to the body (protocol 3 kept): a body ending after the
+        # status bytes is an older rig's.
+        if len(body) not in (end, end + 4 * stim_n):
             raise MalformedFrame(f"STATUS: body of {len(body)} bytes")
         dropped = list(struct.unpack_from(f"<{n}I", body, k))
-        return cls(records, events, frames, overflow, dropped, list(body[j + 1 :]))
+        fired = list(struct.unpack_from(f"<{stim_n}I", body, end)) if len(body) > end else []
+        return cls(records, events, frames, overflow, dropped, list(body[j + 1 : end]), fired)
 
 
 @dataclass(slots=True)

@@ -50,6 +50,10 @@ def test_measured_equals_injected(sim_dir, tmp_path, capsys):
     decoder = (capture.run_dir / "meta.json").read_text()
     assert '"lost": 0' in decoder and '"corrupt": 0' in decoder
     assert counters.records_sent == capture.records_received
+    # The stimulus generator's own count: the pulses the DUT saw, in the final STATUS and meta.json
+    # (channel 1 never started: HELLO zeroed it).
+    assert counters.fired == [len(injected), 0]
+    assert json.loads(decoder)["counters"]["rig_stimuli_fired"] == [N_STIMULI, 0]
     summary = (capture.run_dir / "summary.txt").read_text()
     assert f"{N_STIMULI} stimuli" in summary and "stimulus -> ISR entry" in summary
 

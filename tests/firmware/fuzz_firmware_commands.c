@@ -20,6 +20,8 @@
  *    body); ENGINE_BINS / ENGINE_OUTLIERS frames are no replies but keep the sequence. On a SoC
  *    without it they are refused (ACK refused, or malformed from a firmware that does not know them)
  *    and no engine frame is ever sent;
+ *  - STATUS carries each stimulus channel's pulse count, read only after a snapshot was asked for
+ *    (the fake count of channel ch is FAKE_FIRED(ch));
  *  - at the end, each stimulus channel's registers hold the last STIM_CONFIG acknowledged with code
  *    0 for it (reset values if none: a refused one writes nothing), and the capture registers the
  *    last CAPTURE_CONFIG acknowledged since the last HELLO (its flags, the glitch filter clamped).
@@ -51,6 +53,11 @@ static uint8_t tx[1u << 20];
 static size_t tx_len;
 static uint64_t fake_ticks;
 
+/* The stimulus channels' pulse counts: a snapshot asked (fired_control.snapshot written) and not
+ * yet read. */
+static int fired_asked[HILAT_N_STIMULUS];
+#define FAKE_FIRED(ch) (0xF1000000u + 0x10101u * (uint32_t)(ch))
+
 static uint32_t *reg(unsigned long a)
 {
     CHECK(a >= (unsigned long)CSR_BASE && a < (unsigned long)CSR_BASE + CSR_SPACE && (a & 3u) == 0);
@@ -64,6 +71,9 @@ static void csr_write_simple(unsigned long v, unsigned long a)
         tx[tx_len++] = (uint8_t)v;
         return;
     }
+    for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++)
+        if (a == STIM_REG(ch, FIRED_CONTROL) && GET(STIMULUS_CH0_FIRED_CONTROL, SNAPSHOT, v))
+            fired_asked[ch] = 1;
     *reg(a) = (uint32_t)v;
 }
 
@@ -91,6 +101,17 @@ static unsigned long csr_read_simple(unsigned long a)
         return 0;
     if (a == CSR_TIMEBASE_STATUS_ADDR || a == CSR_CAPTURE_STATUS_ADDR)
         return 1; /* latched / snapshot taken */
+    for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++) {
+        if (a == STIM_REG(ch, FIRED_STATUS)) {
+            CHECK(fired_asked[ch]); /* else the firmware would wait forever */
+            return FIELD(STIMULUS_CH0_FIRED_STATUS, VALID, 1);
+        }
+        if (a == STIM_REG(ch, FIRED)) {
+            CHECK(fired_asked[ch]);
+            fired_asked[ch] = 0;
+            return FAKE_FIRED(ch);
+        }
+    }
     if (a == CSR_TIMEBASE_VALUE_ADDR)
         return (uint32_t)(fake_ticks >> 32);
     if (a == CSR_TIMEBASE_VALUE_ADDR + 4) {
@@ -264,9 +285,16 @@ static void check_output(void)
         case HILAT_MSG_TIME:
             CHECK(e->kind == R_TIME && le16(body) == e->command_seq);
             break;
-        case HILAT_MSG_STATUS:
+        case HILAT_MSG_STATUS: {
             CHECK(e->kind == R_STATUS && body[13] == N_CHANNELS);
+            /* Counters, the drop counts, the stimulus channels' status bytes, then their pulse counts. */
+            const uint8_t *stim = body + 14 + 4 * N_CHANNELS;
+            CHECK(stim[0] == HILAT_N_STIMULUS);
+            CHECK(n == HILAT_HEADER_SIZE + 14 + 4 * N_CHANNELS + 1 + 5 * HILAT_N_STIMULUS + HILAT_CRC_SIZE);
+            for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++)
+                CHECK(le32(stim + 1 + HILAT_N_STIMULUS + 4 * ch) == FAKE_FIRED(ch));
             break;
+        }
         default:
             CHECK(0);
         }
@@ -291,6 +319,7 @@ static void reset_firmware(void)
     idle_loops = 0;
     memset(stim_mode, 0, sizeof stim_mode);
     memset(stim_invert, 0, sizeof stim_invert);
+    memset(fired_asked, 0, sizeof fired_asked);
     tx_len = 0;
     fake_ticks = 1u << 20;
     init();

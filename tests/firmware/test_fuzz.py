@@ -118,6 +118,9 @@ def test_firmware_engine_commands_survive_a_fuzzing_run(tmp_path, generated_with
     # A command after HELLO answered twice.
     ("main.c", "    case HILAT_MSG_STOP: on_stop(&cmd); break;",
      "    case HILAT_MSG_STOP: on_stop(&cmd); on_stop(&cmd); break;", "deadly signal"),
+    # STATUS's pulse counts read without asking for a snapshot first.
+    ("main.c", "csr_write_simple(FIELD(STIMULUS_CH0_FIRED_CONTROL, SNAPSHOT, 1), STIM_REG(ch, FIRED_CONTROL));",
+     "(void)0;", "deadly signal"),
 ])
 def test_firmware_oracles_catch_wrong_handlers(tmp_path, generated, name, correct, wrong, symptom):
     firmware = mutant_firmware(tmp_path, [(name, correct, wrong)])

@@ -302,6 +302,13 @@ class TB:
         dropped = [await self.read(f"capture_dropped{ch}") for ch in range(self.n_channels)]
         return status["overflow"], dropped
 
+    async def read_fired(self, channel):
+        """A stimulus channel's pulse count, through its snapshot (as the firmware's STATUS reads it)."""
+        p = f"stimulus_ch{channel}_"
+        await self.write_fields(p + "fired_control", snapshot=1)
+        await self.wait_status(p + "fired_status", "valid")
+        return await self.read(p + "fired")
+
     # checking ---------------------------------------------------------------------------------
 
     def expected(self, configs, stim_edges=None):

@@ -226,6 +226,18 @@ def status() -> list[dict]:
             p.Status(U32, U32, U32, 1, [U32, 1, 2, 3, 0, 1 << 24, 255, 256],
                      [p.STIM_RUNNING | p.STIM_LATE, 7, 0, 1, 2, 3, 4, 5]),
         ),
+        # The fired counts after the status bytes (the vectors above are the older body, without).
+        vec(
+            "fired counts",
+            43,
+            p.Status(123_456, 130_000, 2101, 0, [0, 0, 0, 0, 0, 0], [p.STIM_DONE, p.STIM_RUNNING], [300, 0]),
+        ),
+        vec(
+            "fired max values, 8 + 8 channels",
+            0xFFFE,
+            p.Status(U32, U32, U32, 1, [U32, 1, 2, 3, 0, 1 << 24, 255, 256],
+                     [p.STIM_DONE, 7, 0, 1, 2, 3, 4, 5], [U32, 0, 1, 255, 256, 1 << 24, U32 - 1, 0x01000001]),
+        ),
     ]
 
 

@@ -306,6 +306,30 @@ def test_hand_frame_engine_config(tool):
     assert tool.one(f"parse {wire[:-1].hex()}") == tool_line(msg, 3)
 
 
+def test_hand_status_with_and_without_fired(tool):
+    # 2 capture channels, 2 stimulus channels: 14 bytes of counters and n, 2 x u32, stim_n, 2 status
+    # bytes; then (this rig) 2 x fired:u32, little-endian. Without them: an older rig's body.
+    older = bytes.fromhex("01000000" "02000000" "03000000" "00" "02" "05000000" "00000000" "02" "0201")
+    body = older + bytes.fromhex("2c010000" "ffffffff")
+    assert len(older) == 14 + 8 + 1 + 2 and len(body) == len(older) + 8
+    msg = p.Status(1, 2, 3, 0, [5, 0], [p.STIM_DONE, p.STIM_RUNNING], [300, 2**32 - 1])
+    assert msg.body() == body
+    assert p.Status.from_body(body) == msg
+    assert p.Status.from_body(older) == p.Status(1, 2, 3, 0, [5, 0], [p.STIM_DONE, p.STIM_RUNNING])
+    assert p.Status.from_body(older).fired == []
+    assert tool.one(tool_line(msg, 7)) == msg.encode(7).hex()
+    # Anything between the two lengths, or past the longer, is malformed; so is a count per channel
+    # missing on the encoding side, in both codecs.
+    for cut in (1, 4, 7):
+        with pytest.raises(p.MalformedFrame):
+            p.Status.from_body(body[:-cut])
+    with pytest.raises(p.MalformedFrame):
+        p.Status.from_body(body + bytes(4))
+    with pytest.raises(ValueError):
+        p.Status(1, 2, 3, 0, [5, 0], [p.STIM_DONE, p.STIM_RUNNING], [300]).body()
+    assert tool.one("status 7 1 2 3 0 2 5 0 2 2 1 1 300") == "err nofit"
+
+
 def test_hand_frame_engine_stats():
     # 28 bytes of totals and limits, then per kind 3 x u64 and 2 x (u64 u32 u32 u64): 244 bytes.
     kinds = [p.EngineKindStats(k, 2, 3, 4, 5, 6, 7, 8, p.ENGINE_MIN_NONE, 0, 0) for k in range(3)]
@@ -620,9 +644,10 @@ def rig_frames(n: int, seed: int, seq0: int = 0) -> list[tuple[int, p.Message, b
         elif kind == 1:
             msg = p.Overflow(rng.randrange(2**64), rng.randrange(256))
         elif kind == 2:
+            stim = [rng.randrange(8) for _ in range(rng.randrange(9))]
             msg = p.Status(*(rng.randrange(2**32) for _ in range(3)), rng.randrange(2),
-                           [rng.randrange(2**32) for _ in range(rng.randrange(9))],
-                           [rng.randrange(8) for _ in range(rng.randrange(9))])
+                           [rng.randrange(2**32) for _ in range(rng.randrange(9))], stim,
+                           [rng.randrange(2**32) for _ in stim] if rng.random() < 0.5 else [])
         elif kind == 3:
             msg = p.Ack(rng.randrange(65536), rng.randrange(4), "x" * rng.randrange(30))
         elif kind == 4:

@@ -11,6 +11,7 @@
  *            (absolute timestamps)
  *   overflow SEQ timestamp channels
  *   status   SEQ records_sent events_sent frames_sent overflow N {dropped} x N STIM_N {status} x STIM_N
+ *            FIRED_N {fired} x FIRED_N   (FIRED_N 0: the older body without the counts)
  *   ack      SEQ command_seq code MESSAGE_HEX
  *   time     SEQ command_seq now
  *   engine_stats SEQ command_seq state samples samples_lost bins_lost outliers_lost trigger_delay
@@ -279,6 +280,16 @@ static void do_status(uint16_t seq)
     for (i = 0; i < n; i++) {
         NUM(x);
         m.stim_status[i] = (uint8_t)x;
+    }
+    NUM(n);
+    if (n > HILAT_MAX_STIMULUS) {
+        fail("fired_n");
+        return;
+    }
+    m.fired_n = (uint8_t)n;
+    for (i = 0; i < n; i++) {
+        NUM(x);
+        m.fired[i] = (uint32_t)x;
     }
     finish(&f, hilat_msg_status(&f, seq, &m));
 }
