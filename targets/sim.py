@@ -379,6 +379,31 @@ def read_dut_log(path):
     return rows.reshape(-1, len(DUT_LOG_COLUMNS))
 
 
+def compare_with_dut_log(run, injected, period):
+    """A periodic capture's stimulus -> ISR and -> task results (``run``: a ``hilat.runs.Run``) against
+    the DUT model's log (``read_dut_log``): stimulus k of the log is the one fired k periods after the
+    run's start tick. Returns {judged, unknown, wrong, stimuli}: the stimuli seen with a judged
+    (sample or miss) stimulus -> ISR result, those unknown, and the judged results of either kind
+    that differ from the log (a latency off by any tick, a miss that was not one, or the reverse)."""
+
+    found = run.measurements
+    isr, task = found.series["stim_to_isr"], found.series["stim_to_task"]
+    first = int(run.meta["start_tick"]) * run.units_per_tick
+    index = (isr.start_tick - first) // (period * run.units_per_tick)
+    if ((isr.start_tick - first) % (period * run.units_per_tick)).any() or (index >= len(injected)).any():
+        raise ValueError("stimuli off the periodic grid the DUT log is indexed by")
+    wrong = 0
+    for series, column in ((isr, 2), (task, 3)):
+        judged = series.unknown == 0
+        log_missed = injected[index, 1] != 0
+        measured_missed = series.values == -1
+        wrong += int((judged & (log_missed != measured_missed)).sum())
+        both = judged & ~log_missed & ~measured_missed
+        wrong += int((series.values[both] != injected[index[both], column] * run.units_per_tick).sum())
+    return {"judged": int((isr.unknown == 0).sum()), "unknown": isr.n_unknown, "wrong": wrong,
+            "stimuli": len(isr)}
+
+
 def calibration_plusargs(loopback=None, loopback_jitter=0, pps_period=None, pps_ppm=0.0, pps_jitter=0,
                          pps_missing_every=0, pps_missing_run=1, pps_extra_every=0):
     """DUT-model settings (``dut_args``) of the calibration sources on the SPARE input, as
