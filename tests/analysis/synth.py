@@ -82,3 +82,14 @@ def random_run(run_dir, n=5000, seed=1, isr_base=50, shift=0, miss_every=0, labe
     task_l = [None if miss_every and i % miss_every == 0 else int(v) for i, v in enumerate(task)]
     write_run(run_dir, dut_edges(stim.tolist(), isr_l, task_l), label=label, **kw)
     return run_dir, isr_l, task_l
+
+
+def write_gaps(run_dir, gaps):
+    """gaps.bin of a run directory: [(start, end, channel mask, reason)] in ticks, as a capture writes
+    them (``runs.RunWriter.gaps``; reason ``analysis.GAP_OVERFLOW``/``GAP_LINK``/``GAP_CUT_SHORT``)."""
+    from hilat import runs
+
+    store = runs.StoreAppender(run_dir / "gaps.bin", runs.GAPS_MAGIC, runs.GAP_DTYPE)
+    store.append(np.array([tuple(g) for g in gaps], runs.GAP_DTYPE))
+    store.close()
+    return run_dir
