@@ -84,7 +84,8 @@ def test_cyclictest_histogram_is_cyclictests_print_hist(exact):
     text = formats.cyclictest_histogram(exact, buckets_us=60)
     lines = text.split("\n")
     head = [ln for ln in lines if ln.startswith("# hilat:")]
-    assert head[1].startswith("# hilat: column 1 (thread 0) = stim_to_isr:") and "2 missed windows, 3 unknown windows" in head[1]
+    assert head[1].startswith("# hilat: column 1 (thread 0) = stim_to_isr:")
+    assert "2 missed windows, 3 unknown windows" in head[1]
     assert head[2].startswith("# hilat: column 2 (thread 1) = stim_to_task:")
     start = lines.index("# Histogram") + 1
     rows = lines[start:start + 60]
