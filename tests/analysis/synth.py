@@ -93,3 +93,25 @@ def write_gaps(run_dir, gaps):
     store.append(np.array([tuple(g) for g in gaps], runs.GAP_DTYPE))
     store.close()
     return run_dir
+
+
+# A run with holes in its record stream: 10 stimuli 5000 ticks apart, stimulus 2 missed (no ISR, no
+# task), and a gateware overflow on the ISR channel (in0, channel 2) in the window of stimulus 6, whose
+# ISR edges are lost: that window is unknown for the kinds that read the ISR, not a miss.
+GAPPED_STIM = [1000 + 5000 * i for i in range(10)]
+GAPPED_ISR = [50, 60, None, 70, 80, 90, None, 100, 110, 120]   # stimulus 6's ISR: hidden by the gap
+GAPPED_TASK = [v + 100 if v is not None else None for v in GAPPED_ISR]
+GAPPED_TASK[6] = 300                                             # the task rose; the ISR was lost
+GAPPED_MISSED, GAPPED_UNKNOWN = 2, 6
+GAPPED_GAP = (GAPPED_STIM[6] + 20, GAPPED_STIM[6] + 200, 1 << 2, analysis.GAP_OVERFLOW)
+
+
+def gapped_run(run_dir, fired=None, label="gapped", **kw):
+    """The gapped run's directory (events.csv and gaps.bin); ``fired``: the rig's count of stimuli
+    fired (meta.json counters), more than seen when stimulus edges were lost."""
+    counters = {"decoder": {"frames_ok": 1, "lost": 0, "corrupt": 0}, "gateware_overflow_markers": 1,
+                "gateware_dropped_per_channel": [0, 0, 2, 0, 0, 0]}
+    if fired is not None:
+        counters["rig_stimuli_fired"] = [fired, 0]
+    write_run(run_dir, dut_edges(GAPPED_STIM, GAPPED_ISR, GAPPED_TASK), label=label, counters=counters, **kw)
+    return write_gaps(run_dir, [GAPPED_GAP])
