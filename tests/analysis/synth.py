@@ -115,3 +115,41 @@ def gapped_run(run_dir, fired=None, label="gapped", **kw):
         counters["rig_stimuli_fired"] = [fired, 0]
     write_run(run_dir, dut_edges(GAPPED_STIM, GAPPED_ISR, GAPPED_TASK), label=label, counters=counters, **kw)
     return write_gaps(run_dir, [GAPPED_GAP])
+
+
+def live_capture(run, gaps=True):
+    """What the live view (hilat.live.LiveView) reads of a capture, for a run read back: its edges
+    through the capture's StreamingAggregator (with its gaps), no session, no rig status."""
+    from types import SimpleNamespace
+
+    from hilat.aggregate import StreamingAggregator
+
+    agg = StreamingAggregator(run.roles, run.deadline_ticks, run.offset_ticks, measures=run.analysis_measures,
+                              builtin=run.builtin)
+    gap_items = run.gaps.items() if gaps else []
+    for start, end, channels in gap_items:
+        agg.add_gap(start, end, channels)
+    for chunk in run.iter_edges():
+        agg.feed(*chunk)
+    agg.finish()
+    paced = int(((run.chans == run.roles.stimulus) & (run.levels == 1)).sum())
+    stream = SimpleNamespace(aggregator=agg, paced=paced, records=len(run.ticks), gap_count=len(gap_items))
+    settings = SimpleNamespace(on_rig=False, raw=True, no_stimulus=False, count=None)
+    return SimpleNamespace(settings=settings, stream=stream, session=None, status=None, unit_hz=run.ts_hz,
+                           ts_hz=run.ts_hz, subticks=run.subticks)
+
+
+def live_last_line(capture, kinds):
+    """The live view's plain line (off a terminal) after its last update, and its terminal table as text."""
+    import io
+
+    from hilat.live import LiveView
+    from rich.console import Console
+
+    out = io.StringIO()
+    view = LiveView(file=out, tty=False)
+    view.begin(capture, kinds)
+    view.update(force=True)
+    console = Console(record=True, width=220, file=io.StringIO())
+    console.print(view._table(view._state()))
+    return out.getvalue().splitlines()[-1], console.export_text()
