@@ -122,7 +122,10 @@ class WorstSample:
 class Stats:
     """The samples of one measurement kind of a run (one subset: all, untagged or tagged), in seconds.
 
-    ``count`` counts the samples with a value; ``misses`` the windows without one; ``starts`` both.
+    ``count`` counts the samples with a value; ``misses`` the windows seen whole without one;
+    ``unknown`` the windows a gap in the record stream touched (and, for the stimulus kinds, stimuli
+    the generator fired whose edge was lost): neither a sample nor a miss, in no figure; ``starts``
+    all three. ``miss_share`` is of the windows judged (``count`` + ``misses``).
     ``min``/``max``/``mean`` are exact; the median and percentiles are exact when the run keeps its
     samples (``resolution`` "exact"), else HdrHistogram's (the highest value equivalent to the
     true one, within ``resolution``)."""
@@ -131,9 +134,10 @@ class Stats:
                  duplicates: int, count: int, min_ticks: int | None, max_ticks: int | None,
                  mean_ticks: float | None, std_ticks: float | None, sorted_ticks: np.ndarray | None = None,
                  histogram=None, rig_counts: np.ndarray | None = None, worst: list[WorstSample] | None = None,
-                 resolution: str = "exact"):
+                 resolution: str = "exact", unknown: int = 0):
         self.kind, self.title, self.subset, self.tick_s = kind, title, subset, tick_s
         self.starts, self.misses, self.duplicates, self.count = int(starts), int(misses), int(duplicates), int(count)
+        self.unknown = int(unknown)
         self.min_ticks, self.max_ticks = min_ticks, max_ticks
         self.mean_ticks, self.std_ticks = mean_ticks, std_ticks
         self._sorted = sorted_ticks
@@ -144,8 +148,9 @@ class Stats:
 
     @classmethod
     def from_values(cls, kind: str, values_ticks, tick_s: float, *, misses: int = 0, duplicates: int = 0,
-                    title: str | None = None, subset: str = "all", start_ticks=None, tagged=None) -> Stats:
-        """Exact statistics of valid samples in ticks (misses given apart)."""
+                    title: str | None = None, subset: str = "all", start_ticks=None, tagged=None,
+                    unknown: int = 0) -> Stats:
+        """Exact statistics of valid samples in ticks (misses and unknown windows given apart)."""
         v = np.asarray(values_ticks, dtype=np.int64)
         order = np.argsort(v, kind="stable")
         s = v[order]
@@ -156,9 +161,10 @@ class Stats:
             tags = np.zeros(len(v), bool) if tagged is None else np.asarray(tagged, bool)
             for i in order[::-1][:WORST_SHOWN]:
                 worst.append(WorstSample(int(start_ticks[i]), int(v[i]), float(v[i] * tick_s), bool(tags[i])))
-        return cls(kind, title or analysis.KIND_TITLES.get(kind, kind), subset, tick_s, starts=len(v) + misses,
-                   misses=misses, duplicates=duplicates, count=len(v), min_ticks=st["min"], max_ticks=st["max"],
-                   mean_ticks=st["mean"], std_ticks=st["std"], sorted_ticks=s, worst=worst)
+        return cls(kind, title or analysis.KIND_TITLES.get(kind, kind), subset, tick_s,
+                   starts=len(v) + misses + unknown, misses=misses, duplicates=duplicates, count=len(v),
+                   min_ticks=st["min"], max_ticks=st["max"],
+                   mean_ticks=st["mean"], std_ticks=st["std"], sorted_ticks=s, worst=worst, unknown=unknown)
 
     # -- values in seconds --
 
@@ -189,7 +195,9 @@ class Stats:
 
     @property
     def miss_share(self) -> float | None:
-        return self.misses / self.starts if self.starts else None
+        """Misses of the windows judged (samples and misses; unknown windows are neither)."""
+        judged = self.count + self.misses
+        return self.misses / judged if judged else None
 
     def supports(self, percentile: float) -> bool:
         """Whether the count supports ``percentile`` (in percent): at least one sample above it."""
@@ -272,7 +280,7 @@ class Stats:
         """A few lines for a human (a failed budget): counts, the percentile ladder, the worst samples
         with their stimulus ticks, then a log-spaced text histogram."""
         head = (f"{self.kind} ({self.title}, {self.subset}): {self.count} samples, {self.misses} missed of "
-                f"{self.starts}, {self.duplicates} duplicate responses; {self.resolution}")
+                f"{self.starts}, {self.unknown} unknown, {self.duplicates} duplicate responses; {self.resolution}")
         lines = [head]
         if not self.count:
             return head
@@ -294,15 +302,16 @@ class Stats:
     def to_json(self) -> dict:
         """Counts, and min/mean/max/percentiles in seconds (percentiles the count supports)."""
         return {"kind": self.kind, "subset": self.subset, "starts": self.starts, "count": self.count,
-                "misses": self.misses, "duplicates": self.duplicates, "resolution": self.resolution,
+                "misses": self.misses, "unknown": self.unknown, "duplicates": self.duplicates,
+                "resolution": self.resolution,
                 "seconds": {label: None if v is None else float(v) for label, v in self.ladder()}
                 | {"mean": None if self.mean is None else float(self.mean)}}
 
     def __repr__(self):
         if not self.count:
-            return f"<Stats {self.kind} {self.subset}: no samples, {self.misses} missed>"
-        return (f"<Stats {self.kind} {self.subset}: {self.count} samples, {self.misses} missed, min "
-                f"{format_seconds(self.min)}, max {format_seconds(self.max)}>")
+            return f"<Stats {self.kind} {self.subset}: no samples, {self.misses} missed, {self.unknown} unknown>"
+        return (f"<Stats {self.kind} {self.subset}: {self.count} samples, {self.misses} missed, {self.unknown} "
+                f"unknown, min {format_seconds(self.min)}, max {format_seconds(self.max)}>")
 
 
 # ---- a run -------------------------------------------------------------------------------------------
@@ -316,6 +325,7 @@ class Run:
         self._run = load_run(Path(path))
         self._stats: dict[tuple[str, str], Stats] = {}
         self._source = None
+        self._unseen = None
 
     @property
     def path(self) -> Path:
@@ -385,15 +395,59 @@ class Run:
 
     def stats(self, kind: str, subset: str = "all") -> Stats:
         """The statistics of ``kind`` (see ``kinds``) over ``subset``: "all", "untagged" (windows
-        that never saw the tag) or "tagged"."""
+        that never saw the tag; a window whose tag a gap hid is unknown there) or "tagged".
+
+        For the stimulus kinds, stimuli the rig's generator fired whose edge was lost (``unseen`` in
+        ``stimuli_accounting``) are unknown windows of "all" and "untagged", as in the report."""
         if kind not in self._run.kind_titles:
             raise KeyError(f"the run has no kind {kind!r} (kinds: {', '.join(self._run.kind_titles)})")
         if subset not in SUBSETS:
             raise ValueError(f"subset is one of {', '.join(SUBSETS)}, got {subset!r}")
         key = (kind, subset)
         if key not in self._stats:
-            self._stats[key] = self._compute(kind, subset)
+            st = self._compute(kind, subset)
+            from hilat.report import BUILTIN_KINDS
+
+            unseen = self._unseen_stimuli() if kind in BUILTIN_KINDS and subset != "tagged" else 0
+            st.unknown += unseen
+            st.starts += unseen
+            self._stats[key] = st
         return self._stats[key]
+
+    def _stimuli_seen(self) -> int:
+        _how, source = self._statistics_source()
+        return int(source.stimuli)
+
+    def _unseen_stimuli(self) -> int:
+        """Stimuli the generator fired (the rig's counter) that the capture never saw: their edges
+        were lost. 0 for an on-rig run, a run without a stimulus, or a rig that does not count."""
+        if self._unseen is None:
+            from hilat import report
+
+            self._unseen = 0
+            if self._run.builtin and not self._run.on_rig:
+                subsets = {"all": {}}   # the accounting's "measured" is not needed here
+                acc = report.stimuli_accounting(self._run, self._stimuli_seen(), subsets)
+                self._unseen = int(acc["unseen"]) if acc else 0
+        return self._unseen
+
+    @property
+    def stimuli_accounting(self) -> dict | None:
+        """The run's stimuli as summary.json states them (``report.stimuli_accounting``): {fired, seen,
+        unseen, measured, unknown} of stimulus -> ISR entry: every stimulus fired is measured (a
+        sample or a miss) or unknown (a gap touched its window, or its edge was lost). ``fired`` is
+        None on a rig that does not count; the whole is None for an on-rig run (the engine counts
+        what it paired: nothing is unknown) or one without a stimulus."""
+        from hilat import report
+
+        if not self._run.builtin or self._run.on_rig:
+            return None
+        first = report.BUILTIN_KINDS[0]
+        st = self.stats(first)
+        acc = report.stimuli_accounting(self._run, self._stimuli_seen(), {"all": {}})
+        if acc is None:
+            return None
+        return {**acc, "measured": st.count + st.misses, "unknown": st.unknown}
 
     def _compute(self, kind, subset) -> Stats:
         how, source = self._statistics_source()
@@ -401,13 +455,16 @@ class Run:
         if how == "rig":  # the engine's figures are whole ticks, the run's unit may be a sub-tick
             tick_s *= source.units_per_value
         if how == "exact":
-            series = source.series[kind]
-            if subset != "all":
-                series = series.take(np.flatnonzero(series.tag_in_window == (1 if subset == "tagged" else 0)))
-            ok = series.values != analysis.MISSING
-            return Stats.from_values(kind, series.values[ok], tick_s, misses=int((~ok).sum()),
-                                     duplicates=int(series.duplicates.sum()), title=title, subset=subset,
-                                     start_ticks=series.start_tick[ok], tagged=series.tag_in_window[ok])
+            if subset == "tagged":
+                series = source.series[kind]
+                series = series.take(np.flatnonzero(series.tag_in_window == 1))
+            else:   # untagged: a window whose tag a gap hid is unknown (it may have been tagged)
+                series = source.subset(kind, subset)
+            ok = (series.values != analysis.MISSING) & (series.unknown == 0)
+            return Stats.from_values(kind, series.values[ok], tick_s, misses=series.n_misses,
+                                     unknown=series.n_unknown, duplicates=int(series.duplicates.sum()),
+                                     title=title, subset=subset, start_ticks=series.start_tick[ok],
+                                     tagged=series.tag_in_window[ok] == 1)
         # The aggregates (streamed or the engine's) keep the single worst sample of all.
         w = source.worst.get(kind) if subset == "all" else None
         worst = [WorstSample(w["start_tick"], w["ticks"], w["ticks"] * tick_s, w["tagged"])] if w else []
@@ -417,7 +474,8 @@ class Run:
                 raise ValueError(f"{self.path}: a streamed (long) run keeps all and untagged, not tagged alone")
             ex = source.exact[key]
             return Stats(kind, title, subset, tick_s, starts=source.starts[key], misses=source.misses[key],
-                         duplicates=source.duplicates[key], count=ex.n, min_ticks=ex.min, max_ticks=ex.max,
+                         unknown=source.unknown[key], duplicates=source.duplicates[key], count=ex.n,
+                         min_ticks=ex.min, max_ticks=ex.max,
                          mean_ticks=ex.mean if ex.n else None, std_ticks=ex.std if ex.n else None,
                          histogram=source.hist[key], worst=worst,
                          resolution="HdrHistogram, 3 significant digits (streamed: the run is long)")
@@ -426,7 +484,7 @@ class Run:
         exact = source.rig.exact(kind, subset)
         n = source.count_of(kind, subset)
         return Stats(kind, title, subset, tick_s, starts=source.starts.get(key, n), misses=source.misses.get(key, 0),
-                     duplicates=source.duplicates.get(key, 0), count=n,
+                     unknown=source.unknown.get(key, 0), duplicates=source.duplicates.get(key, 0), count=n,
                      min_ticks=exact["min"] if exact and n else None, max_ticks=exact["max"] if exact and n else None,
                      mean_ticks=exact["sum"] / n if exact and n else None,
                      std_ticks=bins_std(source.rig.counts(kind, subset)) if n else None,
@@ -591,7 +649,7 @@ class Baseline:
             if st.count:
                 figures["mean"] = float(st.mean)
                 figures.update((f"p{p:g}", float(st.percentile(p))) for p in BASELINE_PERCENTILES if st.supports(p))
-            kinds[kind] = {"count": st.count, "misses": st.misses, "seconds": figures}
+            kinds[kind] = {"count": st.count, "misses": st.misses, "unknown": st.unknown, "seconds": figures}
         return cls({"format": cls.FORMAT, "version": cls.VERSION, "name": name,
                     "taken": datetime.now(timezone.utc).isoformat(timespec="seconds"), "run": str(run.path),
                     "board": rig.get("board"), "rig": {k: rig.get(k) for k in BASELINE_IDENTITY}, "kinds": kinds})

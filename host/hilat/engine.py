@@ -510,6 +510,9 @@ class RigAggregates:
         stats = rig.stats
         self.stimuli = stats.samples if stats is not None else 0
         self.starts, self.misses, self.duplicates = {}, {}, {}
+        # The engine pairs on the rig, before any link: its figures have no gaps (nothing unknown).
+        self.unknown = {}
+        self.gap_count = 0
         for kind in KINDS:
             exact = rig.exact(kind)
             for subset in ("all", "untagged"):
@@ -517,6 +520,7 @@ class RigAggregates:
                 whole = subset == "all" and exact is not None
                 self.misses[(subset, kind)] = exact["misses"] if whole else 0
                 self.duplicates[(subset, kind)] = exact["duplicates"] if whole else 0
+                self.unknown[(subset, kind)] = 0
                 self.starts[(subset, kind)] = count + (exact["misses"] + exact["below"] if whole else 0)
         self.tagged = {kind: self.count_of(kind, "tagged") for kind in KINDS}
         self.worst = {}

@@ -13,7 +13,7 @@ import numpy as np
 from hilat import analysis
 
 SAMPLE_COLUMNS = ["kind", "index", "start_tick", "time_s", "ticks", "ns", "tag_at_start", "tag_in_window",
-                  "duplicates"]
+                  "duplicates", "unknown"]
 
 
 def _sample_items(run, kind, chunk=1 << 20):
@@ -28,24 +28,28 @@ def _sample_items(run, kind, chunk=1 << 20):
     items = np.empty(len(se), runs.SAMPLE_DTYPE)
     items["start_tick"], items["ticks"], items["duplicates"] = se.start_tick, se.values, se.duplicates
     items["tag_at_start"], items["tag_in_window"] = se.tag_at_start, se.tag_in_window
+    items["unknown"] = se.unknown
     yield items
 
 
 def iter_sample_columns(run, chunk=1 << 20):
     """{column: array} chunks: one row per sample of every kind (built-in and defined), kind by kind,
     each in start order: ``index`` counts the kind's samples, ``time_s`` is rig time since the run's
-    first edge, ``ticks``/``ns`` the value (-1 / NaN: missed). Bounded memory."""
+    first edge, ``ticks``/``ns`` the value (-1 / NaN: missed, or unknown), ``unknown`` 1 where a gap
+    in the record stream touched the window (the row is neither a sample nor a miss; its tag flags
+    may be analysis.TAG_UNKNOWN). Bounded memory."""
     origin = run.first_tick()
     for kind in run.kind_titles:
         index = 0
         for items in _sample_items(run, kind, chunk):
             n = len(items)
-            values = items["ticks"]
+            unknown = items["unknown"]
+            values = np.where(unknown != 0, analysis.MISSING, items["ticks"])
             yield {"kind": np.full(n, kind, dtype=object), "index": np.arange(index, index + n, dtype=np.int64),
                    "start_tick": items["start_tick"], "time_s": (items["start_tick"] - origin) / run.ts_hz,
                    "ticks": values, "ns": np.where(values == analysis.MISSING, np.nan, values * run.tick_ns),
                    "tag_at_start": items["tag_at_start"], "tag_in_window": items["tag_in_window"],
-                   "duplicates": items["duplicates"].astype(np.int64)}
+                   "duplicates": items["duplicates"].astype(np.int64), "unknown": unknown.astype(np.uint8)}
             index += n
 
 
@@ -53,7 +57,7 @@ def sample_columns(run):
     """Every sample as one {column: array} (``iter_sample_columns`` concatenated; a short run's)."""
     parts = list(iter_sample_columns(run))
     empty = {"kind": object, "time_s": np.float64, "ns": np.float64, "tag_at_start": np.uint8,
-             "tag_in_window": np.uint8}
+             "tag_in_window": np.uint8, "unknown": np.uint8}
     return {c: np.concatenate([p[c] for p in parts]) if parts else np.zeros(0, empty.get(c, np.int64))
             for c in SAMPLE_COLUMNS}
 
@@ -93,7 +97,7 @@ def write_parquet(run, path):
             b"hilat.offset_ticks": str(run.offset_ticks).encode()}
     types = {"kind": pa.string(), "index": pa.int64(), "start_tick": pa.int64(), "time_s": pa.float64(),
              "ticks": pa.int64(), "ns": pa.float64(), "tag_at_start": pa.uint8(), "tag_in_window": pa.uint8(),
-             "duplicates": pa.int64()}
+             "duplicates": pa.int64(), "unknown": pa.uint8()}
     schema = pa.schema([(c, types[c]) for c in SAMPLE_COLUMNS], metadata=meta)
     with pq.ParquetWriter(path, schema) as writer:
         for cols in iter_sample_columns(run):
@@ -118,7 +122,7 @@ def write_hlog(run, path, kind="stim_to_isr", interval_s=1.0, significant_figure
         for items in _sample_items(run, kind):
             if origin is None and len(items):
                 origin = int(items["start_tick"][0])
-            ok = items["ticks"] != analysis.MISSING
+            ok = (items["ticks"] != analysis.MISSING) & (items["unknown"] == 0)
             ns = np.round(items["ticks"][ok] * run.tick_ns).astype(np.int64)
             idx = ((items["start_tick"][ok] - origin) / run.ts_hz // interval_s).astype(np.int64)
             bounds = np.flatnonzero(np.diff(idx)) + 1

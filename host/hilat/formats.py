@@ -4,6 +4,10 @@ JSON, HdrHistogram's ``.hgrm``, Prometheus text-format histograms and LAVA resul
 Every function takes ``hilat.api.Stats`` objects (``stats_of(run)``) and returns text (or a dict); none
 writes files. Each docstring names the reader the output was checked against
 (tests/analysis/test_formats.py).
+
+Every format states each kind's misses (windows seen whole without a response) and, apart, its
+unknown windows (``Stats.unknown``: a gap in the record stream touched them, or the stimulus's edge
+was lost): neither a sample nor a miss, in no bin, bucket or figure.
 """
 
 from __future__ import annotations
@@ -118,7 +122,7 @@ def cyclictest_histogram(stats_list: Sequence, buckets_us: int | None = None) ->
     for i, c in enumerate(cols):
         s = c.stats
         out.append(f"# hilat: column {i + 1} (thread {i}) = {s.kind}: {s.title}; {s.count} samples, "
-                   f"{s.misses} missed windows\n")
+                   f"{s.misses} missed windows, {s.unknown} unknown windows\n")
     out.append("# Histogram\n")
     table = np.stack([c.counts for c in cols], axis=1) if cols else np.zeros((0, 0), np.int64)
     for i, row in enumerate(table.tolist()):
@@ -174,7 +178,8 @@ def rt_tests_json(stats_list: Sequence, buckets_us: int | None = None, *, irq_ki
     below ``buckets_us`` (as cyclictest: overflows are in no bin), ``cycles``, ``min``, ``max``,
     ``avg`` (2 decimals), ``cpu`` and ``node`` -1 (cyclictest's "not pinned"). Values in whole
     microseconds as ``cyclictest_histogram`` bins them (the same approximation for histogram-only
-    kinds). A top-level ``hilat`` object names the kinds and counts misses and overflows.
+    kinds). A top-level ``hilat`` object names the kinds and counts misses, unknown windows (a gap
+    touched them: neither a sample nor a miss) and overflows.
     """
     from hilat import __version__
 
@@ -205,6 +210,7 @@ def rt_tests_json(stats_list: Sequence, buckets_us: int | None = None, *, irq_ki
         "hilat": {
             "irq": {"0": irq_kind} if irq else {}, "thread": {"0": thread_kind} if thread else {},
             "misses": {k: int(by_kind[k].misses) for k in bins},
+            "unknown": {k: int(by_kind[k].unknown) for k in bins},
             "overflows": {k: c.overflows for k, c in bins.items()},
         },
     }
@@ -309,12 +315,15 @@ def _le_counts(stats, le_s: Sequence[float]) -> list[int]:
 
 def prometheus_text(stats_list: Sequence, buckets_s: Sequence[float] | None = None,
                     metric: str = "hilat_latency_seconds", labels: Mapping[str, str] | None = None,
-                    misses_metric: str = "hilat_missed_windows") -> str:
+                    misses_metric: str = "hilat_missed_windows",
+                    unknown_metric: str = "hilat_unknown_windows") -> str:
     """Prometheus text exposition format (0.0.4) for node_exporter's textfile collector (a ``.prom``
     file), read back in the tests with ``prometheus_client.parser``: one histogram family ``metric`` in
     seconds, a ``kind`` label per measurement kind (and ``labels`` on every sample), cumulative
     ``_bucket{le=...}`` ending with ``+Inf``, ``_sum`` (mean * count, exact) and ``_count`` (samples
-    with a value); and a gauge ``misses_metric`` of each kind's missed windows (no latency: in no bucket).
+    with a value); a gauge ``misses_metric`` of each kind's missed windows (no latency: in no bucket);
+    and a gauge ``unknown_metric`` of each kind's unknown windows (a gap touched them: neither a sample
+    nor a miss, in no bucket and not in ``misses_metric``).
 
     ``buckets_s``: upper bounds in seconds; default ``PROMETHEUS_BUCKETS_S``, a fixed 1-2-5 ladder from
     100 ns to 10 s, the same for every run so that series compare across runs. A bucket counts the
@@ -322,7 +331,7 @@ def prometheus_text(stats_list: Sequence, buckets_s: Sequence[float] | None = No
     HdrHistogram bucket at its highest equivalent value (never early: a bucket straddling a bound
     is counted above it), its overflow bin only in ``+Inf``.
     """
-    for name in (metric, misses_metric):
+    for name in (metric, misses_metric, unknown_metric):
         if not _METRIC_NAME.fullmatch(name):
             raise ValueError(f"not a Prometheus metric name: {name!r}")
     extra = dict(labels or {})
@@ -351,6 +360,11 @@ def prometheus_text(stats_list: Sequence, buckets_s: Sequence[float] | None = No
     out.append(f"# TYPE {misses_metric} gauge\n")
     for s in stats_list:
         out.append(f"{misses_metric}{labelset(s.kind)} {s.misses}\n")
+    unknown_help = "hilat: windows a gap in the record stream touched (neither a sample nor a miss), per kind"
+    out.append(f"# HELP {unknown_metric} {_help_text(unknown_help)}\n")
+    out.append(f"# TYPE {unknown_metric} gauge\n")
+    for s in stats_list:
+        out.append(f"{unknown_metric}{labelset(s.kind)} {s.unknown}\n")
     return "".join(out)
 
 
@@ -367,7 +381,9 @@ def lava_lines(stats_list: Sequence, budgets: Mapping[str, float | str] | None =
     R --measurement V --units U`` (and parse_rt_tests_results.py's shape: ``t0-max-latency pass 12 us``).
 
     Per kind: ``KIND-min-latency``, ``-avg-latency``, ``-max-latency`` and ``-pNN-latency`` for each of
-    ``percentiles`` the count supports (microseconds, 3 decimals), then ``KIND-misses N windows``.
+    ``percentiles`` the count supports (microseconds, 3 decimals), then ``KIND-misses N windows`` and
+    ``KIND-unknown N windows`` (windows a gap touched: neither a sample nor a miss; it passes, the
+    run's losses are judged elsewhere).
     ``budgets`` {kind: max seconds, or text as "50us"} fails the kind's max line above its budget;
     figures without a budget pass. A misses line fails when the kind missed windows. A kind without
     samples gives its figures as ``skip`` (no value); a percentile above the rig's range as ``unknown``.
@@ -398,4 +414,5 @@ def lava_lines(stats_list: Sequence, budgets: Mapping[str, float | str] | None =
                 label = _case_name(f"{name}-p{p:g}-latency")
                 lines.append(f"{label} pass {value * 1e6:.3f} us" if math.isfinite(value) else f"{label} unknown")
         lines.append(f"{name}-misses {'fail' if s.misses else 'pass'} {s.misses} windows")
+        lines.append(f"{name}-unknown pass {s.unknown} windows")
     return "".join(line + "\n" for line in lines)

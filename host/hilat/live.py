@@ -1,7 +1,8 @@
 """The live view of a capture: what the run has measured so far, while it runs.
 
 On a terminal, a ``rich`` table on stderr refreshed a few times a second: stimuli and rate, per
-measurement kind min / p50 / p99 / p99.9 / max so far, misses, duplicates, losses. Otherwise
+measurement kind min / p50 / p99 / p99.9 / max so far, misses, unknown windows (a gap in the record
+stream touched them: neither a sample nor a miss), duplicates, the gaps, losses. Otherwise
 (a log, CI), a plain line every few seconds, as cyclictest prints. Both print a line for every new
 maximum. Figures come from the streaming aggregates: an update costs the same at any run length.
 
@@ -86,12 +87,12 @@ class LiveView:
         for kind in self.kinds:
             st = agg.stats("all", kind, percentiles=_PERCENTILES)
             rows.append((kind, agg.starts[("all", kind)], st, agg.misses[("all", kind)],
-                         agg.duplicates[("all", kind)]))
+                         agg.duplicates[("all", kind)], agg.unknown[("all", kind)]))
         counted = "stimuli" if not c.settings.no_stimulus else f"{self.kinds[0]} starts"
         total = f"/{c.settings.count}" if c.settings.count else ""
         return {"elapsed": elapsed, "paced": stream.paced, "total": total, "counted": counted,
                 "records": stream.records, "rate": stream.records / elapsed, "rows": rows, "lost": lost,
-                "tick_ns": 1e9 / c.unit_hz}
+                "gaps": stream.gap_count, "tick_ns": 1e9 / c.unit_hz}
 
     def _table(self, s):
         from rich import box
@@ -101,15 +102,15 @@ class LiveView:
                             f"({s['rate']:,.0f}/s), {s['elapsed']:.1f} s; latencies in us",
                       title_justify="left", box=box.SIMPLE_HEAD)
         table.add_column("kind", no_wrap=True, min_width=max(len(k) for k in self.kinds))
-        for name in ("samples", "min", "p50", "p99", "p99.9", "max", "misses", "dups"):
+        for name in ("samples", "min", "p50", "p99", "p99.9", "max", "misses", "unknown", "dups"):
             table.add_column(name, justify="right", no_wrap=True)
-        for kind, starts, st, misses, dups in s["rows"]:
+        for kind, starts, st, misses, dups, unknown in s["rows"]:
             pct = st["percentiles"]
             table.add_row(kind, str(starts), _us(st["min"], s["tick_ns"]),
                           *(_us(pct[analysis.percentile_label(p)], s["tick_ns"]) for p in _PERCENTILES),
-                          _us(st["max"], s["tick_ns"]), str(misses), str(dups))
+                          _us(st["max"], s["tick_ns"]), str(misses), str(unknown), str(dups))
         lost = ", ".join(f"{what} {n}" for what, n in s["lost"].items())
-        table.caption = f"lost: {lost}"
+        table.caption = f"gaps {s['gaps']} (their windows unknown); lost: {lost}"
         table.caption_justify = "left"
         return table
 
@@ -175,11 +176,12 @@ class LiveView:
 
     def _line(self, s):
         parts = [f"T: {s['elapsed']:7.1f} s C: {s['paced']}{s['total']} {s['counted']} ({s['rate']:,.0f} records/s)"]
-        for kind, _starts, st, misses, dups in s["rows"]:
+        for kind, _starts, st, misses, dups, unknown in s["rows"]:
             pct = st["percentiles"]
             parts.append(f"{kind} Min {_us(st['min'], s['tick_ns'])} P50 {_us(pct['p50'], s['tick_ns'])} "
                          f"P99 {_us(pct['p99'], s['tick_ns'])} Max {_us(st['max'], s['tick_ns'])} us "
-                         f"misses {misses} dup {dups}")
+                         f"misses {misses} unknown {unknown} dup {dups}")
+        parts.append(f"gaps {s['gaps']}")
         parts.append(f"lost {sum(s['lost'].values())}")
         return " | ".join(parts)
 

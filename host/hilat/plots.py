@@ -4,7 +4,8 @@
   near the left edge and the tail is stretched out, so a flat curve means a predictable system;
 - ``percentiles``: HdrHistogram's percentile distribution, x = 1/(1-p) on a log axis;
 - ``histogram``: a log-log histogram of latencies (Realfeel's worst-case view);
-- ``timeseries``: latency over the run's rig time, misses marked, to show drift and bursts.
+- ``timeseries``: latency over the run's rig time, misses marked (and, apart, windows a gap made
+  unknown: neither a value nor a miss), to show drift and bursts.
 
 Curves are drawn from exact percentiles of the stored samples (at most a few thousand points per run,
 whatever the sample count), so a plot of 10^7 samples costs no more than one of 10^3.
@@ -69,8 +70,7 @@ def check_kinds(runs, kinds):
 def _valid(run, kind):
     if kind not in run.kind_titles:
         return np.zeros(0, np.int64)
-    lat = run.measurements.latency(kind)
-    return np.sort(lat[lat != analysis.MISSING])
+    return np.sort(run.measurements.series[kind].valid())
 
 
 def percentile_curve(sorted_values, ps):
@@ -215,7 +215,8 @@ def plot_timeseries(runs, kinds=None, max_points=20000):
             series = run.measurements.series[kind]
             t = (series.start_tick - series.start_tick[0]) / run.ts_hz
             lat = series.values
-            ok = lat != analysis.MISSING
+            unknown = series.unknown != 0
+            ok = (lat != analysis.MISSING) & ~unknown
             y = lat * run.tick_ns * scale
             if ok.sum() > max_points:
                 # Too many to draw one by one: the max and median of each time bin.
@@ -226,11 +227,15 @@ def plot_timeseries(runs, kinds=None, max_points=20000):
                 line, = ax.plot(bins[:-1], ymax, linewidth=0.6, label=f"{run.label} (max per bin)")
             else:
                 line, = ax.plot(t[ok], y[ok], ".", markersize=2, label=run.label, rasterized=True)
-            missed = ~ok
+            missed = ~ok & ~unknown
             if missed.any():
                 # A miss has no latency: a short mark at the top of the axes, at its time.
                 ax.vlines(t[missed], 0.93, 1.0, transform=ax.get_xaxis_transform(), color=line.get_color(),
                           linewidth=0.8, label=f"{run.label}: {int(missed.sum())} missed")
+            if unknown.any():
+                # Unknown (a gap touched the window): neither a value nor a miss; a faint mark at the bottom.
+                ax.vlines(t[unknown], 0.0, 0.05, transform=ax.get_xaxis_transform(), color=line.get_color(),
+                          linewidth=0.8, alpha=0.4, label=f"{run.label}: {int(unknown.sum())} unknown (gaps)")
         ax.set_yscale("log")
         _plain_log(ax.yaxis)
         ax.set_ylabel(f"latency ({unit}, log)")

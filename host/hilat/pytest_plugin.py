@@ -8,7 +8,8 @@
 - ``@pytest.mark.hilat_budget(kind, limit, percentile=None, marginal=None, subset="all")``: a
   declarative budget on the test's last run (``percentile`` None: the max). Above ``limit`` fails;
   between ``marginal`` and ``limit`` passes as marginal (OpenHTF's band); a percentile the sample count
-  cannot support fails as "cannot judge".
+  cannot support, or a kind without samples (every window missed, or unknown: a gap in the record
+  stream touched it), fails as "cannot judge". The summary table counts unknown windows apart.
 - Baselines: ``--hilat-save-baseline`` writes each test's figures to
   ``.hilat/baselines/BOARD/TEST.json``; ``--hilat-compare-fail p99.9:10%`` fails a test whose run is
   worse than its baseline, or whose baseline was taken on another rig, gateware or firmware.
@@ -133,7 +134,10 @@ class _Budget:
         except InsufficientSamples as e:
             return "cannot judge", None, f"{what}: cannot judge: {e}"
         if value is None:
-            return "cannot judge", None, f"{what}: no samples ({stats.misses} missed)"
+            why = (": a gap in the record stream touched every window" if stats.unknown and not stats.misses
+                   else "")
+            return "cannot judge", None, (f"{what}: no samples ({stats.misses} missed, {stats.unknown} unknown"
+                                          f"{why})")
         budget = f"budget {format_seconds(self.limit)}"
         if value > self.limit:
             return "fail", value, f"{what} = {format_seconds(value)} exceeds the {budget}\n{stats.describe()}"
@@ -199,6 +203,7 @@ def pytest_runtest_makereport(item, call):
                 prefix = f"hilat.{run.label}.{kind}"
                 item.user_properties.append((f"{prefix}.count", st.count))
                 item.user_properties.append((f"{prefix}.misses", st.misses))
+                item.user_properties.append((f"{prefix}.unknown", st.unknown))
                 for label, value in st.ladder():
                     item.user_properties.append((f"{prefix}.{label}_s", None if value is None else float(value)))
             item.user_properties.append((f"hilat.{run.label}.run", str(run.path)))
@@ -214,7 +219,8 @@ def pytest_terminal_summary(terminalreporter, config):
     from hilat.api import InsufficientSamples, format_seconds
 
     terminalreporter.section("hilat latencies")
-    head = f"{'test':<32} {'kind':<14} {'count':>7} {'misses':>6} {'p50':>10} {'p99.9':>10} {'max':>10}  budget"
+    head = (f"{'test':<32} {'kind':<14} {'count':>7} {'misses':>6} {'unknown':>7} {'p50':>10} {'p99.9':>10} "
+            f"{'max':>10}  budget")
     terminalreporter.write_line(head)
     for nodeid, run, verdicts in rows:
         judged = {b.kind: f"{b.statistic} {v}" for b, v, _ in verdicts}
@@ -229,8 +235,9 @@ def pytest_terminal_summary(terminalreporter, config):
                 except InsufficientSamples:
                     return "-"
             name = nodeid.rpartition("::")[2]
-            terminalreporter.write_line(f"{name[:32]:<32} {kind:<14} {st.count:>7} {st.misses:>6} {p(50):>10} "
-                                        f"{p(99.9):>10} {format_seconds(st.max):>10}  {judged.get(kind, '')}")
+            terminalreporter.write_line(f"{name[:32]:<32} {kind:<14} {st.count:>7} {st.misses:>6} {st.unknown:>7} "
+                                        f"{p(50):>10} {p(99.9):>10} {format_seconds(st.max):>10}  "
+                                        f"{judged.get(kind, '')}")
 
 
 def pytest_assertrepr_compare(config, op, left, right):

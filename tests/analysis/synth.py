@@ -82,3 +82,74 @@ def random_run(run_dir, n=5000, seed=1, isr_base=50, shift=0, miss_every=0, labe
     task_l = [None if miss_every and i % miss_every == 0 else int(v) for i, v in enumerate(task)]
     write_run(run_dir, dut_edges(stim.tolist(), isr_l, task_l), label=label, **kw)
     return run_dir, isr_l, task_l
+
+
+def write_gaps(run_dir, gaps):
+    """gaps.bin of a run directory: [(start, end, channel mask, reason)] in ticks, as a capture writes
+    them (``runs.RunWriter.gaps``; reason ``analysis.GAP_OVERFLOW``/``GAP_LINK``/``GAP_CUT_SHORT``)."""
+    from hilat import runs
+
+    store = runs.StoreAppender(run_dir / "gaps.bin", runs.GAPS_MAGIC, runs.GAP_DTYPE)
+    store.append(np.array([tuple(g) for g in gaps], runs.GAP_DTYPE))
+    store.close()
+    return run_dir
+
+
+# A run with holes in its record stream: 10 stimuli 5000 ticks apart, stimulus 2 missed (no ISR, no
+# task), and a gateware overflow on the ISR channel (in0, channel 2) in the window of stimulus 6, whose
+# ISR edges are lost: that window is unknown for the kinds that read the ISR, not a miss.
+GAPPED_STIM = [1000 + 5000 * i for i in range(10)]
+GAPPED_ISR = [50, 60, None, 70, 80, 90, None, 100, 110, 120]   # stimulus 6's ISR: hidden by the gap
+GAPPED_TASK = [v + 100 if v is not None else None for v in GAPPED_ISR]
+GAPPED_TASK[6] = 300                                             # the task rose; the ISR was lost
+GAPPED_MISSED, GAPPED_UNKNOWN = 2, 6
+GAPPED_GAP = (GAPPED_STIM[6] + 20, GAPPED_STIM[6] + 200, 1 << 2, analysis.GAP_OVERFLOW)
+
+
+def gapped_run(run_dir, fired=None, label="gapped", **kw):
+    """The gapped run's directory (events.csv and gaps.bin); ``fired``: the rig's count of stimuli
+    fired (meta.json counters), more than seen when stimulus edges were lost."""
+    counters = {"decoder": {"frames_ok": 1, "lost": 0, "corrupt": 0}, "gateware_overflow_markers": 1,
+                "gateware_dropped_per_channel": [0, 0, 2, 0, 0, 0]}
+    if fired is not None:
+        counters["rig_stimuli_fired"] = [fired, 0]
+    write_run(run_dir, dut_edges(GAPPED_STIM, GAPPED_ISR, GAPPED_TASK), label=label, counters=counters, **kw)
+    return write_gaps(run_dir, [GAPPED_GAP])
+
+
+def live_capture(run, gaps=True):
+    """What the live view (hilat.live.LiveView) reads of a capture, for a run read back: its edges
+    through the capture's StreamingAggregator (with its gaps), no session, no rig status."""
+    from types import SimpleNamespace
+
+    from hilat.aggregate import StreamingAggregator
+
+    agg = StreamingAggregator(run.roles, run.deadline_ticks, run.offset_ticks, measures=run.analysis_measures,
+                              builtin=run.builtin)
+    gap_items = run.gaps.items() if gaps else []
+    for start, end, channels in gap_items:
+        agg.add_gap(start, end, channels)
+    for chunk in run.iter_edges():
+        agg.feed(*chunk)
+    agg.finish()
+    paced = int(((run.chans == run.roles.stimulus) & (run.levels == 1)).sum())
+    stream = SimpleNamespace(aggregator=agg, paced=paced, records=len(run.ticks), gap_count=len(gap_items))
+    settings = SimpleNamespace(on_rig=False, raw=True, no_stimulus=False, count=None)
+    return SimpleNamespace(settings=settings, stream=stream, session=None, status=None, unit_hz=run.ts_hz,
+                           ts_hz=run.ts_hz, subticks=run.subticks)
+
+
+def live_last_line(capture, kinds):
+    """The live view's plain line (off a terminal) after its last update, and its terminal table as text."""
+    import io
+
+    from hilat.live import LiveView
+    from rich.console import Console
+
+    out = io.StringIO()
+    view = LiveView(file=out, tty=False)
+    view.begin(capture, kinds)
+    view.update(force=True)
+    console = Console(record=True, width=220, file=io.StringIO())
+    console.print(view._table(view._state()))
+    return out.getvalue().splitlines()[-1], console.export_text()

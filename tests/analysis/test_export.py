@@ -168,3 +168,65 @@ def test_hlog_export_holds_every_latency_per_interval(run, tmp_path):
     k = (t[ok] // 0.01).astype(int)
     assert [iv.histogram.total_count for iv in log.intervals] == np.bincount(k, minlength=len(log.intervals)).tolist()
     assert [iv.start_s for iv in log.intervals][:3] == [0.0, 0.01, 0.02]
+
+
+def _store_samples(run):
+    """samples/KIND.bin of every kind, as the capture's streaming pairing writes them."""
+    from hilat import runs
+
+    (run.path / "samples").mkdir(exist_ok=True)
+    for kind in run.kind_titles:
+        se = run.measurements.series[kind]
+        items = np.zeros(len(se), runs.SAMPLE_DTYPE)
+        items["start_tick"], items["ticks"], items["duplicates"] = se.start_tick, se.values, se.duplicates
+        items["tag_at_start"], items["tag_in_window"], items["unknown"] = se.tag_at_start, se.tag_in_window, se.unknown
+        store = runs.StoreAppender(run.path / "samples" / f"{kind}.bin", runs.SAMPLES_MAGIC, runs.SAMPLE_DTYPE)
+        store.append(items)
+        store.close()
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["from-edges", "stored-samples"])
+def test_unknown_samples_keep_their_row_with_the_flag(tmp_path, stored):
+    import pyarrow.parquet as pq
+    from synth import GAPPED_ISR, GAPPED_MISSED, GAPPED_STIM, GAPPED_UNKNOWN, gapped_run
+
+    run = load_run(gapped_run(tmp_path / "g"))
+    if stored:
+        _store_samples(run)
+        run = load_run(run.path)
+        assert run.has_stored_samples()
+    assert main(["export", str(run.path), "--csv", str(tmp_path / "s.csv"), "--parquet"]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "s.csv")))
+    assert list(rows[0]) == export.SAMPLE_COLUMNS and export.SAMPLE_COLUMNS[-1] == "unknown"
+    isr = [r for r in rows if r["kind"] == "stim_to_isr"]
+    assert [int(r["start_tick"]) for r in isr] == GAPPED_STIM        # every window keeps its row
+    assert [int(r["unknown"]) for r in isr] == [int(i == GAPPED_UNKNOWN) for i in range(len(GAPPED_STIM))]
+    # A value where one was measured; -1 / empty for the miss and for the unknown window alike.
+    assert [int(r["ticks"]) for r in isr] == [-1 if v is None else v for v in GAPPED_ISR]
+    assert [r["ns"] == "" for r in isr] == [v is None for v in GAPPED_ISR]
+    assert int(isr[GAPPED_MISSED]["unknown"]) == 0                    # the miss is a miss
+    # Every kind's unknown rows are the windows the API counts as unknown.
+    from hilat.api import load
+
+    api_run = load(run.path)
+    for kind in run.kind_titles:
+        assert sum(int(r["unknown"]) for r in rows if r["kind"] == kind) == api_run.stats(kind).unknown, kind
+    table = pq.read_table(run.path / "samples.parquet")
+    assert str(table.schema.field("unknown").type) == "uint8"
+    assert table.column("unknown").to_pylist() == [int(r["unknown"]) for r in rows]
+
+
+def test_the_timeseries_plot_marks_unknown_windows_apart_from_misses(tmp_path):
+    pytest.importorskip("matplotlib")
+    from hilat import plots
+    from synth import gapped_run
+
+    run = load_run(gapped_run(tmp_path / "g"))
+    fig = plots.plot_timeseries([run], kinds=["stim_to_isr"])
+    ax = fig.axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert "gapped: 1 missed" in labels and "gapped: 1 unknown (gaps)" in labels
+    (points,) = [line for line in ax.get_lines() if line.get_label() == "gapped"]
+    assert len(points.get_xdata()) == len(run.measurements.series["stim_to_isr"].valid())
+    assert np.array_equal(plots._valid(run, "stim_to_isr"), np.sort(run.measurements.series["stim_to_isr"].valid()))
+    plots.render(fig, "png")

@@ -47,7 +47,8 @@ TASK = np.array([300, 449, 450, 451, 3000, 3001, 29_999], dtype=np.int64)
 
 @pytest.fixture
 def exact():
-    return [Stats.from_values("stim_to_isr", ISR, TICK_S, misses=2),
+    # Windows a gap touched (unknown) are neither samples nor misses: stated apart in every format.
+    return [Stats.from_values("stim_to_isr", ISR, TICK_S, misses=2, unknown=3),
             Stats.from_values("stim_to_task", TASK, TICK_S)]
 
 
@@ -83,7 +84,8 @@ def test_cyclictest_histogram_is_cyclictests_print_hist(exact):
     text = formats.cyclictest_histogram(exact, buckets_us=60)
     lines = text.split("\n")
     head = [ln for ln in lines if ln.startswith("# hilat:")]
-    assert head[1].startswith("# hilat: column 1 (thread 0) = stim_to_isr:") and "2 missed windows" in head[1]
+    assert head[1].startswith("# hilat: column 1 (thread 0) = stim_to_isr:")
+    assert "2 missed windows, 3 unknown windows" in head[1]
     assert head[2].startswith("# hilat: column 2 (thread 1) = stim_to_task:")
     start = lines.index("# Histogram") + 1
     rows = lines[start:start + 60]
@@ -202,6 +204,9 @@ def test_rt_tests_json_fields_are_rt_write_jsons_and_linaros_parser_reads_them(e
     assert doc["return_code"] == 1                                      # stim_to_isr missed windows
     assert (doc["num_threads"], doc["num_irqs"]) == (1, 1)
     assert doc["hilat"]["irq"] == {"0": "stim_to_isr"} and doc["hilat"]["thread"] == {"0": "stim_to_task"}
+    # Misses and unknown windows apart, next to each other (unknown ones are in no bin and no cycle).
+    assert doc["hilat"]["misses"] == {k.kind: k.misses for k in exact}
+    assert doc["hilat"]["unknown"] == {k.kind: k.unknown for k in exact} == {"stim_to_isr": 3, "stim_to_task": 0}
     for entry, values in ((doc["irq"]["0"], ISR), (doc["thread"]["0"], TASK)):
         assert list(entry) == ["histogram", "cycles", "min", "max", "avg", "cpu", "node"]
         us = [whole_us(v) for v in values]
@@ -325,9 +330,10 @@ def test_default_buckets_are_a_1_2_5_ladder():
 def test_prometheus_histograms_parse_and_count_samples_at_or_below_le(exact):
     text = formats.prometheus_text(exact, labels={"board": 'ulx3s "85F"'})
     fams = parse_prometheus(text)
-    assert set(fams) == {"hilat_latency_seconds", "hilat_missed_windows"}
+    assert set(fams) == {"hilat_latency_seconds", "hilat_missed_windows", "hilat_unknown_windows"}
     hist, misses = fams["hilat_latency_seconds"], fams["hilat_missed_windows"]
-    assert (hist.type, misses.type) == ("histogram", "gauge")
+    unknown = fams["hilat_unknown_windows"]
+    assert (hist.type, misses.type, unknown.type) == ("histogram", "gauge", "gauge")
     for st, values in zip(exact, (ISR, TASK)):
         mine = [s for s in hist.samples if s.labels["kind"] == st.kind]
         assert all(s.labels["board"] == 'ulx3s "85F"' for s in mine)
@@ -342,6 +348,9 @@ def test_prometheus_histograms_parse_and_count_samples_at_or_below_le(exact):
         assert total == pytest.approx(float(Fraction(int(values.sum()), TS_HZ)), rel=1e-12)
         (missed,) = [s.value for s in misses.samples if s.labels["kind"] == st.kind]
         assert missed == st.misses
+        (unknown_windows,) = [s.value for s in unknown.samples if s.labels["kind"] == st.kind]
+        assert unknown_windows == st.unknown
+    assert [st.unknown for st in exact] == [3, 0]
     # The boundary cases: 150 ticks is 1 us exactly, 151 above it.
     assert le_truth(ISR, 1e-06) == 4 and dict(
         (s.labels["le"], s.value) for s in hist.samples if s.labels["kind"] == "stim_to_isr"
@@ -438,10 +447,12 @@ def expected_lava():
         ("stim_to_isr-avg-latency", "pass", sum(isr) / len(isr), "us"),
         ("stim_to_isr-max-latency", "fail", max(isr), "us"),             # 8230.4 us > 5 ms
         ("stim_to_isr-misses", "fail", 2, "windows"),
+        ("stim_to_isr-unknown", "pass", 3, "windows"),                   # a gap's windows: not misses
         ("stim_to_task-min-latency", "pass", min(task), "us"),
         ("stim_to_task-avg-latency", "pass", sum(task) / len(task), "us"),
         ("stim_to_task-max-latency", "pass", max(task), "us"),           # 199.99 us <= 200 us
         ("stim_to_task-misses", "pass", 0, "windows"),
+        ("stim_to_task-unknown", "pass", 0, "windows"),
     ]
 
 
@@ -474,7 +485,7 @@ def test_lava_lines_judge_budgets_and_misses_and_send_to_lava_reads_them(exact, 
     check_lava_calls(lines, recorded_calls(calls))
     # Without budgets every figure passes; the misses line still fails.
     plain = formats.lava_lines(exact).splitlines()
-    assert [ln.split()[1] for ln in plain] == ["pass"] * 3 + ["fail"] + ["pass"] * 4
+    assert [ln.split()[1] for ln in plain] == ["pass"] * 3 + ["fail"] + ["pass"] * 6
     # At the budget exactly the max passes; just under it fails.
     top = float(exact[0].max)
     assert " pass " in formats.lava_lines(exact, budgets={"stim_to_isr": top}).splitlines()[2]
@@ -497,9 +508,10 @@ def test_lava_lines_percentiles_an_on_rig_run_and_an_empty_kind(tmp_path):
         ("rig1_stim_to_isr-avg-latency", "pass", Fraction(int(values.sum()) * 10**6, TS_HZ * len(values)), "us"),
         ("rig1_stim_to_isr-max-latency", "pass", us_of(values.max()), "us"),
         ("rig1_stim_to_isr-p99.9-latency", "pass", us_of(p999), "us"),    # 20000 samples: no p99.999
-        ("rig1_stim_to_isr-misses", "pass", 0, "windows"),
+        ("rig1_stim_to_isr-misses", "pass", 0, "windows"), ("rig1_stim_to_isr-unknown", "pass", 0, "windows"),
         ("rig1_stim_to_task-min-latency", "skip", None, None), ("rig1_stim_to_task-avg-latency", "skip", None, None),
         ("rig1_stim_to_task-max-latency", "skip", None, None), ("rig1_stim_to_task-misses", "fail", 4, "windows"),
+        ("rig1_stim_to_task-unknown", "pass", 0, "windows"),
     ])
     (tmp_path / "result.txt").write_text("\n".join(lines) + "\n")
     env, calls = fake_lava_test_case(tmp_path)
@@ -559,5 +571,5 @@ def test_stats_of_a_run_leaves_the_durations_out_unless_asked(tmp_path):
     assert formats.cyclictest_histogram(stats).count("\n# hilat: column") == len(stats)
     assert formats.rt_tests_json(stats, start_time=0)["irq"]["0"]["cycles"] == stats[0].count
     assert "hilat_latency_seconds_count{kind=\"stim_to_isr\"} " + str(stats[0].count) in formats.prometheus_text(stats)
-    assert formats.lava_lines(stats).count("\n") == sum(4 + s.supports(99.9) for s in stats)
+    assert formats.lava_lines(stats).count("\n") == sum(5 + s.supports(99.9) for s in stats)
     assert formats.hgrm(stats[0]).endswith("]\n")

@@ -188,3 +188,121 @@ def test_cli_exports_the_tool_formats(two_runs, capsys):
         with pytest.raises(SystemExit) as e:
             main(["export", str(a), *bad])
         assert e.value.code == 2
+
+
+# ---- unknown windows (issue 32): a gap in the record stream -----------------------------------------------
+
+def _gapped_truth():
+    """stim -> ISR of synth's gapped run, from its design: the values seen, the missed stimuli, the
+    unknown ones (the gap hides stimulus GAPPED_UNKNOWN's ISR)."""
+    from synth import GAPPED_ISR, GAPPED_MISSED, GAPPED_UNKNOWN
+
+    values = [v for i, v in enumerate(GAPPED_ISR) if i not in (GAPPED_MISSED, GAPPED_UNKNOWN)]
+    return values, 1, 1
+
+
+def _report_rows(path):
+    from hilat import report
+    from hilat.runs import load_run
+
+    doc = report.build_report([load_run(path)])
+    return doc["runs"][0]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["exact", "streamed"])
+def test_unknown_windows_are_neither_samples_nor_misses(tmp_path, monkeypatch, streamed):
+    from hilat import report
+    from synth import GAPPED_STIM, gapped_run
+
+    if streamed:  # the HDR aggregates a long run is read with
+        monkeypatch.setattr(report, "use_hdr", lambda run, hdr=None: True if hdr is None else hdr)
+    path = gapped_run(tmp_path / "g")
+    run = hilat.load(path)
+    values, missed, unknown = _gapped_truth()
+    st = run.stats("stim_to_isr")
+    assert (st.count, st.misses, st.unknown, st.starts) == (len(values), missed, unknown, len(GAPPED_STIM))
+    assert st.miss_share == missed / (len(values) + missed)         # of the windows judged
+    assert st.max_ticks == max(values) and st.min_ticks == min(values)
+    assert st.mean_ticks == pytest.approx(np.mean(values), rel=1e-12)
+    if not streamed:
+        assert np.array_equal(st.values_ticks(), np.sort(values))
+    assert f"{unknown} unknown" in st.describe() and f"{unknown} unknown" in repr(st)
+    assert st.to_json()["unknown"] == unknown and st.to_json()["misses"] == missed
+    # Every kind and subset as the report states it.
+    doc = _report_rows(path)
+    for subset in ("all", "untagged"):
+        for kind in run.kinds:
+            row, got = doc["subsets"][subset][kind], run.stats(kind, subset)
+            assert (got.starts, got.count, got.misses, got.unknown) == (
+                row["starts"], row["count"], row["misses"], row["unknown"]), (subset, kind)
+            assert got.miss_share == row["miss_share"]
+    assert sum(run.stats(k).unknown for k in run.kinds) > 0
+    if not streamed:
+        assert run.stats("stim_to_isr", "tagged").unknown == 0      # nothing was tagged, nothing hidden
+
+
+def test_a_tag_hidden_by_a_gap_is_unknown_untagged(tmp_path):
+    from synth import dut_edges, write_gaps, write_run
+
+    stim = [1000 + 5000 * i for i in range(6)]
+    isr = [50, 60, 70, 80, 90, 100]
+    edges = dut_edges(stim, isr, [v + 100 for v in isr], tag_spans=[(stim[1] + 5, stim[1] + 900)])
+    path = write_run(tmp_path / "t", edges)
+    # A gap on the tag's channel (in3, channel 5) in stimulus 4's window: whether 4 was tagged is not
+    # known, nor whether 5 was (no tag edge after the gap says the tag's level again).
+    write_gaps(path, [(stim[4] + 10, stim[4] + 20, 1 << 5, 1)])
+    run = hilat.load(path)
+    assert run.stats("stim_to_isr").unknown == 0                    # the ISR was seen: a sample of all
+    hidden, tagged = 2, 1
+    untagged = run.stats("stim_to_isr", "untagged")
+    assert (untagged.count, untagged.unknown, untagged.misses) == (len(stim) - tagged - hidden, hidden, 0)
+    assert run.stats("stim_to_isr", "tagged").count == tagged
+    row = _report_rows(path)["subsets"]["untagged"]["stim_to_isr"]
+    assert (row["count"], row["unknown"]) == (untagged.count, untagged.unknown)
+
+
+def test_stimuli_accounting_counts_each_stimulus_fired_once(tmp_path):
+    from synth import GAPPED_STIM, gapped_run
+
+    fired = len(GAPPED_STIM) + 3                 # three stimulus edges lost before the host saw them
+    path = gapped_run(tmp_path / "g", fired=fired)
+    run = hilat.load(path)
+    values, missed, unknown = _gapped_truth()
+    acc = run.stimuli_accounting
+    assert acc == _report_rows(path)["stimuli_accounting"]
+    assert acc == {"fired": fired, "seen": len(GAPPED_STIM), "unseen": 3, "measured": len(values) + missed,
+                   "unknown": unknown + 3}
+    assert acc["fired"] == acc["measured"] + acc["unknown"]
+    # The unseen stimuli are unknown windows of the stimulus kinds, as in the report.
+    st = run.stats("stim_to_isr")
+    assert (st.unknown, st.starts, st.misses) == (unknown + 3, fired, missed)
+    assert run.stats("stim_to_isr", "tagged").unknown == 0
+    # A run without a stimulus, or a rig that does not count what it fired.
+    no_count = hilat.load(gapped_run(tmp_path / "n"))
+    assert no_count.stimuli_accounting["fired"] is None and no_count.stimuli_accounting["unseen"] == 0
+
+
+def test_stats_from_values_counts_unknown_apart():
+    st = api.Stats.from_values("stim_to_isr", [10, 20, 30], TICK_S, misses=1, unknown=4)
+    assert (st.count, st.misses, st.unknown, st.starts) == (3, 1, 4, 8)
+    assert st.miss_share == 1 / 4
+    empty = api.Stats.from_values("stim_to_isr", [], TICK_S, unknown=5)
+    assert empty.miss_share is None and empty.median is None and "5 unknown" in repr(empty)
+
+
+def test_a_budget_on_a_kind_whose_windows_are_all_unknown_cannot_judge(tmp_path):
+    from hilat import analysis
+    from hilat.pytest_plugin import _Budget
+    from synth import GAPPED_STIM, gapped_run, write_gaps
+
+    path = gapped_run(tmp_path / "g")
+    # The ISR channel lost from before the first stimulus to the end: no stim -> ISR window is known.
+    write_gaps(path, [(0, analysis.GAP_OPEN_END, 1 << 2, analysis.GAP_OVERFLOW)])
+    run = hilat.load(path)
+    st = run.stats("stim_to_isr")
+    assert (st.count, st.misses, st.unknown) == (0, 0, len(GAPPED_STIM))
+    for budget in (_Budget("stim_to_isr", "1ms"), _Budget("stim_to_isr", "1ms", percentile=50)):
+        verdict, value, message = budget.judge(run)
+        assert verdict == "cannot judge" and value is None, message
+    verdict, _value, message = _Budget("stim_to_isr", "1ms").judge(run)
+    assert f"{len(GAPPED_STIM)} unknown" in message and "gap" in message

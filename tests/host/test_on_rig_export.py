@@ -78,3 +78,18 @@ def test_exports_of_samples_or_edges_say_the_run_has_on_rig_results_only(on_rig_
     why = usage_error(["export", str(run_dir), "--hlog", str(tmp_path / "x.hlog"), what, str(target)], capsys)
     assert "the run has on-rig results only" in why and f"{what} need the raw edges" in why
     assert not target.exists() and not (tmp_path / "x.hlog").exists()
+
+
+def test_the_api_reads_an_on_rig_run_with_nothing_unknown(on_rig_run):
+    from hilat import api, report
+    from hilat.runs import load_run
+
+    run_dir, _rig = on_rig_run
+    run = api.load(run_dir)
+    doc = report.build_report([load_run(run_dir)])["runs"][0]
+    for kind in run.kinds:
+        st = run.stats(kind)
+        row = doc["subsets"]["all"][kind]
+        assert st.unknown == row["unknown"] == 0
+        assert (st.count, st.misses) == (row["count"], row["misses"])
+    assert run.stimuli_accounting is None and doc["stimuli_accounting"] is None

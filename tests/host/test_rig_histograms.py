@@ -357,6 +357,8 @@ def test_aggregates_in_the_units_of_a_sub_tick_run(samples):
     rig.worst = [(rig.exact(kind)["max"], 1000 + k, 0) for k, kind in enumerate(engine.KINDS)]
     ticks, quarters = engine.RigAggregates(rig), engine.RigAggregates(rig, units_per_value=4)
     assert ticks.worst.keys() == quarters.worst.keys() == set(engine.KINDS)
+    # The engine pairs on the rig: no gaps, nothing unknown (the report's and the API's paths read it).
+    assert ticks.unknown == dict.fromkeys(ticks.starts, 0) and ticks.gap_count == 0
     for kind in ("stim_to_isr", "isr_to_task"):
         a, b = ticks.stats("all", kind), quarters.stats("all", kind)
         assert b["count"] == a["count"] > 0
