@@ -23,6 +23,12 @@ from hilat.hdr import HdrHistogram
 SUBSET_NAMES = ("all", "untagged")
 
 
+class SampleOutOfRange(ValueError):
+    """A sample no histogram of its kind can hold (a latency is never below minus the calibrated
+    offset, nor above the histogram's highest value): the message names the kind, the sample and
+    its start tick. Raised, never dropped with a warning (docs/analysis.md, "Statistics")."""
+
+
 class _Exact:
     """Count, min, max, mean and M2 (sum of squared deviations), merged chunk by chunk."""
 
@@ -71,6 +77,11 @@ class StreamingAggregator:
             (m.start.channel, m.start.level) for m in self.measures]
         keys = [(s, k) for s in SUBSET_NAMES for k in self.kinds]
         self.hist = {key: HdrHistogram(1, highest, significant_figures) for key in keys}
+        # A kind the calibrated offset is subtracted from can hold a response sooner than the rig's
+        # own delay, down to -offset: its histograms count value + offset (shifted back at output).
+        offset_kinds = ({"stim_to_isr", "stim_to_task"} if builtin else set()) | {
+            m.name for m in self.measures if m.subtract_offset}
+        self.shift = {k: max(self.offset_ticks, 0) if k in offset_kinds else 0 for k in self.kinds}
         self.exact = {key: _Exact() for key in keys}
         self.starts = dict.fromkeys(keys, 0)
         self.misses = dict.fromkeys(keys, 0)
@@ -184,8 +195,16 @@ class StreamingAggregator:
                 self.duplicates[key] += int(sel.duplicates.sum())
                 self.misses[key] += sel.n_misses
                 self.unknown[key] += sel.n_unknown
+                shifted = v + self.shift[kind]
+                top = self.hist[key].highest_recordable
+                if len(v) and (shifted.min() < 0 or shifted.max() > top):
+                    valid = np.flatnonzero((lat != analysis.MISSING) & (sel.unknown == 0))
+                    i = int(valid[np.flatnonzero((shifted < 0) | (shifted > top))[0]])
+                    raise SampleOutOfRange(
+                        f"{kind} sample {first_index + i} (start at {int(sel.start_tick[i])}): {int(lat[i])} is "
+                        f"outside what its histogram holds ({-self.shift[kind]}..{top - self.shift[kind]})")
                 self.exact[key].add(v)
-                self.hist[key].record(v)
+                self.hist[key].record(shifted)
                 if subset == "all" and len(v):
                     i = int(np.argmax(lat))
                     best = self.worst.get(kind)
@@ -203,8 +222,10 @@ class StreamingAggregator:
             row.update(min=None, median=None, max=None, mean=None, std=None,
                        percentiles={analysis.percentile_label(p): None for p in percentiles})
             return row
-        values = h.percentiles([100 * p for p in percentiles])
-        row.update(min=ex.min, median=float(h.value_at_percentile(50.0)), max=ex.max, mean=ex.mean, std=ex.std)
+        shift = self.shift[kind]
+        values = [v - shift for v in h.percentiles([100 * p for p in percentiles])]
+        median = min(int(h.value_at_percentile(50.0)) - shift, ex.max)
+        row.update(min=ex.min, median=float(median), max=ex.max, mean=ex.mean, std=ex.std)
         row["percentiles"] = {analysis.percentile_label(p): (min(int(v), ex.max) if ex.n >= analysis.samples_needed(p)
                                                              else None) for p, v in zip(percentiles, values)}
         return row

@@ -388,6 +388,8 @@ class Capture:
         self.rig_histograms = None # engine.RigHistograms of an on-rig capture, from its start on
         self.engine_limits = None  # the engine's ENGINE_STATS before the run (its limits, trigger delay)
         self.link_plan = None      # link_plan.LinkPlan: the raw edges' expected rate against the link's
+        self.finished_cleanly = False  # the stimuli stopped and everything before the rig's clock arrived
+        self.observed_end = None
         self._roles = None         # analysis.Channels, once the rig identified
         self._measures = []        # measures.Measure, once the rig identified
         self._fired = {}           # {stimulus channel: StimulusSettings} fired by this capture
@@ -566,6 +568,7 @@ class Capture:
                 else (self.stream.last_paced or 0) // self.units_per_tick or self.start_tick)
         target = last + window + 64
         session.wait_clock(target, self.stream, tick=self._tick)
+        self._complete_before = target
         # Records older than `target` are in the FIFO or on the wire: read until quiet, or until a
         # record at or past `target` arrives.
         if self.settings.raw:
@@ -625,6 +628,7 @@ class Capture:
             self._write_started(session)
             self._collect(session)
             self._finish(session)
+            self.finished_cleanly = True
         except KeyboardInterrupt as e:
             self.interrupted = True
             # SIGTERM, SIGHUP (hilat.shutdown.Terminated) are said by name; Ctrl-C is the default.
@@ -782,6 +786,9 @@ class Capture:
             # The deadline the windows closed at (ticks; None: the next stimulus): the rig's engine and
             # the host's pairing of the edges, now and in later reports.
             "deadline_ticks": self.deadline_ticks,
+            # Where the last windows closed (the edges' unit): the rig's clock once everything before
+            # it had arrived (a report closes them there too); None: just after the last edge.
+            "observed_end": self.observed_end,
             "stimuli": stream.aggregator.stimuli if stream and not self.settings.no_stimulus else 0,
             "records": stream.records if stream else 0,
             "edges": self.writer.edge_count,
@@ -846,14 +853,26 @@ class Capture:
                 "width_ns": trigger.width * tick_ns, "on_late": trigger.on_late,
                 "delay_ticks": self.engine_limits.trigger_delay}
 
+    def _observed_end(self):
+        """Where the last windows close (the edges' unit): in a run that finished, the tick the drain
+        made complete (one response window past the last stimulus); else just after the last edge (a
+        capture cut short: what follows is a gap)."""
+        last = self.stream.last_tick
+        # The drain after the rig's clock passed the target read until quiet or until a record at
+        # or past it: every edge before it has arrived, or its loss is a gap.
+        if self.finished_cleanly and getattr(self, "_complete_before", None) is not None:
+            end = int(self._complete_before) * self.units_per_tick
+            return max(end, last + 1) if last is not None else end
+        return last + 1 if last is not None else None
+
     def _write(self, decoder):
         if self.identity is None:
             self.writer.write_json("meta.json", {"format": "hilat-run", "version": 3, "url": self.url,
                                                  "error": self.error, "label": self.settings.label, "rig": None})
             return
         if self.stream is not None:
-            self.stream.finish(self.stream.last_tick + 1 if self.stream.last_tick is not None else None,
-                               cut_short=self.interrupted or self.error is not None)
+            self.observed_end = self._observed_end()
+            self.stream.finish(self.observed_end, cut_short=self.interrupted or self.error is not None)
         if self.hlog is not None:
             self.hlog.close((self.stream.last_tick or 0) + 1)
         if self.rig_histograms is not None:

@@ -390,7 +390,11 @@ class Run:
 
     @property
     def end_tick(self):
-        return int(self.ticks[-1]) + 1 if len(self.ticks) else 0
+        """Where the last windows close: where the capture observed up to (meta.json's observed_end),
+        else just after the last edge."""
+        observed = self.meta.get("observed_end")
+        last = int(self.ticks[-1]) + 1 if len(self.ticks) else 0
+        return max(int(observed), last) if observed is not None and not self.cut_short else last
 
     @property
     def pairing(self):
