@@ -183,6 +183,7 @@ class StreamingAggregator:
             self.task_before_isr += found.task_before_isr
         for kind in self.kinds:
             first_index = self.starts[("all", kind)]
+            self._check_range(kind, found.series[kind], first_index)
             if self.on_samples is not None:
                 self.on_samples(kind, found.series[kind])
             self.tagged[kind] += int((found.series[kind].tag_in_window == 1).sum())
@@ -195,22 +196,28 @@ class StreamingAggregator:
                 self.duplicates[key] += int(sel.duplicates.sum())
                 self.misses[key] += sel.n_misses
                 self.unknown[key] += sel.n_unknown
-                shifted = v + self.shift[kind]
-                top = self.hist[key].highest_recordable
-                if len(v) and (shifted.min() < 0 or shifted.max() > top):
-                    valid = np.flatnonzero((lat != analysis.MISSING) & (sel.unknown == 0))
-                    i = int(valid[np.flatnonzero((shifted < 0) | (shifted > top))[0]])
-                    raise SampleOutOfRange(
-                        f"{kind} sample {first_index + i} (start at {int(sel.start_tick[i])}): {int(lat[i])} is "
-                        f"outside what its histogram holds ({-self.shift[kind]}..{top - self.shift[kind]})")
                 self.exact[key].add(v)
-                self.hist[key].record(shifted)
+                self.hist[key].record(v + self.shift[kind])
                 if subset == "all" and len(v):
                     i = int(np.argmax(lat))
                     best = self.worst.get(kind)
                     if best is None or lat[i] > best["ticks"]:
                         self.worst[kind] = {"index": first_index + i, "start_tick": int(sel.start_tick[i]),
                                             "ticks": int(lat[i]), "tagged": bool(sel.tag_in_window[i])}
+
+    def _check_range(self, kind, series, first_index):
+        """Every measured value of ``series`` fits the kind's histograms, else SampleOutOfRange."""
+        v = series.valid()
+        if not len(v):
+            return
+        shift, top = self.shift[kind], self.hist[("all", kind)].highest_recordable
+        if v.min() + shift >= 0 and v.max() + shift <= top:
+            return
+        lat = series.values
+        valid = np.flatnonzero((lat != analysis.MISSING) & (series.unknown == 0))
+        i = int(valid[np.flatnonzero((v + shift < 0) | (v + shift > top))[0]])
+        raise SampleOutOfRange(f"{kind} sample {first_index + i} (start at {int(series.start_tick[i])}): "
+                               f"{int(lat[i])} is outside what its histogram holds ({-shift}..{top - shift})")
 
     # ---- results ----------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from hilat import analysis, calibration
 from hilat import protocol as p
+from hilat.aggregate import SampleOutOfRange
 from hilat.rig import RigError
 from hilat.session import Session
 from hilat.transport import DEFAULT_BAUDRATE, TransportError
@@ -209,16 +210,30 @@ class _RollingHlog:
         # Per kind: [interval start tick, histogram]
         self.open = {kind: None for kind in kinds}
         self.intervals = 0
+        self.below_zero = 0
+
+    # The streaming aggregator's range (aggregate.StreamingAggregator's 2**40 units) in ns: whatever
+    # it holds, the log holds; beyond is an error, never a dropped value.
+    HIGHEST_UNITS = 1 << 40
 
     def _histogram(self):
-        # 1 ns .. 1 h at 3 significant digits: a value beyond is counted out of range, not lost silently.
-        return self._hdr.HdrHistogram(1, 3_600_000_000_000, 3)
+        highest_ns = max(3_600_000_000_000, int(self.HIGHEST_UNITS * 1e9 / self.ts_hz) + 1)
+        return self._hdr.HdrHistogram(1, highest_ns, 3)
 
     def samples(self, kind, start_ticks, values_ns):
         if not len(start_ticks):
             return
         if self.origin is None:
             self.origin = int(start_ticks[0])
+        # A response sooner than the rig's own delay (a value below 0 once the calibrated offset is
+        # subtracted) has no place in a log of latencies >= 0: counted (meta.json), the calibration's
+        # warning says why; the summary keeps it.
+        below = values_ns < 0
+        if below.any():
+            self.below_zero += int(below.sum())
+            start_ticks, values_ns = start_ticks[~below], values_ns[~below]
+            if not len(start_ticks):
+                return
         idx = (start_ticks - self.origin) // self.interval_ticks
         bounds = np.flatnonzero(np.diff(idx)) + 1
         for part_idx, part in zip(np.split(idx, bounds), np.split(values_ns, bounds)):
@@ -229,7 +244,11 @@ class _RollingHlog:
                 current = None
             if current is None:
                 current = self.open[kind] = [start, self._histogram()]
-            current[1].record(np.maximum(part, 1))
+            top = current[1].highest_recordable
+            if part.max() > top:
+                raise SampleOutOfRange(f"{kind}: a sample of {int(part.max())} ns in the interval from rig tick "
+                                       f"{start} is beyond the interval log's {top} ns")
+            current[1].record(part)
 
     def _close(self, kind, end_tick=None):
         start, hist = self.open[kind]
@@ -473,7 +492,7 @@ class Capture:
             return
         serial = not str(self.url).startswith(("socket://", "loop://"))
         self.link_plan = link_plan.plan(self._fired, self._pace[0], self._roles, self.identity,
-                                        self.settings.baudrate if serial else None)
+                                        self.settings.baudrate if serial else None, count=self.settings.count)
         if self.link_plan.over:
             log.warning("%s", self.link_plan.warning())
 
@@ -648,6 +667,9 @@ class Capture:
                     pass
         except (RigError, TransportError) as e:
             self.error = str(e)
+        except SampleOutOfRange as e:   # a value no histogram holds: an error, never a dropped sample
+            self.error = f"run {self.run_dir}: {e}"
+            log.error("%s", self.error)
         except OSError as e:   # the run directory cannot be written: disk full, a file size limit
             if e.errno not in _WRITE_ERRORS:
                 raise
@@ -807,6 +829,7 @@ class Capture:
                 "rig_frames_sent": status.frames_sent if status else None,
                 "rig_stimuli_fired": list(status.fired) if status and status.fired else None,
                 "out_of_order_edges": stream.out_of_order if stream else 0,
+                "hlog_values_below_zero": self.hlog.below_zero if self.hlog else 0,
                 "gaps": stream.gap_count if stream else 0,
             },
             "link_plan": dataclasses.asdict(self.link_plan) if self.link_plan else None,
@@ -872,7 +895,11 @@ class Capture:
             return
         if self.stream is not None:
             self.observed_end = self._observed_end()
-            self.stream.finish(self.observed_end, cut_short=self.interrupted or self.error is not None)
+            try:
+                self.stream.finish(self.observed_end, cut_short=self.interrupted or self.error is not None)
+            except SampleOutOfRange as e:
+                self.error = self.error or f"run {self.run_dir}: {e}"
+                log.error("%s", self.error)
         if self.hlog is not None:
             self.hlog.close((self.stream.last_tick or 0) + 1)
         if self.rig_histograms is not None:

@@ -70,9 +70,10 @@ def wire_bytes_per_record(ident, delta_ticks):
     return frame_bytes / per_frame
 
 
-def plan(fired, pace_channel, roles, ident, baudrate=None):
+def plan(fired, pace_channel, roles, ident, baudrate=None, count=None):
     """The ``LinkPlan`` of firing ``fired`` ({channel: StimulusSettings}) on the rig ``ident``, its
-    UART at ``baudrate`` (None: no serial line, the simulator's TCP)."""
+    UART at ``baudrate`` (None: no serial line, the simulator's TCP). ``count``: the paced channel's
+    stimuli, when the run is that long: a run whose records all fit in the rig's FIFO loses none."""
     responses = sum(1 for c in (roles.isr, roles.task) if c is not None)
     rates = {ch: stimulus_rate(s, ident.ts_hz) for ch, s in fired.items()}
     per_stimulus = {ch: 2 + 2 * (responses if ch == pace_channel else 1) for ch in fired}
@@ -91,4 +92,6 @@ def plan(fired, pace_channel, roles, ident, baudrate=None):
         room = link - others
         if room > 0:
             shortest = int(-(-ident.ts_hz * per_stimulus[pace_channel] // room))
+    if count is not None and paced and count * sum(per_stimulus.values()) <= getattr(ident, "fifo_depth", 0):
+        records = min(records, link)   # the FIFO holds the whole run
     return LinkPlan(paced, records, link, limit, shortest)

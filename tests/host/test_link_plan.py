@@ -40,9 +40,11 @@ def test_rates_and_the_shortest_period():
     assert burst.stimuli_per_s == pytest.approx(10_000)
 
 
-@pytest.mark.parametrize("period, warned", [(300, True), (50_000, False)])
-def test_capture_warns_before_it_starts(tmp_path, caplog, period, warned):
-    settings = CaptureSettings(count=3, out_dir=tmp_path, progress=False,
+# 500 stimuli of 6 records overflow the rig's FIFO (1024 records) at a period the link cannot carry;
+# 3 fit in it whatever the period.
+@pytest.mark.parametrize("count, period, warned", [(500, 300, True), (500, 50_000, False), (3, 300, False)])
+def test_capture_warns_before_it_starts(tmp_path, caplog, count, period, warned):
+    settings = CaptureSettings(count=count, out_dir=tmp_path, progress=False,
                                stimulus=StimulusSettings(mode="periodic", period=period, jitter=0))
     with caplog.at_level(logging.WARNING, logger="hilat"), FakeRig(capture_script(period=period)) as rig:
         cap = Capture(rig.url, settings).run()

@@ -88,3 +88,16 @@ def test_streamed_summary_equals_exact_at_any_chunk(tmp_path, chunk):
         assert (summary[kind]["count"], summary[kind]["misses"], summary[kind]["unknown"]) == \
             (len(s.valid()), s.n_misses, s.n_unknown), kind
     assert np.all(exact.series["isr_to_task"].valid() >= 0)
+
+
+def test_a_value_no_histogram_holds_is_an_error_naming_the_run_and_the_sample(tmp_path):
+    # A pulse on the spare input 2**43 ticks long: beyond what the streamed histograms hold.
+    settings = CaptureSettings(count=1, out_dir=tmp_path, progress=False, measures=["w=width:in2"],
+                               stimulus=StimulusSettings(mode="periodic", period=PERIOD, jitter=0))
+    spare = 1 << 4
+    with FakeRig(capture_script((60,), period=PERIOD, extra_edges=((100, spare, spare), (2**43, spare, 0)))) as rig:
+        cap = Capture(rig.url, settings).run()
+    assert cap.error and str(cap.run_dir) in cap.error and "w sample 0" in cap.error
+    assert "outside what its histogram holds" in cap.error
+    # The run is kept: the exact figures (no histogram) still have the sample.
+    assert load_run(cap.run_dir).measurements.series["w"].valid().tolist() == [2**43 - 100]
