@@ -28,7 +28,7 @@ import numpy as np
 from hilat import analysis, calibration
 from hilat import protocol as p
 from hilat.aggregate import SampleOutOfRange
-from hilat.rig import RigError
+from hilat.rig import RigError, RigSilent
 from hilat.session import Session
 from hilat.transport import DEFAULT_BAUDRATE, TransportError
 
@@ -528,17 +528,23 @@ class Capture:
         return False
 
     def _rig_finished(self, status):
-        """STATUS says the stimulus finished its count and every record it sent has arrived, yet
-        fewer stimuli than the count: edges were lost on the way (counted), so stop waiting."""
+        """STATUS says the stimulus finished its count, yet fewer stimuli than the count arrived:
+        edges were lost on the way (counted), so stop waiting for them. What is still on its way
+        arrives in the drain that follows (``_finish``); frames lost on the link never do, so the
+        records received are not compared with those the rig sent."""
         self.status = status
         stim = self._roles.stimulus
-        if (stim in self._fired and len(status.stim_status) > stim and status.stim_status[stim] & p.STIM_DONE
-                and self.settings.count is not None and self.stream.records >= status.records_sent):
-            if self.stream.paced < self.settings.count:
-                log.warning("the rig finished its %s stimuli but %d arrived: edges were lost (counted)",
-                            self.settings.count, self.stream.paced)
-            return True
-        return False
+        return bool(stim in self._fired and len(status.stim_status) > stim and status.stim_status[stim] & p.STIM_DONE
+                    and self.settings.count is not None)
+
+    def _stimuli_fired(self):
+        """The paced stimulus channel's pulses as the rig's generator counted them (its last STATUS),
+        else the count asked for; None without either."""
+        stim = self._roles.stimulus if self._roles else None
+        fired = getattr(self.status, "fired", None) if self.status else None
+        if fired and stim is not None and stim < len(fired) and stim in self._fired:
+            return int(fired[stim])
+        return self.settings.count if self._fired else None
 
     def _tick(self):
         """After every read: the live view, and an interim summary when SIGUSR1 asked for one."""
@@ -648,6 +654,10 @@ class Capture:
             self._collect(session)
             self._finish(session)
             self.finished_cleanly = True
+            fired = self._stimuli_fired()
+            if fired is not None and self.stream.paced < fired:
+                log.warning("the rig fired %d stimuli, %d arrived: the others' edges were lost (counted; their "
+                            "windows are unknown)", fired, self.stream.paced)
         except KeyboardInterrupt as e:
             self.interrupted = True
             # SIGTERM, SIGHUP (hilat.shutdown.Terminated) are said by name; Ctrl-C is the default.
@@ -665,6 +675,11 @@ class Capture:
                         self.status = session.finish(self.stream)
                 except (RigError, TransportError, KeyboardInterrupt):
                     pass
+        except RigSilent as e:
+            self.error = str(e)
+            if self.start_tick is not None:   # mid-run: say what it likely is
+                self.error += (": the rig stopped answering mid-run (reset, powered off, or its cable pulled?); the "
+                               "run up to its last record is kept, what came after is unknown")
         except (RigError, TransportError) as e:
             self.error = str(e)
         except SampleOutOfRange as e:   # a value no histogram holds: an error, never a dropped sample

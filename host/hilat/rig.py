@@ -24,6 +24,11 @@ class RigError(Exception):
         self.code = code
 
 
+class RigSilent(RigError):
+    """The rig stopped answering: no reply in time, or nothing at all for a while. Mid-run this is a
+    rig that was reset (it sends nothing before a new HELLO), lost its power, or lost its cable."""
+
+
 class Rig:
     def __init__(self, transport, raw_sink=None, hello_timeout=5.0, command_timeout=5.0):
         self.transport = transport
@@ -93,7 +98,7 @@ class Rig:
                     self.pending += frames[i + 1:]  # what came after the reply in the same read: next read()'s
                     return frame
                 self.pending.append(frame)
-        raise RigError(f"no {what} from the rig on {self.transport.url} within {timeout:g} s")
+        raise RigSilent(f"no {what} from the rig on {self.transport.url} within {timeout:g} s")
 
     # session ------------------------------------------------------------------------------------
 

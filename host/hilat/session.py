@@ -12,7 +12,7 @@ import logging
 import time
 
 from hilat import protocol as p
-from hilat.rig import Rig, RigError
+from hilat.rig import Rig, RigError, RigSilent
 from hilat.transport import DEFAULT_BAUDRATE, Transport
 
 log = logging.getLogger("hilat")
@@ -248,7 +248,7 @@ class Session:
                 if on_status is not None and on_status(status):
                     return
             if idle_timeout is not None and now - last_data > idle_timeout:
-                raise RigError(f"the rig on {self.url} sent nothing for {idle_timeout:g} s")
+                raise RigSilent(f"the rig on {self.url} sent nothing for {idle_timeout:g} s")
 
     def wait_clock(self, target_tick, consumer, timeout=30.0, tick=None, poll_s=0.02):
         """Read until the rig's counter has passed ``target_tick`` (asked every ``poll_s`` s);

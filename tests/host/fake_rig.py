@@ -84,7 +84,7 @@ class FakeRig:
 
 
 def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False, n_inputs=4, extra_edges=(),
-                   samples_per_tick=1, lose_frames=(), overflow=None):
+                   samples_per_tick=1, lose_frames=(), overflow=None, reset_after=None):
     """A rig that runs a whole capture: ACKs every command, answers TIME_REQ and STATUS_REQ, and on
     START sends one stimulus per entry of ``isr_latencies``, ``period`` ticks apart, each answered on
     the ISR input (channel 2) that many ticks later. Once started, its clock is past the last
@@ -95,7 +95,8 @@ def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False, n_i
     the tick (the record's fraction, input 0's bits); the ISR falls 20 ticks after it rose, on the
     same position. ``lose_frames``: indices of EVENTS frames the link loses (their seqs are used);
     ``overflow`` (first, n): records first..first+n-1 are dropped in the gateware, an OVERFLOW marker
-    at the first's tick with their channels in their place."""
+    at the first's tick with their channels in their place. ``reset_after`` k: the rig is reset after
+    its k-th EVENTS frame: it sends nothing more and answers nothing (a reset rig waits for HELLO)."""
     fraction_bytes = 1 if samples_per_tick > 1 else 0
 
     def script(receive, send):
@@ -143,6 +144,10 @@ def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False, n_i
                                 continue
                             for events in p.pack_events(piece, mask_bytes=p.mask_bytes_for(2 + n_inputs),
                                                         fraction_bytes=fraction_bytes):
+                                if reset_after is not None and k >= reset_after:
+                                    while receive() is not None:   # reset: deaf and mute until closed
+                                        pass
+                                    return
                                 if k not in lose_frames:
                                     send(events.encode(seq))
                                 seq += 1

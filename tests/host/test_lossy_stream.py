@@ -11,6 +11,7 @@ from hilat import analysis
 from hilat.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
 from hilat.runs import load_run
+from hilat.session import Session
 
 N = 300
 PERIOD = 1500
@@ -101,3 +102,28 @@ def test_a_value_no_histogram_holds_is_an_error_naming_the_run_and_the_sample(tm
     assert "outside what its histogram holds" in cap.error
     # The run is kept: the exact figures (no histogram) still have the sample.
     assert load_run(cap.run_dir).measurements.series["w"].valid().tolist() == [2**43 - 100]
+
+
+def test_a_rig_reset_mid_run_is_said_and_the_run_up_to_it_kept(tmp_path, capsys):
+    settings = CaptureSettings(count=N, out_dir=tmp_path, progress=False, label="reset",
+                               stimulus=StimulusSettings(mode="periodic", period=PERIOD, jitter=0))
+    with FakeRig(capture_script(LATENCIES, period=PERIOD, reset_after=10)) as rig:
+        session = Session(rig.url, command_timeout=1.0)   # the STATUS that never comes: 1 s
+        session.open()
+        try:
+            cap = Capture(None, settings, session=session).run()
+        finally:
+            session.close()
+    assert "stopped answering mid-run" in cap.error and "reset" in cap.error
+    run = load_run(cap.run_dir)
+    series = run.measurements.series["stim_to_isr"]
+    start = int(run.meta["start_tick"])
+    index = (series.start_tick - start) // PERIOD
+    judged = series.unknown == 0
+    # Every stimulus before the reset is measured exactly; the last one's window runs into the
+    # silence: unknown, not a miss.
+    assert series.n_misses == 0 and series.unknown.tolist()[-1] == 1 and judged.sum() == len(series) - 1
+    assert series.values[judged].tolist() == [LATENCIES[i] for i in index[judged]]
+    assert main(["report", str(cap.run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "stopped answering mid-run" in out and "unknown" in out
