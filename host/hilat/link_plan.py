@@ -16,10 +16,12 @@ from dataclasses import dataclass
 
 from hilat import protocol as p
 
-# The rig's firmware drains the FIFO, frames and sends each record in this many sys cycles at most
-# (VexRiscv "standard", firmware -O2): benchmarks/sim_rig.py "<= N sys cycles per record", measured on
-# the simulated rig (its sys clock runs the same CPU and firmware as a board's). docs/analysis.md.
-FIRMWARE_SYS_CYCLES_PER_RECORD = 590
+# The rig's firmware drains the FIFO, frames and sends a record in about this many sys cycles
+# (VexRiscv "standard", the firmware as built), measured on the simulated rig (the same CPU and
+# firmware as a board's, sys at 50 MHz, no UART limit): 3000 periodic stimuli of 6 records lost
+# nothing a stimulus every 2300 ticks (130 k records/s) and 4554 edges every 2000 (150 k/s); 380
+# cycles puts the limit at 131.6 k records/s (docs/analysis.md, "Gaps").
+FIRMWARE_SYS_CYCLES_PER_RECORD = 380
 UART_BITS_PER_BYTE = 10   # 8N1: start + 8 data + stop
 
 
