@@ -807,7 +807,7 @@ class Capture:
         dropped = list(status.dropped) if status else None
         session = self.session
         return {
-            "format": "hilat-run", "version": 3,
+            "format": "hilat-run", "version": 4,
             "label": self.settings.label, "url": self.url,
             "started": datetime.fromtimestamp(self._t0, timezone.utc).isoformat(),
             "wall_seconds": round(time.time() - self._t0, 3),
@@ -905,7 +905,7 @@ class Capture:
 
     def _write(self, decoder):
         if self.identity is None:
-            self.writer.write_json("meta.json", {"format": "hilat-run", "version": 3, "url": self.url,
+            self.writer.write_json("meta.json", {"format": "hilat-run", "version": 4, "url": self.url,
                                                  "error": self.error, "label": self.settings.label, "rig": None})
             return
         if self.stream is not None:

@@ -127,3 +127,26 @@ def test_a_rig_reset_mid_run_is_said_and_the_run_up_to_it_kept(tmp_path, capsys)
     assert main(["report", str(cap.run_dir)]) == 0
     out = capsys.readouterr().out
     assert "stopped answering mid-run" in out and "unknown" in out
+
+
+def test_a_run_of_format_3_reads_without_gaps_and_with_old_samples(tmp_path):
+    """Before format 4 a run had no gaps.bin and samples without `unknown` (store version 1)."""
+    from hilat import runs
+
+    cap = capture(tmp_path)
+    (cap.run_dir / "gaps.bin").unlink()
+    path = cap.run_dir / "samples" / "stim_to_isr.bin"
+    new = next(runs.iter_store(path, runs.SAMPLES_MAGIC, runs.SAMPLE_DTYPE, 1 << 20))
+    old = np.zeros(len(new), runs.SAMPLE_DTYPE_V1)
+    for name in runs.SAMPLE_DTYPE_V1.names:
+        old[name] = new[name]
+    path.write_bytes(runs.SAMPLES_MAGIC + (1).to_bytes(4, "little")
+                     + runs.SAMPLE_DTYPE_V1.itemsize.to_bytes(4, "little") + old.tobytes())
+    meta = json.loads((cap.run_dir / "meta.json").read_text())
+    meta["version"] = 3
+    (cap.run_dir / "meta.json").write_text(json.dumps(meta))
+    run = load_run(cap.run_dir)
+    assert len(run.gaps) == 0
+    back = next(run.iter_samples("stim_to_isr"))
+    assert back.dtype == runs.SAMPLE_DTYPE and (back["unknown"] == 0).all()
+    assert back["ticks"].tolist() == new["ticks"].tolist()

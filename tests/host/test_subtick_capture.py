@@ -133,7 +133,7 @@ def test_a_run_written_before_sub_ticks_reads_as_ticks(tmp_path):
     tick: without meta.json's time_unit the run's unit is the tick."""
     run_dir = _capture(tmp_path)
     meta = json.loads((run_dir / "meta.json").read_text())
-    assert meta["version"] == 3 and meta["time_unit"]["units_per_tick"] == S
+    assert meta["version"] == 4 and meta["time_unit"]["units_per_tick"] == S
     old = tmp_path / "old"
     old.mkdir()
     del meta["time_unit"]
