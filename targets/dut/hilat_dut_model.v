@@ -14,7 +14,7 @@
 // Behaviour: on each rising edge of stim[0] at tick S the model draws, from a xorshift32 PRNG
 // seeded by +dut_seed, whether it misses the interrupt, its interrupt latency
 //   L = isr_base + (r & (2**isr_spread_bits - 1)) [+ mask_ticks when an "interrupts masked"
-//       window hits, probability mask_per1024/1024],
+//       window hits, probability mask_per1024/1024], at least 1,
 // its rescheduling delay R = resched_base + (r & (2**resched_spread_bits - 1)), and whether the tag
 // is raised (tag_per1024/1024). It then raises isr_pin at S+L for isr_width ticks, task_pin at
 // S+L+R for task_width ticks, and tag_pin from S+1 to the end of the task pulse. A stimulus that
@@ -165,8 +165,10 @@ module hilat_dut_model (
     wire [31:0] r4 = xorshift32(r3);
     wire [31:0] r5 = xorshift32(r4);
     wire        draw_miss = (r1 & 32'd1023) < miss_per1024;
-    wire [31:0] draw_isr  = isr_base + (r2 & ((32'd1 << isr_spread_bits) - 1))
-                          + (((r3 & 32'd1023) < mask_per1024) ? mask_ticks : 32'd0);
+    wire [31:0] draw_isr_any = isr_base + (r2 & ((32'd1 << isr_spread_bits) - 1))
+                             + (((r3 & 32'd1023) < mask_per1024) ? mask_ticks : 32'd0);
+    // At least 1: the pins are registered, so nothing can answer in the stimulus's own tick.
+    wire [31:0] draw_isr  = (draw_isr_any == 0) ? 32'd1 : draw_isr_any;
     wire [31:0] draw_task = draw_isr + resched_base + (r4 & ((32'd1 << resched_spread_bits) - 1));
     wire        draw_tag  = (r5 & 32'd1023) < tag_per1024;
     wire        stim_rise = stim[0] & ~stim_prev;
@@ -199,7 +201,11 @@ module hilat_dut_model (
                 // Tick S: the stimulus pin is active in this cycle.
                 index <= index + 1;
                 if (busy) begin
-                    if (log_fd != 0) $fwrite(log_fd, "%0d,2,0,0,0\n", index);
+                    // Flushed as the others: the last stimulus of a run may be one of these.
+                    if (log_fd != 0) begin
+                        $fwrite(log_fd, "%0d,2,0,0,0\n", index);
+                        $fflush(log_fd);
+                    end
                 end else begin
                     state <= r5;
                     if (log_fd != 0) begin
@@ -211,6 +217,9 @@ module hilat_dut_model (
                     if (!draw_miss) begin
                         busy    <= 1'b1;
                         t       <= 1;     // t == k in cycle S+k
+                        // A pin due at S+1 is set now: the countdown above sets S+k's from S+1 on.
+                        if (draw_isr == 1)  isr_level  <= 1'b1;
+                        if (draw_task == 1) task_level <= 1'b1;
                         isr_at  <= draw_isr;
                         task_at <= draw_task;
                         end_at  <= draw_task + task_width;

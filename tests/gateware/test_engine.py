@@ -3,7 +3,8 @@ HdrHistogram bins, intervals of the start tick): bins exact per interval, kind a
 or spilled, closes after their bins, exact statistics, misses, duplicates (and their saturation),
 below range, the overflow bin, interval boundaries, deadlines, the minimum spacing and what is lost
 below it, flush, clear, trigger-out to the tick, outlier records (and their loss), roles at their
-low level. Random backpressure on the bins and outlier ports; unequal clock ratios (tb.CLOCKS).
+low level. Random backpressure on the bins and outlier ports; unequal clock ratios (tb.CLOCKS), and
+the rigs' own for the minimum spacing (RIG_CLOCKS).
 
 The engine runs for hundreds of thousands of ticks per test, so its testbench (``EngineTB``) keeps
 Python off the clock edges: the simulator's own clocks, inputs driven by waking at the next
@@ -26,6 +27,7 @@ from tb import CLOCKS, TB, VARIANTS, needs, run_cocotb
 from gateware.engine import (
     CROSSING_DEPTH,
     INTERVAL_SHIFT_MIN,
+    MAX_TS_PER_SYS,
     MIN_SPACING,
     SLOT,
     STAT_BELOW,
@@ -491,12 +493,29 @@ async def overflow_bin_and_large_values(dut, clocks):
 
 # Spacing ------------------------------------------------------------------------------------------
 
+# The rigs' own clock ratios (ts, sys periods in ps): the simulated rig's one clock, the boards' 140
+# over 50 MHz (2.8), and MAX_TS_PER_SYS (3), where sys takes a sample exactly every MIN_SPACING ticks.
+RIG_CLOCKS = [(20_000, 20_000), (7_142, 20_000), (10_000, 30_000)]
+
+
 @cocotb.test(**needs("engine"))
 @cocotb.parametrize(clocks=CLOCKS)
 async def min_spacing_nothing_lost(dut, clocks):
     """Stimuli MIN_SPACING (12) ticks apart across two interval boundaries (the sweeps share the
     banks with a sample every other slot), ISR edges from stim1 dithered around them: every sample
     binned, nothing lost."""
+    await min_spacing_run(dut, clocks)
+
+
+@cocotb.test(**needs("engine"))
+@cocotb.parametrize(clocks=RIG_CLOCKS)
+async def min_spacing_nothing_lost_at_the_rigs_ratios(dut, clocks):
+    """As min_spacing_nothing_lost, at the simulated rig's and the boards' clock ratios and at the
+    highest one a build accepts (docs/engine.md, "Minimum spacing, end to end")."""
+    await min_spacing_run(dut, clocks)
+
+
+async def min_spacing_run(dut, clocks):
     cfg, roles = custom_config(STIM, STIM1, TASK, interval_shift=SHIFT)
     tb = await start_engine_tb(dut, clocks, cfg, seed=clocks[0] + 3)
     first = await tb.run_start()
@@ -565,6 +584,32 @@ async def spacing_4_lost_at_the_crossing(dut, clocks):
         assert lost == 0
     check_bins(tb.entries, kept, first >> SHIFT, end >> SHIFT)
     check_stats(await tb.statistics(), kept, lost=lost, windows=n)
+
+
+@cocotb.test(**needs("engine"))
+async def spacing_below_min_lost_at_the_highest_ratio(dut):
+    """At ts = MAX_TS_PER_SYS x sys, stimuli one tick closer than MIN_SPACING (11) across an interval
+    boundary (about 3,500 windows): sys takes one every 12 ticks, so once the crossing's FIFO is full
+    about one window in 12 is lost, each counted; what came through adds up. MIN_SPACING is the
+    limit there, not a margin."""
+    clocks = RIG_CLOCKS[-1]
+    assert clocks[1] == MAX_TS_PER_SYS * clocks[0] and MIN_SPACING == 2 * SLOT * MAX_TS_PER_SYS
+    cfg, roles = custom_config(STIM, STIM1, TASK, interval_shift=SHIFT)
+    tb = await start_engine_tb(dut, clocks, cfg, seed=11)
+    first = await tb.run_start()
+    start, spacing = first + 400, MIN_SPACING - 1
+    n = (INTERVAL + 1000 - start) // spacing
+    stim = StimulusConfig(mode=PERIODIC, period=spacing, width=2, count=n, start_time=start)
+    isr = StimulusConfig(mode=PERIODIC, period=spacing, width=2, count=n, start_time=start + 3)
+    await start_stimulus(tb, (STIM, stim), (STIM1, isr))
+    await tb.sleep_until(start + n * spacing + 100)
+    end = await tb.flush()
+    samples = em.samples(cfg, roles, tb.edges([(STIM, stim, n), (STIM1, isr, n)]), end)
+    stats = await tb.statistics()
+    check_consistent(tb.entries, stats, samples)
+    expected = n * (1 - spacing / MIN_SPACING)
+    dut._log.info(f"spacing {spacing}: {stats['samples_lost']} of {n} windows lost (about {expected:.0f} expected)")
+    assert expected - CROSSING_DEPTH - 8 <= stats["samples_lost"] <= expected + 8, (stats["samples_lost"], expected)
 
 
 @cocotb.test(**needs("engine"))
