@@ -112,8 +112,9 @@ def run(args):
                                        tag_channel=TAG, tag_level=1, interval_shift=args.shift,
                                        # The next stimulus closes each window long before this.
                                        deadline=deadline_limit(args.shift)))
-            rig.command(p.StimConfig(channel=0, mode=0, invert=0, width=min(5, args.period // 2), period=args.period, jitter=0,
-                                     probability=0, burst_count=1, burst_spacing=10, count=args.stimuli, seed=1))
+            rig.command(p.StimConfig(channel=0, mode=0, invert=0, width=min(5, args.period // 2), period=args.period,
+                                     jitter=0, probability=0, burst_count=1, burst_spacing=10, count=args.stimuli,
+                                     seed=1))
             first = rig.now() + 300_000
             rig.command(p.Start(channels=1, at_time=1, start=first))
             wall = time.monotonic()

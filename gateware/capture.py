@@ -171,8 +171,9 @@ class _ChannelFrontEnd(LiteXModule):
 class _DropAccounting(LiteXModule):
     """Writes ``record`` (valid: edges this tick) into ``sink``; a record that finds it full is
     counted per channel (saturating), raises the sticky ``overflow``, and gets one overflow marker
-    per gap, written as soon as there is room (docs/timing-cores.md, "Drop accounting")."""
-    def __init__(self, record, sink, n_channels, counter_width, clock_domain):
+    per gap, written once there is room and ``resume`` (the FIFO half free) allows; records wait
+    behind it (docs/timing-cores.md, "Drop accounting")."""
+    def __init__(self, record, sink, n_channels, counter_width, clock_domain, resume=1):
         n = n_channels
         self.clear    = Signal()  # zero the counters and the flag
         self.dropped  = [Signal(counter_width, name=f"dropped{i}") for i in range(n)]  # edges
@@ -201,8 +202,9 @@ class _DropAccounting(LiteXModule):
             If(record.valid & ~blocked,
                 record.connect(sink, omit={"ready"}),
             ).Else(
-                # A drop still to be merged holds the marker back a cycle: one marker per gap.
-                sink.valid.eq(marker_pending & ~drop_d),
+                # A drop still to be merged holds the marker back a cycle: one marker per gap; and
+                # the gap lasts until the FIFO can take a run of records again (`resume`).
+                sink.valid.eq(marker_pending & ~drop_d & resume),
                 sink.timestamp.eq(marker_timestamp),
                 sink.channels.eq(marker_channels),
                 sink.kind.eq(RECORD_KIND_OVERFLOW),
@@ -225,7 +227,7 @@ class _DropAccounting(LiteXModule):
                     marker_timestamp.eq(dropped_timestamp),
                     marker_channels.eq(dropped_channels),
                 ),
-            ).Elif(marker_pending & sink.ready,
+            ).Elif(marker_pending & sink.ready & resume,
                 marker_pending.eq(0),
             ),
             *[If(count_drop[i], dropped[i].eq(dropped[i] + 1)) for i in range(n)],
@@ -354,7 +356,8 @@ class EdgeCapture(LiteXModule):
         # nothing (and nothing is dropped).
         to_fifo = stream.Endpoint(self.layout)
         self.comb += [record.connect(to_fifo, omit={"valid", "ready"}), to_fifo.valid.eq(raw_valid)]
-        self.drops = _DropAccounting(to_fifo, fifo.sink, n, counter_width, clock_domain)
+        self.drops = _DropAccounting(to_fifo, fifo.sink, n, counter_width, clock_domain,
+                                     resume=fifo.fifo.half_free)
         self.comb += [
             self.drops.clear.eq(self.clear),
             self.overflow.eq(self.drops.overflow),

@@ -144,6 +144,20 @@ class RegisteredFullAsyncFIFO(Module, _FIFOInterface):
             writable.eq(~Mux(ce, full(wgray_inc, consume_wdomain), full(wgray, consume_wdomain))),
         ]
 
+        # Half free (write side, two registers late, so never on a path that decides a write): at
+        # most depth/2 entries in use as the write side last saw the read pointer. A writer that
+        # overflowed waits for it before it resumes (capture's drop accounting: a gap, then a whole
+        # half FIFO of records, not a record between every two drops).
+        self.half_free = Signal(reset=1)
+        consume_bin = Signal(bits)
+        gray_to_bin = [consume_wdomain[-1]]
+        for i in reversed(range(bits - 1)):
+            gray_to_bin.insert(0, gray_to_bin[0] ^ consume_wdomain[i])
+        self.sync.write += [
+            consume_bin.eq(Cat(*gray_to_bin)),
+            self.half_free.eq(((wbin - consume_bin) & (2**bits - 1)) <= depth // 2),
+        ]
+
         # Read side, as Migen's AsyncFIFO.
         consume = ClockDomainsRenamer("read")(GrayCounter(bits))
         self.submodules += consume

@@ -522,13 +522,14 @@ def _tag_flags(groups, roles, starts, window_end, tag_level=None, gaps=None):
 
 
 def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks=0, groups=None, tag_level=None,
-         gaps=None):
+         gaps=None, task_after_isr=True):
     """Pair stimuli and responses (``roles``: a :class:`Channels`). ``end_tick``: the capture's last
     tick (closes the last window). Each role's active edge is its rise, or its fall on an
     active-low input or an inverted stimulus. ``tag_level``: the tag's level (1 active) before the
     first edge given, when edges before them set it (None: the opposite of its first edge's).
     ``gaps`` (:class:`Gaps`): where edges may be missing; a window that touches one on a channel a
-    kind depends on is unknown for that kind (``Pairing.unknown``)."""
+    kind depends on is unknown for that kind (``Pairing.unknown``). ``task_after_isr`` False: the
+    on-rig engine's rule, the window's first task rise whatever the ISR (docs/engine.md)."""
     groups = groups if groups is not None else EdgeGroups(ticks, chans, levels)
 
     def active(channel):
@@ -567,7 +568,8 @@ def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks
     # The task response is the first task rise at or after the window's ISR rise: a task rise before
     # it is the late task of an earlier stimulus, and with no ISR rise in the window none is this
     # stimulus's (a rig without an ISR role pairs the first task rise in the window).
-    task_from = np.where(isr_at != MISSING, isr_at, window_end) if roles.isr is not None else stim
+    task_from = (np.where(isr_at != MISSING, isr_at, window_end) if roles.isr is not None and task_after_isr
+                 else stim)
     task_at, task_dup, task_duration = first_in_window(task_rise, task_fall, task_from)
     task_before_isr = (np.searchsorted(task_rise, np.minimum(task_from, window_end), side="left")
                        - np.searchsorted(task_rise, stim, side="left")).astype(np.int64)

@@ -78,8 +78,10 @@ def samples(cfg: EngineConfig, roles, edges, end_tick):
     ticks = np.array([t for t, _, _ in edges], dtype=np.int64)
     chans = np.array([c for _, c, _ in edges], dtype=np.uint8)
     levels = np.array([lv for _, _, lv in edges], dtype=np.uint8)
+    # The engine pairs the window's first task rise, the host the first after the window's ISR
+    # (docs/engine.md, "Pairing"): the model is the engine's rule.
     p = analysis.pair(ticks, chans, levels, roles, deadline=cfg.deadline or None, end_tick=end_tick,
-                      offset_ticks=cfg.offset)
+                      offset_ticks=cfg.offset, task_after_isr=False)
     out = []
     for i in range(len(p)):
         start = int(p.stim_tick[i])

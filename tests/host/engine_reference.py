@@ -81,7 +81,7 @@ class Samples(NamedTuple):
 
 def reference_samples(edges, roles, deadline=None, offset=0, end_tick=None):
     """The host's pairing (``analysis.pair``) of the edges, as the engine's three kinds."""
-    pr = analysis.pair(*edges, roles, deadline, end_tick=end_tick)
+    pr = analysis.pair(*edges, roles, deadline, end_tick=end_tick, task_after_isr=False)   # the engine's rule
     isr_ok, task_ok = pr.isr_tick != analysis.MISSING, pr.task_tick != analysis.MISSING
     value = np.stack([pr.isr_tick - pr.stim_tick - offset, pr.task_tick - pr.stim_tick - offset,
                       pr.task_tick - pr.isr_tick])
