@@ -588,10 +588,9 @@ class Capture:
             or [m.deadline_ticks or 0 for m in self._measures] + [self.identity.ts_hz // 1000])
         if self.deadline_ticks:
             window = min(window, self.deadline_ticks)
-        # On-rig the last stimulus is not known here (raw edges, if any, may miss it): it is before now.
-        last = (session.now() if self.settings.on_rig
-                else (self.stream.last_paced or 0) // self.units_per_tick or self.start_tick)
-        target = last + window + 64
+        # The last stimulus fired before the rig's clock now (the STOP is acknowledged): the last one
+        # received may be far older, its successors still on the way or lost (a link past its rate).
+        target = session.now() + window + 64
         session.wait_clock(target, self.stream, tick=self._tick)
         self._complete_before = target
         # Records older than `target` are in the FIFO or on the wire: read until quiet, or until a

@@ -113,6 +113,7 @@ def capture_script(isr_latencies=(60, 60, 60), period=1500, drop_link=False, n_i
                     continue
                 if isinstance(msg, p.TimeReq):
                     send(p.Time(frame.seq, now).encode(seq))
+                    now += 1000   # the rig's clock runs (a capture's drain waits for it)
                 elif isinstance(msg, p.StatusReq):
                     send(p.Status(0, 0, 0, 0, [0] * (2 + n_inputs), [p.STIM_DONE, 0]).encode(seq))
                 else:
