@@ -9,6 +9,7 @@ MultiReg as in Migen's AsyncFIFO.
 """
 
 from litex.gen import LiteXModule
+from litex.gen.reduce import Reduce
 from litex.soc.interconnect import stream
 from migen import *
 from migen.genlib.cdc import GrayCounter, MultiReg, PulseSynchronizer
@@ -94,6 +95,34 @@ class Snapshot(LiteXModule):
         ]
 
 
+class GrayToBinary(Module):
+    """``binary`` = ``gray`` converted, ``latency`` (2) cycles later, in ``sys`` (rename the domain).
+    Bit i is the XOR of the Gray code's bits i and above: as a chain, a LUT per bit, too long at
+    ts's 140 MHz (it was the critical path); here two registered stages, the XOR of each 4-bit
+    group's bits above it first, then each bit from its own group and that."""
+    latency = 2
+
+    def __init__(self, bits):
+        self.gray   = Signal(bits)
+        self.binary = Signal(bits)
+
+        # # #
+
+        groups = [(lo, min(lo + 4, bits)) for lo in range(0, bits, 4)]
+        gray_d = Signal(bits)
+        above = [Signal(name=f"above{k}") for k in range(len(groups))]   # XOR of the groups above group k
+        out = []
+        for k, (lo, hi) in enumerate(groups):
+            for i in range(lo, hi):
+                out.append(Reduce("XOR", [gray_d[j] for j in range(i, hi)] + [above[k]]))
+        self.sync += [
+            gray_d.eq(self.gray),
+            *[above[k].eq(Reduce("XOR", [self.gray[j] for j in range(groups[k][1], bits)] or [0]))
+              for k in range(len(groups))],
+            self.binary.eq(Cat(*out)),
+        ]
+
+
 class RegisteredFullAsyncFIFO(Module, _FIFOInterface):
     """Migen's ``AsyncFIFOBuffered``, with ``writable`` a register.
 
@@ -149,14 +178,9 @@ class RegisteredFullAsyncFIFO(Module, _FIFOInterface):
         # overflowed waits for it before it resumes (capture's drop accounting: a gap, then a whole
         # half FIFO of records, not a record between every two drops).
         self.half_free = Signal(reset=1)
-        consume_bin = Signal(bits)
-        gray_to_bin = [consume_wdomain[-1]]
-        for i in reversed(range(bits - 1)):
-            gray_to_bin.insert(0, gray_to_bin[0] ^ consume_wdomain[i])
-        self.sync.write += [
-            consume_bin.eq(Cat(*gray_to_bin)),
-            self.half_free.eq(((wbin - consume_bin) & (2**bits - 1)) <= depth // 2),
-        ]
+        self.submodules.consume_to_bin = to_bin = ClockDomainsRenamer("write")(GrayToBinary(bits))
+        self.comb += to_bin.gray.eq(consume_wdomain)
+        self.sync.write += self.half_free.eq(((wbin - to_bin.binary) & (2**bits - 1)) <= depth // 2)
 
         # Read side, as Migen's AsyncFIFO.
         consume = ClockDomainsRenamer("read")(GrayCounter(bits))
