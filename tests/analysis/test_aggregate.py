@@ -102,3 +102,20 @@ def test_report_hdr_refuses_plots(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["report", str(path), "--hdr", "--html", str(tmp_path / "x.html")])
     assert e.value.code == 2 and "cannot draw plots" in capsys.readouterr().err
+
+
+def test_a_response_sooner_than_the_offset_is_in_the_streamed_figures():
+    """With a calibrated offset of 100 ticks, a response 60 ticks after its stimulus is -40: the
+    streamed histograms hold it (they count value + offset), as the exact figures do; before, HDR
+    refused it as out of range and the streamed p50 and min disagreed with the exact ones."""
+    edges = dut_edges([1000, 2000, 3000, 4000], [60, 150, 160, 170], [None] * 4)
+    t, c, lv = (np.array(x) for x in zip(*edges))
+    exact = analysis.measure(t, c.astype(np.uint8), lv.astype(np.uint8), ROLES, offset_ticks=100)
+    agg = StreamingAggregator(ROLES, offset_ticks=100)
+    agg.feed(t, c.astype(np.uint8), lv.astype(np.uint8))
+    agg.finish(int(t[-1]) + 1)
+    ref = analysis.stats(exact.series["stim_to_isr"].valid())
+    st = agg.stats("all", "stim_to_isr")
+    assert ref["min"] == st["min"] == -40 and ref["median"] == st["median"] == 50.0
+    assert st["percentiles"]["p50"] == ref["percentiles"]["p50"] == 50
+    assert agg.hist[("all", "stim_to_isr")].out_of_range == 0
