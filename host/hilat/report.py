@@ -149,11 +149,11 @@ def run_summary(run, hdr=None, aggregator=None):
         hdr = use_hdr(run, hdr)
         subsets, worst, stimuli, tagged, edges, task_before_isr = (_hdr_statistics(run) if hdr
                                                                    else _exact_statistics(run))
+    # Every fired stimulus is a sample, a miss or unknown: those whose edge was lost are unknown in
+    # every built-in kind's rows too.
     accounting = None if run.on_rig else stimuli_accounting(run, stimuli, subsets)
     if accounting:
         _add_unseen(subsets, accounting["unseen"])
-        accounting = stimuli_accounting(run, stimuli, subsets) | {"unseen": accounting["unseen"]}
-        accounting["unknown"] = subsets["all"][BUILTIN_KINDS[0]]["unknown"]
     rig = run.meta.get("rig") or {}
     calibration = run.meta.get("calibration")
     # Every run records the ts_hz it converts with; only a clock calibration makes it calibrated.
