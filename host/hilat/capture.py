@@ -101,11 +101,16 @@ def engine_offset(offset_ticks):
 def effective_deadline(settings):
     """The deadline (ticks) a capture's windows close at, for the host's pairing and the rig's engine
     alike: the one asked for, else none, except on-rig, where the engine needs one no larger than
-    ``engine.deadline_limit`` (its default)."""
+    ``engine.deadline_limit`` (its default). A periodic stimulus's next pulse comes exactly one
+    period later, seen or not: its windows close there even when its edge was lost in a gap, so the
+    window before it is judged, not unknown (docs/analysis.md, "Gaps")."""
     if settings.on_rig and settings.deadline_ticks is None:
         from hilat import engine
 
         return engine.deadline_limit(settings.engine_interval_shift)
+    if not settings.on_rig and not settings.no_stimulus and settings.stimulus.mode == "periodic":
+        period = int(settings.stimulus.period)
+        return period if settings.deadline_ticks is None else min(int(settings.deadline_ticks), period)
     return settings.deadline_ticks
 
 
