@@ -42,6 +42,8 @@ from litex.build.sim import SimPlatform
 from litex.build.sim.config import SimConfig
 from migen import *
 
+from targets import compiler_cache
+
 ROOT           = Path(__file__).resolve().parent.parent
 DEFAULT_DUT    = ROOT / "targets" / "dut" / "hilat_dut_model.v"
 ASYNC_SOURCE   = ROOT / "targets" / "dut" / "hilat_async_source.v"
@@ -230,6 +232,8 @@ def _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trac
     shutil.rmtree(out, ignore_errors=True)
     # LiteX runs meson/ninja from PATH: use the ones installed next to this Python.
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    # The firmware's and the model's compilers through ccache, its cache shared by every clone.
+    compiler_cache.enable(ROOT)
     soc = build_soc(dut_model, dut_top, with_engine=with_engine, samples_per_tick=samples_per_tick,
                     dut_cpu=dut_cpu, dut_dir=out / "dut")
     if trace:
