@@ -285,6 +285,10 @@ def _use_our_harness(gateware, trace):
         raise RuntimeError(f"LiteX's simulator Makefile or build script is not as expected: {litex_makefile}")
     (gateware / "hilat_sim.mk").write_text(patched)
     script = script.replace(make, "-f hilat_sim.mk " + ("TRACE=1 " if trace else ""))
+    # The sources of the build directory by their relative names: Verilator writes the top file's path into
+    # the model's code (its DIDNOTCONVERGE errors), which would make those files differ from clone to clone
+    # and from build key to build key, and miss the compiler cache (targets/compiler_cache.py).
+    script = script.replace(f"--cc {gateware}{os.sep}", "--cc ")
     (gateware / "build_sim.sh").write_text(script)
 
 
