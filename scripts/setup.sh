@@ -8,6 +8,7 @@ APT_PACKAGES=(
   build-essential python3-venv perl    # host compilers, venv, Verilator's perl wrapper
   verilator                            # 5.006: LiteX's own simulator (targets/sim.py)
   gcc-riscv64-unknown-elf              # rig firmware for VexRiscv
+  ccache                               # compiler cache of the simulator/firmware builds, shared by clones (targets/compiler_cache.py)
   libevent-dev libjson-c-dev           # LiteX simulator modules
   default-jdk-headless libhdrhistogram-java   # tests: HdrHistogram's Java original reads/writes our .hlog
   sigrok-cli                           # tests: sigrok reads our VCD exports (edges, jitter decoder)

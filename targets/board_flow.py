@@ -25,7 +25,7 @@ from gateware.clocking import EdgeClock
 from gateware.sampler import SAMPLES_PER_TICK
 from gateware.soc import RigBuilder, git_identity
 from gateware.standalone import engine_cost, sampling_cost
-from targets import build_report, open_toolchain
+from targets import build_report, compiler_cache, open_toolchain
 
 ROOT = open_toolchain.ROOT
 N_STIMULUS = 2
@@ -243,6 +243,7 @@ def source_hash(board_file):
 
 def build(soc, board, board_file, parser, args):
     """Build the bitstream with the open toolchain, write the build report, fail on missed timing."""
+    compiler_cache.enable(ROOT)   # the firmware's compilers through ccache (targets/compiler_cache.py)
     builder = RigBuilder(soc, **parser.builder_argdict)
     out = Path(builder.output_dir)
     gateware = Path(builder.gateware_dir)

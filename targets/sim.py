@@ -42,6 +42,8 @@ from litex.build.sim import SimPlatform
 from litex.build.sim.config import SimConfig
 from migen import *
 
+from targets import compiler_cache
+
 ROOT           = Path(__file__).resolve().parent.parent
 DEFAULT_DUT    = ROOT / "targets" / "dut" / "hilat_dut_model.v"
 ASYNC_SOURCE   = ROOT / "targets" / "dut" / "hilat_async_source.v"
@@ -230,6 +232,8 @@ def _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trac
     shutil.rmtree(out, ignore_errors=True)
     # LiteX runs meson/ninja from PATH: use the ones installed next to this Python.
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    # The firmware's and the model's compilers through ccache, its cache shared by every clone.
+    compiler_cache.enable(ROOT)
     soc = build_soc(dut_model, dut_top, with_engine=with_engine, samples_per_tick=samples_per_tick,
                     dut_cpu=dut_cpu, dut_dir=out / "dut")
     if trace:
@@ -241,9 +245,8 @@ def _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trac
         builder.build(sim_config=sim_config, run=False, interactive=False, opt_level="O3", trace=trace,
                       extra_mods=[SERIAL_MODULE, DUT_CLOCK_MODULE], extra_mods_path=str(SIM_MODULES))
     gateware = out / "gateware"
-    # Not _use_our_harness (LiteX's harness without the tracer, +18 % speed): with it an on-rig capture
-    # with raw edges took from 15 s to 10 min to end (tests/e2e/test_sim_on_rig.py), with LiteX's 9 s
-    # every time; the cause is not found yet. LiteX's harness traces only while sim_trace is high.
+    # Our harness, without LiteX's per-step tracer flush: about +20 % speed (docs/dut-cpus-design.md, 4).
+    _use_our_harness(gateware, trace)
     result = _run_build(["bash", "build_sim.sh"], gateware)
     if result.returncode != 0 or not binary.exists():
         (out / "build.log").write_text(result.stdout + result.stderr)
@@ -282,6 +285,10 @@ def _use_our_harness(gateware, trace):
         raise RuntimeError(f"LiteX's simulator Makefile or build script is not as expected: {litex_makefile}")
     (gateware / "hilat_sim.mk").write_text(patched)
     script = script.replace(make, "-f hilat_sim.mk " + ("TRACE=1 " if trace else ""))
+    # The sources of the build directory by their relative names: Verilator writes the top file's path into
+    # the model's code (its DIDNOTCONVERGE errors), which would make those files differ from clone to clone
+    # and from build key to build key, and miss the compiler cache (targets/compiler_cache.py).
+    script = script.replace(f"--cc {gateware}{os.sep}", "--cc ")
     (gateware / "build_sim.sh").write_text(script)
 
 

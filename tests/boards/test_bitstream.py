@@ -16,6 +16,8 @@ import pytest
 
 from targets import board_flow, build_report, colorlight_i5
 
+pytestmark = pytest.mark.slow   # the bitstream build (minutes of nextpnr)
+
 BOARD = "colorlight_i5"
 IDCODE_LFE5U_25F = bytes.fromhex("41111043")  # the bitstream's VERIFY_ID operand
 

@@ -13,6 +13,8 @@ import pytest
 from targets import sim
 from targets.dut import experiments as ex
 
+pytestmark = pytest.mark.slow   # the VexRiscv DUT's simulator build
+
 # VexRiscv (standard) with hkern: ISR duration = 2 x isr_cycles + 48 ticks (the handler's last pin
 # write comes 24 cycles after its second counter read: the write-through store of the record and
 # the pin's bus write; its first read comes straight after the first pin write), ISR -> task =

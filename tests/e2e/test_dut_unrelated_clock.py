@@ -18,6 +18,8 @@ from targets import sim
 from targets.dut import clock_check as cc
 from targets.dut import experiments as ex
 
+pytestmark = pytest.mark.slow   # the CPU DUTs' simulator builds, PicoRV32 at an unrelated clock
+
 UNRELATED_HZ = 31_415_927
 COUNT = 40
 

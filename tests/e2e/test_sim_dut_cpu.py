@@ -18,6 +18,8 @@ import pytest
 from targets import sim
 from targets.dut import experiments as ex
 
+pytestmark = pytest.mark.slow   # a simulator build per CPU DUT
+
 # CPU -> (its firmware's banner, the cross-check's constants in ticks (ISR duration, ISR -> task),
 # stimulus -> ISR pin bounds in DUT cycles). The stimulus -> ISR time is what only the rig sees: the
 # GPIO input's 2-FF synchroniser, the CPU's interrupt entry, hkern's trap path saving every register,

@@ -18,6 +18,8 @@ from hilat.cli import main
 
 from targets import sim
 
+pytestmark = pytest.mark.slow   # the sub-tick simulator build
+
 S = 4
 N_STIMULI = 400
 

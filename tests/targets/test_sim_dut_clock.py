@@ -156,6 +156,7 @@ def _offsets(pin_edges, freq_hz):
     return offsets
 
 
+@pytest.mark.slow   # the VexRiscv DUT's simulator build
 def test_a_vexriscv_dut_at_an_unrelated_frequency_switches_its_pins_on_those_edges(tmp_path):
     """Every edge of the DUT's pins the rig times is in the tick of an edge of dut_clock_edges' schedule,
     under one offset between the rig's timestamps and the simulator's steps for the whole run. About
