@@ -9,7 +9,6 @@
 #include <string.h>
 #include "error.h"
 #include <unistd.h>
-#include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <event2/listener.h>
@@ -269,14 +268,7 @@ static int serial2tcp_tick(void *sess, uint64_t time_ps)
   if(s->fd && *s->tx_valid) {
     c = *s->tx;
     if(-1 == send(s->fd, &c, 1, MSG_NOSIGNAL)) {
-      /* client gone: drop the byte; the EOF handler closes the socket. A client that does not read
-       * (its socket buffer full) loses bytes too: said in sim.log, the first and every 4096th. */
-      static unsigned long unread;
-      if((errno == EAGAIN || errno == EWOULDBLOCK) && (unread++ & 0xfff) == 0) {
-        fprintf(stderr, "[serial2tcp] the client does not read: %lu bytes dropped (at %llu ps)\n", unread,
-                (unsigned long long)time_ps);
-        fflush(stderr);
-      }
+      /* client gone: drop the byte; the EOF handler closes the socket */
     }
   }
 
