@@ -346,6 +346,12 @@ def _flatten(visited, body_end, well_formed):
     return walk[present], present.sum(axis=1)
 
 
+def holes(marks):
+    """The marks that are holes in the record stream: frames lost on the link (an int) and the
+    gateware's OVERFLOW markers (analysis.GapTracker's inputs), in order."""
+    return [(at, what) for at, what in marks if isinstance(what, int) or isinstance(what.msg, p.Overflow)]
+
+
 def segments(n_records, marks):
     """The records 0..n_records split at the marks: (start, stop, what) in arrival order, what None
     for a run of records, else a mark's (a Frame or frames lost)."""

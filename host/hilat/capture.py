@@ -414,6 +414,7 @@ class Capture:
         self.link_plan = None      # link_plan.LinkPlan: the raw edges' expected rate against the link's
         self.finished_cleanly = False  # the stimuli stopped and everything before the rig's clock arrived
         self.observed_end = None
+        self._complete_before = None   # tick before which every record arrived or is a gap (the drain)
         self._roles = None         # analysis.Channels, once the rig identified
         self._measures = []        # measures.Measure, once the rig identified
         self._fired = {}           # {stimulus channel: StimulusSettings} fired by this capture
@@ -902,7 +903,7 @@ class Capture:
         last = self.stream.last_tick
         # The drain after the rig's clock passed the target read until quiet or until a record at
         # or past it: every edge before it has arrived, or its loss is a gap.
-        if self.finished_cleanly and getattr(self, "_complete_before", None) is not None:
+        if self.finished_cleanly and self._complete_before is not None:
             end = int(self._complete_before) * self.units_per_tick
             return max(end, last + 1) if last is not None else end
         return last + 1 if last is not None else None

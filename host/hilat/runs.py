@@ -503,7 +503,7 @@ def read_raw(path, subticks=None, with_gaps=False):
     ``subticks`` (``analysis.Subticks``; None: ticks). ``with_gaps``: also the stream's holes
     (``analysis.Gaps``: overflow markers and frames lost, as the capture found them; one still open
     at the end runs to the end)."""
-    from hilat.batch import BatchDecoder, segments
+    from hilat.batch import BatchDecoder, holes, segments
 
     decoder = BatchDecoder()
     tracker = analysis.GapTracker(subticks.units_per_tick if subticks is not None else 1)
@@ -512,8 +512,7 @@ def read_raw(path, subticks=None, with_gaps=False):
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
             batch = decoder.feed_batch(chunk)
-            holes = [(at, w) for at, w in batch.marks if isinstance(w, int) or isinstance(w.msg, p.Overflow)]
-            for lo, hi, what in segments(len(batch.ticks), holes):
+            for lo, hi, what in segments(len(batch.ticks), holes(batch.marks)):
                 if what is None:
                     closed += tracker.records(batch.ticks[lo:hi])
                 elif isinstance(what, int):

@@ -191,7 +191,7 @@ class Session:
         the records, where the stream has a hole: ``what`` an OVERFLOW (the gateware dropped
         records) or the number of frames lost on the link. Returns the number of records and engine
         frames."""
-        from hilat.batch import segments
+        from hilat.batch import holes, segments
 
         (ticks, masks, levels, fractions), frames, marks = self.rig.read_marked()
         engine_frames = 0
@@ -208,9 +208,9 @@ class Session:
                     self.engine_sink(msg)
         n = len(ticks)
         on_gap = getattr(consumer, "on_gap", None)
-        holes = [(at, what) for at, what in marks if isinstance(what, int) or isinstance(what.msg, p.Overflow)]
-        if on_gap is not None and holes:
-            for lo, hi, what in segments(n, holes):
+        gaps = holes(marks)
+        if on_gap is not None and gaps:
+            for lo, hi, what in segments(n, gaps):
                 if what is None:
                     consumer(ticks[lo:hi], masks[lo:hi], levels[lo:hi], fractions[lo:hi])
                 else:
