@@ -58,7 +58,7 @@ def command_seeds():
             p.EngineStatsReq(), p.EngineFlush(), p.EngineStatsReq(),
             # The Ethernet link (refused on a rig without it).
             p.StreamConfig(1, 0x5EC0_1D01, 0xC0A80164, 5900, 100, 100), p.StreamStatusReq(),
-            p.Start(channels=1), p.StreamConfig(0, 7, 0, 0, 0, 0), p.NetConfig(0xC0A80133, 0x10E2D5000051),
+            p.Start(channels=0), p.StreamConfig(0, 7, 0, 0, 0, 0), p.NetConfig(0xC0A80133, 0x10E2D5000051),
             p.StreamStatusReq(),
         ])
     out = [b"\x00" + s for s in seeds()] + [b"\x02" + s for s in seeds()]
