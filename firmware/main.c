@@ -131,9 +131,9 @@ static link_t session_to; /* frames the rig sends on its own: the link of the la
 
 #if HAS_ETHERNET
 /* The previous datagram leaves in microseconds; a bridge that never gets ready (no ARP answer) must
- * not hang the firmware: the frame is dropped and counted after this many polls. */
+ * not hang the firmware: the frame is dropped after this many polls (the host sees a reply's loss
+ * by its timeout, a data frame's by the sequence gap). */
 #define UDP_TX_WAIT_LOOPS 1000000u
-static uint32_t udp_tx_dropped;
 
 static int udp_tx_ready(void)
 {
@@ -142,7 +142,6 @@ static int udp_tx_ready(void)
             return 1;
         poll_rx();
     }
-    udp_tx_dropped++;
     return 0;
 }
 
