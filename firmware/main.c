@@ -983,6 +983,14 @@ static void service(void)
     }
 }
 
+/* crt0's trap handler calls isr(). The firmware polls and enables no interrupt; LiteX's isr would
+ * print an unhandled one on the UART (a protocol stream: it must carry frames only) and brings
+ * printf into the ROM (about 2.5 KiB of its 20 on a rig with the engine and Ethernet). */
+void isr(void);
+void isr(void)
+{
+}
+
 #ifndef HILAT_FIRMWARE_NO_MAIN
 int main(void)
 {
