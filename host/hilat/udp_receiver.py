@@ -198,4 +198,75 @@ class StreamReader:
         return self.buf[:n]
 
     def close(self):
-        os.close(self.fd)
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class StreamLink:
+    """A run's stream: the receiver thread writing stream.bin, the reader behind it and the decoder.
+    ``poll()`` decodes what arrived since the last call (at most a reader chunk); ``close()`` stops
+    the receiver and ``drain()`` decodes the rest, the held datagrams included."""
+
+    def __init__(self, path, layout, session_id, bind_ip="0.0.0.0", chunk=4096):
+        self.path = path
+        self.receiver = Receiver(path, bind=(bind_ip, 0)).start()
+        self.reader = StreamReader(path, chunk)
+        self.decoder = udp.StreamDecoder(layout, session=session_id)
+        self.session_id = session_id
+        self.started = time.monotonic()
+        self.rig_status = None    # the rig's STREAM_STATUS at the end: what it sent
+
+    @property
+    def port(self):
+        return self.receiver.port
+
+    @property
+    def backlog(self):
+        """Datagrams on disk not decoded yet: how far the processing lags the link."""
+        return self.receiver.slots - self.reader.done
+
+    def poll(self):
+        slots = self.reader.read(self.receiver.slots)
+        return self.decoder.feed(slots) if len(slots) else None
+
+    def wait(self, timeout):
+        """Until the receiver wrote more (or ``timeout`` s)."""
+        if not self.backlog:
+            self.receiver.event.wait(timeout)
+        self.receiver.event.clear()
+
+    def close(self, quiet=0.05, limit=2.0):
+        """Stop receiving once nothing arrived for ``quiet`` s (at most ``limit`` s)."""
+        if self.receiver.fd is None:
+            return
+        end = time.monotonic() + limit
+        last = -1
+        while self.receiver.slots != last and time.monotonic() < end:
+            last = self.receiver.slots
+            time.sleep(quiet)
+        self.receiver.stop()
+
+    def drain(self):
+        """After ``close``: every batch still on disk, then the held datagrams (as a generator)."""
+        while self.backlog:
+            yield self.poll()
+        yield self.decoder.flush()
+
+    def counters(self):
+        """The link's figures for meta.json: received, lost, the rig's own counts, the lag."""
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        out = {"session": self.session_id, "port": self.port, "socket_buffer_bytes": self.receiver.rcvbuf,
+               "datagrams_received": self.receiver.slots, "bytes_received": self.receiver.bytes,
+               "datagrams_decoded": self.reader.done, "lag_datagrams": self.backlog,
+               "seconds": round(elapsed, 3), "receiver_error": self.receiver.error,
+               **self.decoder.counters()}
+        if self.rig_status is not None:
+            out["rig_datagrams_sent"] = self.rig_status.datagrams
+            out["rig_records_sent"] = self.rig_status.records
+        return out
+
+    def stop(self):
+        """Close everything (an error path: what is on disk stays)."""
+        self.receiver.stop()
+        self.reader.close()
