@@ -250,9 +250,8 @@ class Session:
         fractions)`` (fractions: the inputs' sub-tick positions, docs/subtick.md), engine frames to
         ``engine_sink``. A consumer with an ``on_gap(what)`` method is told, in stream order between
         the records, where the stream has a hole: ``what`` an OVERFLOW (the gateware dropped
-        records) or the number of frames lost on the link. Returns the number of records and engine
-        frames."""
-
+        records) or the number lost on the link (frames on the serial link, records in the UDP
+        stream). Returns the number of records and engine frames."""
         stream = self.stream
         if stream is not None:   # a backlog of datagrams: no waiting for the command link
             self.rig.transport.set_read_timeout(0 if stream.backlog else 0.005)
