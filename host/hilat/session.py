@@ -208,7 +208,11 @@ class Session:
         from hilat.udp_receiver import StreamLink
 
         ident = self.identity
-        layout = udp.Layout.of(ident, getattr(ident, "record_words", None) or udp.DEFAULT_RECORD_WORDS)
+        ethernet = getattr(ident, "ethernet", None)
+        if ethernet is None:
+            raise RigError(f"the rig on {self.url} says it has no Ethernet stream (IDENTIFY): capture over its "
+                           "serial port")
+        layout = udp.Layout.of(ident, ethernet.record_words)
         local_ip = self.rig.transport.local_address()[0]
         session_id = secrets.randbits(32) or 1
         link = StreamLink(path, layout, session_id, bind_ip=local_ip)
