@@ -9,14 +9,14 @@ of the test itself (with ``faults`` and ``drop_replies``).
 It is stream_rig.py's rig (the same IDENTIFY with an Ethernet tail, the same exact pattern of
 stimuli, ISR and task edges: ``stream_rig.pattern_records``) over UDP. Commands: one frame a
 datagram, each reply one datagram back to its sender; a command equal to the last one (same bytes)
-is answered with the stored reply and not executed again (``executed`` counts executions by
-name); ``drop_replies={"TIME_REQ": 1}`` drops the first reply of that command (the host must send it
-again). START (stim0 in its mask) restarts the stream with the session of the last STREAM_CONFIG
-and sends the pattern's records in full datagrams, ``rate`` datagrams/s at most, then a heartbeat
-(``base`` = the rig's clock) every ``heartbeat_ms`` while the stream is enabled. ``faults``: a
-function of the list of data datagrams (bytes, in seq order) giving what is sent, in order (drop,
-duplicate, reorder, add stale ones on purpose). STREAM_STATUS counts what it generated (heartbeats
-included), whatever ``faults`` did.
+is answered with the stored reply and not executed again (``executed`` counts executions by name).
+``drop_replies={"TIME_REQ": 1}`` drops the first reply of that command, stored replies to repeats
+included (the host must send it again). START (stim0 in its mask) restarts the stream with the
+session of the last STREAM_CONFIG and sends the pattern's records in full datagrams, ``rate``
+datagrams/s at most, then a heartbeat (``base`` = the rig's clock) every ``heartbeat_ms`` while the
+stream is enabled. ``faults``: a function of the list of data datagrams (bytes, in seq order) giving
+what is sent, in order (drop, duplicate, reorder, add stale ones on purpose). STREAM_STATUS counts
+what it generated (heartbeats included), whatever ``faults`` did.
 
 With ``sender`` (benchmarks/udp_sender.c built), the data datagrams come from that C program
 (sendmmsg) at line rate instead, and its progress is read from a shared status file.
@@ -115,9 +115,11 @@ class UdpRig:
     def _reply(self, msg, addr, command):
         data = msg.encode(self.seq)
         self.seq = (self.seq + 1) & 0xFFFF
-        self.last = (command, data)
-        name = self._name
-        if self.drop_replies.get(name):
+        self.last = (command, data, self._name)
+        self._send_reply(data, addr, self._name)
+
+    def _send_reply(self, data, addr, name):
+        if self.drop_replies.get(name):   # lost on the way, on purpose
             self.drop_replies[name] -= 1
             return
         self.sock.sendto(data, addr)
@@ -125,7 +127,7 @@ class UdpRig:
     def _on_datagram(self, data, addr):
         self.received += 1
         if self.last is not None and data == self.last[0]:
-            self.sock.sendto(self.last[1], addr)   # a repeat: the stored reply, not executed again
+            self._send_reply(self.last[1], addr, self.last[2])   # a repeat: the stored reply, not executed again
             return
         for enc in data.split(b"\x00"):
             if enc:
