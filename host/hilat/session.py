@@ -245,6 +245,7 @@ class Session:
             for batch in link.drain():
                 self._deliver_stream(batch, consumer)
             link.stop()
+            self.stream = None
         return link
 
     # ---- the stream ----
@@ -288,7 +289,10 @@ class Session:
                 self.overflows += 1
                 self._warn_overflow(what.msg)
         n = self._deliver(consumer, batch.ticks, batch.channels, batch.levels, batch.fractions, batch.marks)
-        self.complete_before = self.stream.decoder.complete_before if self.stream else self.complete_before
+        if self.stream is not None:
+            self.complete_before = self.stream.decoder.complete_before
+            if n:
+                self.stream.last_processed = time.monotonic()
         return n
 
     def _deliver(self, consumer, ticks, masks, levels, fractions, marks):

@@ -118,6 +118,7 @@ class Receiver:
         self.slots = 0            # datagrams written to stream.bin
         self.bytes = 0            # their payload bytes
         self.calls = 0
+        self.first_write = self.last_write = None   # monotonic s of the first and last batch written
         self.error = None         # why the receiver stopped early (a full disk, a socket error)
         self.event = threading.Event()
         self._stop = threading.Event()
@@ -155,6 +156,9 @@ class Receiver:
         while view:
             view = view[os.write(self.fd, view):]
         self.bytes += int(self._lengths[:n].sum())
+        self.last_write = time.monotonic()
+        if self.first_write is None:
+            self.first_write = self.last_write
         self.slots += n
         self.calls += 1
         self.ring[:n] = 0   # no bytes of an earlier datagram in a shorter one's slot
@@ -216,6 +220,10 @@ class StreamLink:
         self.session_id = session_id
         self.started = time.monotonic()
         self.rig_status = None    # the rig's STREAM_STATUS at the end: what it sent
+        self._last_rate = (self.started, 0, 0)
+        self.peak_lag = 0         # the most datagrams on disk not decoded yet, at any poll
+        self.first_data = None    # when the first datagram was decoded and handed on (monotonic s)
+        self.last_processed = None  # when the last records were handed on (the consumer done with them)
 
     @property
     def port(self):
@@ -227,8 +235,13 @@ class StreamLink:
         return self.receiver.slots - self.reader.done
 
     def poll(self):
+        self.peak_lag = max(self.peak_lag, self.backlog)
         slots = self.reader.read(self.receiver.slots)
-        return self.decoder.feed(slots) if len(slots) else None
+        if not len(slots):
+            return None
+        if self.first_data is None:
+            self.first_data = time.monotonic()
+        return self.decoder.feed(slots)
 
     def wait(self, timeout):
         """Until the receiver wrote more (or ``timeout`` s)."""
@@ -253,6 +266,15 @@ class StreamLink:
             yield self.poll()
         yield self.decoder.flush()
 
+    def rates(self):
+        """(datagrams/s, records/s) arriving since the last call (records from the bytes: the
+        payload past each datagram's header, 8 bytes a record), for the live view."""
+        now, slots, nbytes = time.monotonic(), self.receiver.slots, self.receiver.bytes
+        t, s, b = self._last_rate
+        self._last_rate = (now, slots, nbytes)
+        dt = max(now - t, 1e-9)
+        return (slots - s) / dt, (nbytes - b - udp.HEADER_BYTES * (slots - s)) / 8 / dt
+
     def counters(self):
         """The link's figures for meta.json: received, lost, the rig's own counts, the lag."""
         elapsed = max(time.monotonic() - self.started, 1e-9)
@@ -261,6 +283,15 @@ class StreamLink:
                "datagrams_decoded": self.reader.done, "lag_datagrams": self.backlog,
                "seconds": round(elapsed, 3), "receiver_error": self.receiver.error,
                **self.decoder.counters()}
+        receiver = self.receiver
+        if self.first_data is not None and self.last_processed is not None:
+            # Processing: from the first datagram decoded to the last records handed on; the lag: how
+            # long after the last datagram arrived the processing was done with it.
+            out["processing_seconds"] = round(self.last_processed - self.first_data, 6)
+            if receiver.last_write is not None:
+                out["arrival_seconds"] = round(receiver.last_write - receiver.first_write, 6)
+                out["processing_done_after_last_arrival_s"] = round(self.last_processed - receiver.last_write, 6)
+        out["peak_lag_datagrams"] = self.peak_lag
         if self.rig_status is not None:
             out["rig_datagrams_sent"] = self.rig_status.datagrams
             out["rig_records_sent"] = self.rig_status.records
