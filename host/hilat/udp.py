@@ -195,6 +195,7 @@ class StreamDecoder:
         self._held_recv = np.zeros(0, np.int64)
         self.counts = dict.fromkeys(COUNTERS, 0)
         self.wrong_layout = None     # (record_words, header_words) of a datagram not of this layout
+        self.first_data_ns = self.last_data_ns = None   # receive times of the first and last datagram with records
 
     def counters(self):
         return {**self.counts, "held": len(self._held_seq)}
@@ -321,6 +322,11 @@ class StreamDecoder:
         expected = np.concatenate(([self.next_index], (first_index + count)[:-1]))
         lost = first_index - expected
         self.next_index = int(first_index[-1] + count[-1])
+        data = count > 0
+        if data.any():
+            recv = head["recv_ns"][data]
+            self.first_data_ns = int(recv[0]) if self.first_data_ns is None else self.first_data_ns
+            self.last_data_ns = max(self.last_data_ns or 0, int(recv.max()))
         ticks, words = self._records(rows, head, count)
         before = np.concatenate(([0], np.cumsum(count)[:-1]))   # records before each datagram
         for i in np.flatnonzero(lost > 0).tolist():

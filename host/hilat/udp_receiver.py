@@ -1,13 +1,18 @@
-"""The stream's receiver: a thread that does nothing but ``recvmmsg`` (Linux, through ctypes) into a
+"""The stream's receiver: a loop that does nothing but ``recvmmsg`` (Linux, through ctypes) into a
 preallocated batch of slots and append them to the run's ``stream.bin`` (``hilat.udp``), raw first.
 
-Why a thread of its own and a file between it and the decoder: the rig sends ~81 k datagrams/s at
+Why a loop of its own and a file between it and the decoder: the rig sends ~81 k datagrams/s at
 line rate whatever the host does; a datagram the socket buffer cannot take is lost for good. The
-receiver only moves bytes (one ``recvmmsg`` and one ``write`` per batch of up to ``BATCH`` datagrams,
-both without the GIL), so it keeps up however far the processing lags; the processing reads
-stream.bin behind it (``StreamReader``: from the page cache, in big arrays). A killed process loses
-nothing already written; a full disk stops the receiver with the error (``error``), what was
-written stays.
+receiver only moves bytes (one ``recvmmsg`` and one ``write`` per batch of up to ``BATCH``
+datagrams), so it keeps up however far the processing lags; the processing reads stream.bin behind
+it (``StreamReader``: from the page cache, in big arrays). A killed process loses nothing already
+written; a full disk stops the receiver with the error, what was written stays.
+
+The loop runs in a child process (``ReceiverProcess``, the capture's): as a thread of the capture
+(``Receiver.start``) it waited for the GIL behind the pairing's long numpy calls, and a loaded
+2-core host lost 29 % of a 2 s line-rate stream that way (benchmarks/udp_stream.py). The parent
+opens and binds the socket (its port is known at once, datagrams queue in its buffer before the
+child runs) and hands it over; what is on disk is counted from the file's size (whole slots).
 """
 
 import ctypes
@@ -17,6 +22,8 @@ import logging
 import os
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 
@@ -73,32 +80,53 @@ def set_receive_buffer(sock, wanted=RCVBUF_WANTED):
     return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
 
 
+def open_socket(bind, rcvbuf=RCVBUF_WANTED):
+    """The stream's socket: bound, the largest receive buffer (one line when the kernel caps it
+    low), and a receive timeout so that the receiver's loop sees a stop soon."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        granted = set_receive_buffer(sock, rcvbuf)
+        sock.bind(bind)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, int(POLL_S * 1e6)))
+    except OSError:
+        sock.close()
+        raise
+    if granted < RCVBUF_ENOUGH:
+        log.warning("the stream's socket buffer is %d KiB (the kernel's cap): at line rate that is %.0f ms of "
+                    "datagrams; raise it with sysctl -w net.core.rmem_max=%d (or run as root)",
+                    granted >> 10, 1e3 * granted / 2 / (LINE_RATE_DATAGRAMS * udp.MAX_PAYLOAD), RCVBUF_WANTED)
+    return sock
+
+
+def create_stream_file(path):
+    """stream.bin opened for appending, with its header when new."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    if os.fstat(fd).st_size == 0:
+        os.write(fd, udp.file_header())
+    return fd
+
+
+def slots_on_disk(path):
+    """Whole slots in stream.bin (a batch being written counts up to its last whole slot)."""
+    return max(0, (os.stat(path).st_size - udp.FILE_HEADER) // udp.SLOT_BYTES)
+
+
 class Receiver:
     """``Receiver(path, bind=(ip, 0))`` opens the socket (``port``, ``address``) and appends every
     datagram to ``path`` (stream.bin, created with its header) from ``start()`` to ``stop()``.
     ``slots`` counts what is on disk (the reader reads up to it); ``event`` is set after each write."""
 
-    def __init__(self, path, bind=("0.0.0.0", 0), rcvbuf=RCVBUF_WANTED, batch=BATCH):
+    def __init__(self, path, bind=("0.0.0.0", 0), rcvbuf=RCVBUF_WANTED, batch=BATCH, sock=None):
         self.path = path
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock = sock if sock is not None else open_socket(bind, rcvbuf)
+        self.rcvbuf = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
         try:
-            self.rcvbuf = set_receive_buffer(self.sock, rcvbuf)
-            self.sock.bind(bind)
-            # recvmmsg waits at most this long for its first datagram, so the thread sees stop() soon.
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, int(POLL_S * 1e6)))
-            self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self.fd = create_stream_file(path)
         except OSError:
             self.sock.close()
             raise
-        if os.fstat(self.fd).st_size == 0:
-            os.write(self.fd, udp.file_header())
         self.address = self.sock.getsockname()
         self.port = self.address[1]
-        if self.rcvbuf < RCVBUF_ENOUGH:
-            log.warning("the stream's socket buffer is %d KiB (the kernel's cap): at line rate that is %.0f ms of "
-                        "datagrams; raise it with sysctl -w net.core.rmem_max=%d (or run as root)",
-                        self.rcvbuf >> 10, 1e3 * self.rcvbuf / 2 / (LINE_RATE_DATAGRAMS * udp.MAX_PAYLOAD),
-                        RCVBUF_WANTED)
         self.batch = batch
         self.ring = np.zeros((batch, udp.SLOT_BYTES), np.uint8)
         self._iov = (_Iovec * batch)()
@@ -130,6 +158,11 @@ class Receiver:
         return self
 
     def _run(self):
+        self.run()
+        self.event.set()
+
+    def run(self):
+        """The loop (in the calling thread) until ``stop`` is asked; ``error`` says why it ended early."""
         recvmmsg = _recvmmsg()
         fd, msgs, batch = self.sock.fileno(), self._msgs, self.batch
         try:
@@ -144,8 +177,6 @@ class Receiver:
         except OSError as e:
             self.error = f"the stream's receiver stopped: {e.strerror or e}"
             log.error("%s", self.error)
-        finally:
-            self.event.set()
 
     def _write(self, n):
         head = self._head[:n]
@@ -174,6 +205,59 @@ class Receiver:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+class ReceiverProcess:
+    """The receiver's loop in a child process (see the module): ``port``, ``rcvbuf``, ``slots`` (on
+    disk), ``stop()`` (then ``error``: the child's reason when it ended early)."""
+
+    def __init__(self, path, bind=("0.0.0.0", 0), rcvbuf=RCVBUF_WANTED):
+        self.path = path
+        sock = open_socket(bind, rcvbuf)
+        self.rcvbuf = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        self.address = sock.getsockname()
+        self.port = self.address[1]
+        self.error = None
+        try:
+            os.close(create_stream_file(path))   # the header, before the child appends
+            self.proc = subprocess.Popen([sys.executable, "-m", "hilat.udp_receiver", str(path), str(sock.fileno())],
+                                         pass_fds=[sock.fileno()], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+        finally:
+            sock.close()   # the child has its own copy
+
+    @property
+    def slots(self):
+        return slots_on_disk(self.path)
+
+    @property
+    def fd(self):   # None once stopped (as Receiver's)
+        return None if self.proc is None else self.proc.pid
+
+    def stop(self):
+        if self.proc is None:
+            return
+        try:   # communicate closes the child's stdin: its stop
+            _, err = self.proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            err = b"the stream's receiver did not stop within 5 s (killed)"
+        if self.proc.returncode:
+            self.error = (err.decode(errors="replace").strip().splitlines() or
+                          [f"the stream's receiver exited with code {self.proc.returncode}"])[-1]
+        self.proc = None
+
+
+def _child(path, fd):
+    """``python -m hilat.udp_receiver PATH FD``: the receiver on the socket FD until stdin ends."""
+    receiver = Receiver(path, sock=socket.socket(fileno=fd))
+    threading.Thread(target=lambda: (sys.stdin.buffer.read(), receiver._stop.set()), daemon=True).start()
+    receiver.run()
+    os.close(receiver.fd)
+    if receiver.error:
+        print(receiver.error, file=sys.stderr)
+        return 1
+    return 0
 
 
 class StreamReader:
@@ -214,7 +298,7 @@ class StreamLink:
 
     def __init__(self, path, layout, session_id, bind_ip="0.0.0.0", chunk=4096):
         self.path = path
-        self.receiver = Receiver(path, bind=(bind_ip, 0)).start()
+        self.receiver = ReceiverProcess(path, bind=(bind_ip, 0))
         self.reader = StreamReader(path, chunk)
         self.decoder = udp.StreamDecoder(layout, session=session_id)
         self.session_id = session_id
@@ -244,10 +328,9 @@ class StreamLink:
         return self.decoder.feed(slots)
 
     def wait(self, timeout):
-        """Until the receiver wrote more (or ``timeout`` s)."""
+        """A moment for the receiver to write more, when nothing waits (``timeout`` s at most)."""
         if not self.backlog:
-            self.receiver.event.wait(timeout)
-        self.receiver.event.clear()
+            time.sleep(min(timeout, 0.002))
 
     def close(self, quiet=0.05, limit=2.0):
         """Stop receiving once nothing arrived for ``quiet`` s (at most ``limit`` s)."""
@@ -267,30 +350,29 @@ class StreamLink:
         yield self.decoder.flush()
 
     def rates(self):
-        """(datagrams/s, records/s) arriving since the last call (records from the bytes: the
-        payload past each datagram's header, 8 bytes a record), for the live view."""
-        now, slots, nbytes = time.monotonic(), self.receiver.slots, self.receiver.bytes
-        t, s, b = self._last_rate
-        self._last_rate = (now, slots, nbytes)
+        """(datagrams/s arriving, records/s decoded) since the last call, for the live view."""
+        now, slots, records = time.monotonic(), self.receiver.slots, self.decoder.counts["records"]
+        t, s, r = self._last_rate
+        self._last_rate = (now, slots, records)
         dt = max(now - t, 1e-9)
-        return (slots - s) / dt, (nbytes - b - udp.HEADER_BYTES * (slots - s)) / 8 / dt
+        return (slots - s) / dt, (records - r) / dt
 
     def counters(self):
         """The link's figures for meta.json: received, lost, the rig's own counts, the lag."""
         elapsed = max(time.monotonic() - self.started, 1e-9)
         out = {"session": self.session_id, "port": self.port, "socket_buffer_bytes": self.receiver.rcvbuf,
-               "datagrams_received": self.receiver.slots, "bytes_received": self.receiver.bytes,
+               "datagrams_received": self.receiver.slots,
                "datagrams_decoded": self.reader.done, "lag_datagrams": self.backlog,
                "seconds": round(elapsed, 3), "receiver_error": self.receiver.error,
                **self.decoder.counters()}
-        receiver = self.receiver
+        first, last = self.decoder.first_data_ns, self.decoder.last_data_ns
         if self.first_data is not None and self.last_processed is not None:
             # Processing: from the first datagram decoded to the last records handed on; the lag: how
-            # long after the last datagram arrived the processing was done with it.
+            # long after the last datagram with records arrived the processing was done with it.
             out["processing_seconds"] = round(self.last_processed - self.first_data, 6)
-            if receiver.last_write is not None:
-                out["arrival_seconds"] = round(receiver.last_write - receiver.first_write, 6)
-                out["processing_done_after_last_arrival_s"] = round(self.last_processed - receiver.last_write, 6)
+            if first is not None:
+                out["arrival_seconds"] = round((last - first) / 1e9, 6)
+                out["processing_done_after_last_arrival_s"] = round(self.last_processed - last / 1e9, 6)
         out["peak_lag_datagrams"] = self.peak_lag
         if self.rig_status is not None:
             out["rig_datagrams_sent"] = self.rig_status.datagrams
@@ -301,3 +383,7 @@ class StreamLink:
         """Close everything (an error path: what is on disk stays)."""
         self.receiver.stop()
         self.reader.close()
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1], int(sys.argv[2])))
