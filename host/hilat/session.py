@@ -215,7 +215,10 @@ class Session:
         layout = udp.Layout.of(ident, ethernet.record_words)
         local_ip = self.rig.transport.local_address()[0]
         session_id = secrets.randbits(32) or 1
-        link = StreamLink(path, layout, session_id, bind_ip=local_ip)
+        try:
+            link = StreamLink(path, layout, session_id, bind_ip=local_ip)
+        except OSError as e:
+            raise RigError(f"cannot receive the Ethernet stream on {local_ip}: {e.strerror or e}") from None
         try:
             self.rig.command(p.StreamConfig(enable=1, session=session_id, dst_ip=int(ipaddress.IPv4Address(local_ip)),
                                             dst_port=link.port, flush_us=flush_us, heartbeat_ms=heartbeat_ms))
