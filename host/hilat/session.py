@@ -31,6 +31,7 @@ MODES = {"periodic": p.MODE_PERIODIC, "dither": p.MODE_DITHER, "random": p.MODE_
          "burst": p.MODE_BURST, "oneshot": p.MODE_ONESHOT}
 
 
+COMMAND_READ_S = 0.05   # a read of the command link waits this long for data (Transport's default)
 START_ATTEMPTS = 5   # a START refused as late is tried again this often, 4 times further ahead each time
 
 
@@ -263,7 +264,12 @@ class Session:
         stream = self.stream
         if stream is not None:   # a backlog of datagrams: no waiting for the command link
             self.rig.transport.set_read_timeout(0 if stream.backlog else 0.005)
-        (ticks, masks, levels, fractions), frames, marks = self.rig.read_marked()
+            try:
+                (ticks, masks, levels, fractions), frames, marks = self.rig.read_marked()
+            finally:   # a command's wait for its reply waits as before
+                self.rig.transport.set_read_timeout(COMMAND_READ_S)
+        else:
+            (ticks, masks, levels, fractions), frames, marks = self.rig.read_marked()
         engine_frames = 0
         for frame in frames:
             msg = frame.msg
