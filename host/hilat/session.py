@@ -148,14 +148,17 @@ class Session:
         Without ``at``: a start the rig refuses as late (the round trip took longer than the margin:
         a loaded host, or a simulated rig running faster than usual) is tried again with a margin 4
         times longer, up to START_ATTEMPTS times; a refused START arms nothing."""
+        # With the Ethernet stream on, START restarts it (its session latched, seq from 0): a run
+        # without stimulus sends one with mask 0 (docs/protocol.md, "Ethernet").
+        needed = bool(channels_mask) or self.stream is not None
         if at is not None:
-            if channels_mask:
+            if needed:
                 self.rig.command(p.Start(channels=channels_mask, at_time=1, start=at))
             return at
         margin = start_margin(self.identity)
         for attempt in range(START_ATTEMPTS):
             at = self.rig.now() + margin
-            if not channels_mask:
+            if not needed:
                 return at
             try:
                 self.rig.command(p.Start(channels=channels_mask, at_time=1, start=at))

@@ -283,3 +283,25 @@ def test_labgrid_network_service_is_an_ethernet_rig():
                          env={"PYTHONPATH": str(root / "host"), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "('udp://192.168.1.50:5800', None)"
+
+
+def test_a_run_without_stimulus_restarts_the_stream_with_a_start_of_mask_0(tmp_path):
+    class Consumer:
+        records = 0
+
+        def __call__(self, ticks, *_):
+            self.records += len(ticks)
+
+    consumer = Consumer()
+    with UdpRig() as rig, Session(rig.url) as session:
+        session.open_stream(tmp_path / "stream.bin")
+        at = session.start(0)
+        assert rig.executed["START"] == 1
+        deadline = time.monotonic() + 5
+        while session.complete_before is None and time.monotonic() < deadline:
+            session.poll(consumer)
+        link = session.close_stream(consumer)
+    assert session.complete_before is not None and session.complete_before >= at
+    c = link.counters()
+    assert c["heartbeats"] >= 1 and c["datagrams_lost"] == 0 and c["records"] == consumer.records == 0
+    assert c["heartbeats"] - c["rig_datagrams_sent"] in (0, 1)   # one may leave between STREAM_STATUS and the disable

@@ -9,8 +9,8 @@ of the test itself (with ``faults`` and ``drop_replies``).
 It is stream_rig.py's rig (the same IDENTIFY with an Ethernet tail, the same exact pattern of
 stimuli, ISR and task edges: ``stream_rig.pattern_records``) over UDP. Commands: one frame a
 datagram, each reply one datagram back to its sender; a command equal to the last one (same bytes)
-is answered with the stored reply and not executed again (``executed`` counts executions by name).
-``drop_replies={"TIME_REQ": 1}`` drops the first reply of that command, stored replies to repeats
+is answered with the stored reply and not executed again, but HELLO (``executed`` counts executions
+by name). ``drop_replies={"TIME_REQ": 1}`` drops the first reply of that command, stored replies to repeats
 included (the host must send it again). START (stim0 in its mask) restarts the stream with the
 session of the last STREAM_CONFIG and sends the pattern's records in full datagrams, ``rate``
 datagrams/s at most, then a heartbeat (``base`` = the rig's clock) every ``heartbeat_ms`` while the
@@ -126,7 +126,7 @@ class UdpRig:
 
     def _on_datagram(self, data, addr):
         self.received += 1
-        if self.last is not None and data == self.last[0]:
+        if self.last is not None and data == self.last[0] and self.last[2] != "HELLO":   # HELLO: always executed
             self._send_reply(self.last[1], addr, self.last[2])   # a repeat: the stored reply, not executed again
             return
         for enc in data.split(b"\x00"):
@@ -171,6 +171,9 @@ class UdpRig:
             self._reply(p.Ack(seq), addr, command)
             if msg.channels & 1 << STIM and self.config.enable:
                 self._start(msg.start if msg.at_time else self.clock())
+            elif self.config.enable:   # every START restarts the stream: heartbeats from seq 0
+                self.sent_seq = self.records_sent = 0
+                self.next_heartbeat = time.monotonic() + self.config.heartbeat_ms / 1e3
         elif isinstance(msg, p.Stop):
             if msg.channels & 1 << STIM:
                 self.queue = []
