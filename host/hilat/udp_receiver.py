@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -223,9 +224,14 @@ class ReceiverProcess:
         self.error = None
         try:
             os.close(create_stream_file(path))   # the header, before the child appends
+            # The child imports this hilat, wherever it was imported from (an installed package or
+            # a checkout on sys.path).
+            package_root = str(Path(__file__).resolve().parents[1])
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root,
+                                                                             os.environ.get("PYTHONPATH")]))}
             self.proc = subprocess.Popen([sys.executable, "-m", "hilat.udp_receiver", str(path), str(sock.fileno())],
                                          pass_fds=[sock.fileno()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE)
+                                         stderr=subprocess.PIPE, env=env)
         finally:
             sock.close()   # the child has its own copy
         # Its loop running before the stream starts: the socket buffer holds well under a second at
