@@ -218,6 +218,10 @@ class StreamDecoder:
         idx = np.flatnonzero(fresh)
         seq = self._unwrap(head["seq"][idx])
         recv = head["recv_ns"][idx].astype(np.int64)
+        if len(idx) == len(slots) and not len(self._held_seq) and \
+                (seq == self.next_seq + np.arange(len(seq))).all():   # the usual case: all in order
+            self.max_seq = max(self.max_seq, int(seq[-1]))
+            return self._deliver(seq, slots)
         # Reordered: below a seq received before it (arrival order); duplicates and late ones apart.
         before = np.maximum.accumulate(np.concatenate(([self.max_seq], seq)))[:-1]
         if len(seq):
@@ -367,7 +371,8 @@ class StreamDecoder:
         if (hw == HEADER_WORDS).all():
             start = SLOT_HEADER + HEADER_BYTES
             words = rows[:, start:start + 8 * top].view("<u8")
-            words = words[np.arange(top) < count[:, None]]
+            full = count == top
+            words = words.reshape(-1) if full.all() else words[np.arange(top) < count[:, None]]
         else:   # a longer header (a later version's): skip to each datagram's records
             words = np.concatenate([rows[i, SLOT_HEADER + 4 * int(h):][:8 * int(c)].view("<u8")
                                     for i, (h, c) in enumerate(zip(hw.tolist(), count.tolist()))])
