@@ -340,13 +340,27 @@ class StreamLink:
         return self.receiver.slots - self.reader.done
 
     def poll(self):
+        """The records decoded since the last call (a RecordBatch), None when nothing new is on disk.
+        Raises TransportError once everything on disk is decoded if the receiver ended on its own
+        (killed, a full disk): nothing more can arrive."""
         self.peak_lag = max(self.peak_lag, self.backlog)
         slots = self.reader.read(self.receiver.slots)
         if not len(slots):
+            self._check_receiver()
             return None
         if self.first_data is None:
             self.first_data = time.monotonic()
         return self.decoder.feed(slots)
+
+    def _check_receiver(self):
+        proc = getattr(self.receiver, "proc", None)
+        if proc is not None and proc.poll() is not None and not self.backlog:
+            from hilat.transport import TransportError
+
+            code = proc.returncode
+            self.receiver.stop()
+            raise TransportError(f"{self.receiver.error or f'the stream receiver exited with code {code}'}: what it "
+                                 f"wrote to {self.path} is kept, nothing more of the Ethernet stream is received")
 
     def wait(self, timeout):
         """A moment for the receiver to write more, when nothing waits (``timeout`` s at most)."""

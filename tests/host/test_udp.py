@@ -305,3 +305,23 @@ def test_a_run_without_stimulus_restarts_the_stream_with_a_start_of_mask_0(tmp_p
     c = link.counters()
     assert c["heartbeats"] >= 1 and c["datagrams_lost"] == 0 and c["records"] == consumer.records == 0
     assert c["heartbeats"] - c["rig_datagrams_sent"] in (0, 1)   # one may leave between STREAM_STATUS and the disable
+
+
+def test_a_receiver_that_ends_on_its_own_is_a_clear_error_after_what_it_wrote(tmp_path):
+    from hilat.udp_receiver import StreamLink
+
+    ticks, ch, lv = records(2 * FULL)
+    link = StreamLink(tmp_path / "stream.bin", LAYOUT, SESSION, bind_ip="127.0.0.1")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for d in udp.encode_stream(LAYOUT, ticks, ch, lv, SESSION):
+            s.sendto(d, ("127.0.0.1", link.port))
+    deadline = time.monotonic() + 5
+    while link.receiver.slots < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    link.receiver.proc.kill()
+    link.receiver.proc.wait()
+    batch = link.poll()
+    np.testing.assert_array_equal(batch.ticks, ticks)
+    with pytest.raises(TransportError, match=r"receiver exited with code -9: what it wrote to .*stream.bin is kept"):
+        link.poll()
+    link.stop()
