@@ -117,8 +117,8 @@ def slots_on_disk(path):
 
 class Receiver:
     """``Receiver(path, bind=(ip, 0))`` opens the socket (``port``, ``address``) and appends every
-    datagram to ``path`` (stream.bin, created with its header) from ``start()`` to ``stop()``.
-    ``slots`` counts what is on disk (the reader reads up to it); ``event`` is set after each write."""
+    datagram to ``path`` (stream.bin, created with its header) from ``start()`` (a thread) or ``run()``
+    to ``stop()``. ``slots`` counts what is on disk (the reader reads up to it)."""
 
     def __init__(self, path, bind=("0.0.0.0", 0), rcvbuf=RCVBUF_WANTED, batch=BATCH, sock=None):
         self.path = path
@@ -149,21 +149,15 @@ class Receiver:
         self._head = self.ring.view(udp.SLOT_DTYPE)[:, 0]
         self.slots = 0            # datagrams written to stream.bin
         self.bytes = 0            # their payload bytes
-        self.calls = 0
-        self.first_write = self.last_write = None   # monotonic s of the first and last batch written
         self.error = None         # why the receiver stopped early (a full disk, a socket error)
-        self.event = threading.Event()
         self._stop = threading.Event()
         self._thread = None
 
     def start(self):
-        self._thread = threading.Thread(target=self._run, name="hilat-udp-receiver", daemon=True)
+        """The loop in a thread of this process (tests; a capture runs it in a child process)."""
+        self._thread = threading.Thread(target=self.run, name="hilat-udp-receiver", daemon=True)
         self._thread.start()
         return self
-
-    def _run(self):
-        self.run()
-        self.event.set()
 
     def run(self):
         """The loop (in the calling thread) until ``stop`` is asked; ``error`` says why it ended early."""
@@ -191,13 +185,8 @@ class Receiver:
         while view:
             view = view[os.write(self.fd, view):]
         self.bytes += int(self._lengths[:n].sum())
-        self.last_write = time.monotonic()
-        if self.first_write is None:
-            self.first_write = self.last_write
         self.slots += n
-        self.calls += 1
         self.ring[:n] = 0   # no bytes of an earlier datagram in a shorter one's slot
-        self.event.set()
 
     def stop(self):
         """Stops the thread (within POLL_S) and closes the socket and the file."""
