@@ -60,6 +60,11 @@ HARNESS        = SIM_MODULES / "hilat_veril.cpp"
 SYS_CLK_FREQ   = int(50e6)
 TS_CLK_FREQ    = int(50e6)
 N_STIMULUS     = 2
+# The simulated Ethernet link (docs/ethernet.md, "Simulation"): the TAP interface the simulator makes and
+# the host's address on it; they exist only in the network namespace the simulator runs in (targets/netns.py).
+ETH_TAP        = "tap0"
+ETH_HOST_IP    = "192.168.1.100"
+ETH_MODULE     = "gmii_ethernet"
 N_INPUTS       = 4
 
 _io = [
@@ -77,6 +82,17 @@ _io = [
     ("src_clk", 0, Pins(1)),
     # A CPU DUT's clock (targets/dut/cpu_soc.py).
     ("dut_cpu_clk", 0, Pins(1)),
+    # Ethernet: a GMII PHY (LiteEthPHYGMII(model=True)) to LiteX's gmii_ethernet module, which bridges it
+    # to a TAP interface (ETH_TAP, address ETH_HOST_IP) and checks every frame's preamble and CRC. The
+    # module clocks GMII with sys_clk (the PHY model's eth_rx/eth_tx are sys).
+    ("gmii_eth", 0,
+        Subsignal("rx_data", Pins(8)),
+        Subsignal("rx_dv",   Pins(1)),
+        Subsignal("rx_er",   Pins(1)),
+        Subsignal("tx_data", Pins(8)),
+        Subsignal("tx_en",   Pins(1)),
+        Subsignal("tx_er",   Pins(1)),
+    ),
     ("serial", 0,
         Subsignal("source_valid", Pins(1)),
         Subsignal("source_ready", Pins(1)),
