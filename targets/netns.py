@@ -8,6 +8,7 @@ simulator creates, and it goes away with its last process.
 
 - ``unavailable_reason()``: why a namespace cannot be made here (not root, no /dev/net/tun, no
   ``unshare``), or None.
+- ``isolated()``: whether this process is in a namespace of its own with nothing but ``lo``.
 - ``enter()``: move the calling process into a new namespace (for a process that is about to run
   everything inside it, e.g. ``hilat demo --ethernet``).
 - ``call(fn, *args, timeout=...)``: run ``fn(*args)`` in a forked child inside a new namespace and
@@ -55,6 +56,12 @@ def unavailable_reason():
     if probe.returncode != 0:
         return f"unshare --net failed: {probe.stderr.strip()}"
     return None
+
+
+def isolated():
+    """Whether this process's network namespace has no interface but ``lo``: a namespace of its own (the
+    machine's has its real interfaces), with no simulated rig's TAP yet (one rig a namespace)."""
+    return {name for _, name in socket.if_nameindex()} <= {"lo"}
 
 
 def enter():
