@@ -103,13 +103,15 @@ class EthTB(TB):
             ready.value = take
             if take and valid.value:
                 if not words:
-                    first = (self.cycle, now_ps(), {p: s.value.to_unsigned() for p, s in params})
+                    first = (self.cycle, now_ps(), {p: s.value.to_unsigned() for p, s in params},
+                             dut.ts.value.to_unsigned())
                 else:
                     assert {p: s.value.to_unsigned() for p, s in params} == first[2], "parameters changed mid-datagram"
                 words.append(data.value.to_unsigned())
                 if last.value:
                     d = Datagram(words, first[2], first[0], self.cycle, first[1])
                     d.last_be = last_be.value.to_unsigned()
+                    d.first_tick = first[3]   # the timebase when its first word left
                     out.append(d)
                     words = []
 
