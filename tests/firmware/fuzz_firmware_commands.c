@@ -20,6 +20,11 @@
  *    body); ENGINE_BINS / ENGINE_OUTLIERS frames are no replies but keep the sequence. On a SoC
  *    without it they are refused (ACK refused, or malformed from a firmware that does not know them)
  *    and no engine frame is ever sent;
+ *  - the Ethernet commands (STREAM_CONFIG, STREAM_STATUS_REQ, NET_CONFIG) on a SoC without Ethernet
+ *    (no CSR_ETHSTREAM_BASE) are refused with ACK code 1, and IDENTIFY says ethernet 0;
+ *  - a repeated command (the seq and CRC of the last command answered since HELLO; a HELLO of
+ *    another version forgets it too) is answered with the earlier reply, byte for byte: the same
+ *    seq, so it was not executed again (a second execution takes a new seq, and TIME a new time);
  *  - STATUS carries each stimulus channel's pulse count, read only after a snapshot was asked for
  *    (the fake count of channel ch is FAKE_FIRED(ch));
  *  - at the end, each stimulus channel's registers hold the last STIM_CONFIG acknowledged with code
@@ -123,29 +128,43 @@ static unsigned long csr_read_simple(unsigned long a)
 
 /* ---- expected replies, from the input alone ---- */
 
-enum { R_IDENTIFY, R_ACK, R_ACK_REFUSED, R_ACK_VERSION, R_TIME, R_STATUS, R_ENGINE_STATS, R_NO_ENGINE };
+enum { R_IDENTIFY, R_ACK, R_ACK_REFUSED, R_ACK_VERSION, R_TIME, R_STATUS, R_ENGINE_STATS, R_NO_ENGINE,
+       R_NO_ETHERNET, R_REPEAT };
 typedef struct {
     uint8_t kind;
     uint16_t command_seq;
+    size_t repeats;      /* R_REPEAT: the index of the reply it repeats */
     hilat_command_t cmd; /* R_ACK: the command, for the register check */
 } expected_t;
 
-static expected_t expected[4096];
+#define MAX_EXPECTED 4096u
+static expected_t expected[MAX_EXPECTED];
 static size_t n_expected;
+/* Where each expected reply was found in tx (start, length with the delimiter). */
+static size_t reply_at[MAX_EXPECTED], reply_len[MAX_EXPECTED];
 
 static void expect(uint8_t kind, const hilat_command_t *cmd)
 {
-    CHECK(n_expected < sizeof expected / sizeof expected[0]);
+    CHECK(n_expected < MAX_EXPECTED);
     expected[n_expected].kind = kind;
     expected[n_expected].command_seq = cmd->seq;
     expected[n_expected].cmd = *cmd;
     n_expected++;
 }
 
+static int is_ethernet_command(uint8_t type)
+{
+    return type == HILAT_MSG_STREAM_CONFIG || type == HILAT_MSG_STREAM_STATUS_REQ || type == HILAT_MSG_NET_CONFIG;
+}
+
 static void work_out_replies(const uint8_t *data, size_t size)
 {
     hilat_rx_t r;
     int hello = 0;
+    int last_valid = 0; /* the last command answered since HELLO: its seq, CRC and reply */
+    uint16_t last_seq = 0;
+    uint32_t last_crc = 0;
+    size_t last_index = 0;
     hilat_rx_init(&r);
     n_expected = 0;
     for (size_t i = 0; i < size; i++) {
@@ -157,10 +176,18 @@ static void work_out_replies(const uint8_t *data, size_t size)
         int err = hilat_parse_command(r.buf, n, &cmd);
         if (err == HILAT_OK && cmd.type == HILAT_MSG_HELLO) {
             hello = 1;
+            last_valid = 0;
             expect(R_IDENTIFY, &cmd);
+            continue;
         } else if (err == HILAT_ERR_VERSION && cmd.type == HILAT_MSG_HELLO) {
+            last_valid = 0;
             expect(R_ACK_VERSION, &cmd); /* with or without a session */
+            continue;
         } else if (!hello || HILAT_IS_CORRUPT(err)) {
+            continue;
+        } else if (last_valid && cmd.seq == last_seq && cmd.crc == last_crc) {
+            expect(R_REPEAT, &cmd);
+            expected[n_expected - 1].repeats = last_index;
             continue;
         } else if (err != HILAT_OK) {
             expect(R_ACK_REFUSED, &cmd);
@@ -173,9 +200,15 @@ static void work_out_replies(const uint8_t *data, size_t size)
             expect(R_NO_ENGINE, &cmd);
         } else if (cmd.type == HILAT_MSG_ENGINE_STATS_REQ) {
             expect(R_ENGINE_STATS, &cmd);
+        } else if (!HAS_ETHERNET && is_ethernet_command(cmd.type)) {
+            expect(R_NO_ETHERNET, &cmd);
         } else {
             expect(R_ACK, &cmd);
         }
+        last_valid = 1;
+        last_seq = cmd.seq;
+        last_crc = cmd.crc;
+        last_index = n_expected - 1;
     }
 }
 
@@ -239,6 +272,7 @@ static void check_output(void)
         uint8_t type = dec[1];
         uint16_t frame_seq = le16(dec + 2);
         const uint8_t *body = dec + HILAT_HEADER_SIZE;
+        size_t frame_start = start;
         start = i + 1;
         if (type == HILAT_MSG_EVENTS || type == HILAT_MSG_OVERFLOW)
             CHECK(0); /* the fake capture FIFO is empty */
@@ -248,10 +282,20 @@ static void check_output(void)
             continue;
         }
         CHECK(k < n_expected);
+        reply_at[k] = frame_start;
+        reply_len[k] = start - frame_start;
         const expected_t *e = &expected[k++];
+        if (e->kind == R_REPEAT) { /* the earlier reply again, byte for byte; the sequence stays */
+            CHECK(reply_len[k - 1] == reply_len[e->repeats]
+                  && memcmp(tx + frame_start, tx + reply_at[e->repeats], reply_len[e->repeats]) == 0);
+            continue;
+        }
         if (type == HILAT_MSG_IDENTIFY) {
             CHECK(e->kind == R_IDENTIFY && frame_seq == 0);
             CHECK(body[0] == HILAT_PROTOCOL_VERSION && body[9] == HILAT_N_STIMULUS && body[10] == HILAT_N_INPUTS);
+            /* The table, then uart_baud and the ethernet byte (and its 17-byte tail on an Ethernet rig). */
+            CHECK(le32(body + 14) & HILAT_CAP_ETHERNET ? HAS_ETHERNET : !HAS_ETHERNET);
+            CHECK(dec[n - 4 - 1 - (HAS_ETHERNET ? 17 : 0)] == (HAS_ETHERNET ? 1 : 0));
             seq = 0;
             last_capture = 0;
             continue;
@@ -260,9 +304,12 @@ static void check_output(void)
         seq = frame_seq;
         switch (type) {
         case HILAT_MSG_ACK:
-            CHECK(e->kind == R_ACK || e->kind == R_ACK_REFUSED || e->kind == R_ACK_VERSION || e->kind == R_NO_ENGINE);
+            CHECK(e->kind == R_ACK || e->kind == R_ACK_REFUSED || e->kind == R_ACK_VERSION || e->kind == R_NO_ENGINE
+                  || e->kind == R_NO_ETHERNET);
             CHECK(le16(body) == e->command_seq);
-            if (e->kind == R_NO_ENGINE) {
+            if (e->kind == R_NO_ETHERNET) {
+                CHECK(body[2] == HILAT_ACK_REFUSED);
+            } else if (e->kind == R_NO_ENGINE) {
                 CHECK(body[2] == HILAT_ACK_REFUSED || body[2] == HILAT_ACK_MALFORMED);
             } else if (e->kind == R_ACK_VERSION) {
                 CHECK(body[2] == HILAT_ACK_VERSION);

@@ -54,15 +54,21 @@ def command_seeds():
                            interval_shift=20, thresholds=[10_000, 20_000, p.ENGINE_NEVER],
                            trigger_response=p.ENGINE_TRIGGER_ISR, trigger_threshold=5000, trigger_width=10),
             p.EngineStatsReq(), p.EngineFlush(), p.EngineStatsReq(),
+            # The Ethernet link (refused on a rig without it).
+            p.StreamConfig(1, 0x5EC0_1D01, 0xC0A80164, 5900, 100, 100), p.StreamStatusReq(),
+            p.Start(channels=1), p.StreamConfig(0, 7, 0, 0, 0, 0), p.NetConfig(0xC0A80133, 0x10E2D5000051),
+            p.StreamStatusReq(),
         ])
     out = [b"\x00" + s for s in seeds()]
     for session in sessions:
-        body = b""
+        payloads = []
         for seq, msg in enumerate(session):
             wire = msg.encode(seq)[:-1]
-            raw = p.cobs_decode(wire)[:-4]  # header + body, without the CRC
-            body += bytes([len(raw)]) + raw
-        out.append(b"\x01" + body)
+            payloads.append(p.cobs_decode(wire)[:-4])  # header + body, without the CRC
+        # A command whose reply was lost comes again (same seq and bytes): answered, not re-executed.
+        repeated = payloads[:6] + [payloads[5]] + payloads[6:8] + [payloads[7], payloads[7]] + payloads[8:]
+        for frames in (payloads, repeated):
+            out.append(b"\x01" + b"".join(bytes([len(raw)]) + raw for raw in frames))
     return out
 
 

@@ -5,7 +5,8 @@ under libFuzzer + ASan + UBSan with the oracles of their harnesses:
 - fuzz_firmware_commands.c: firmware/main.c's whole command path on a fake CSR bus, against the
   simulated SoC's generated csr.h / soc.h, without and with the measurement engine;
 
-and proof that the oracles fail on a firmware that misreads a field or trusts a channel number."""
+and proof that the oracles fail on a firmware that misreads a field, trusts a channel number, runs a
+repeated command twice or mistakes the Ethernet commands on a rig without Ethernet."""
 
 import os
 import re
@@ -122,6 +123,12 @@ def test_firmware_engine_commands_survive_a_fuzzing_run(tmp_path, generated_with
     # A command after HELLO answered twice.
     ("main.c", "    case HILAT_MSG_STOP: on_stop(&cmd); break;",
      "    case HILAT_MSG_STOP: on_stop(&cmd); on_stop(&cmd); break;", "deadly signal"),
+    # A repeated command (same seq and CRC: its reply was lost) executed again instead of answered
+    # with the kept reply.
+    ("main.c", "if (last_valid && cmd.seq == last_seq && cmd.crc == last_crc) {", "if (0) {", "deadly signal"),
+    # The Ethernet commands taken for unknown ones on a rig without Ethernet (ACK malformed, not refused).
+    ("main.c", 'case HILAT_MSG_NET_CONFIG: ack(cmd.seq, HILAT_ACK_REFUSED, "no Ethernet on this rig"); break;',
+     "case HILAT_MSG_NET_CONFIG:", "deadly signal"),
     # STATUS's pulse counts read without asking for a snapshot first.
     ("main.c", "csr_write_simple(FIELD(STIMULUS_CH0_FIRED_CONTROL, SNAPSHOT, 1), STIM_REG(ch, FIRED_CONTROL));",
      "(void)0;", "deadly signal"),
