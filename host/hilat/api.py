@@ -767,7 +767,8 @@ class CaptureError(RuntimeError):
 
 
 class Rig:
-    """A rig by URL (``/dev/ttyUSB0``, ``socket://HOST:PORT``, ``rfc2217://HOST:PORT``), as a context
+    """A rig by URL (``/dev/ttyUSB0``, ``socket://HOST:PORT``, ``rfc2217://HOST:PORT``, an Ethernet rig's
+    ``udp://HOST[:PORT]``: its raw edges then come as a datagram stream, docs/ethernet.md), as a context
     manager: entering says HELLO and reads its identity; each ``capture`` opens the link for its run.
 
     ``calibration_dir``: where this rig's calibration is looked up (default ``$HILAT_CALIBRATION_DIR``

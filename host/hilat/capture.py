@@ -412,6 +412,7 @@ class Capture:
         self.rig_histograms = None # engine.RigHistograms of an on-rig capture, from its start on
         self.engine_limits = None  # the engine's ENGINE_STATS before the run (its limits, trigger delay)
         self.link_plan = None      # link_plan.LinkPlan: the raw edges' expected rate against the link's
+        self.stream_link = None    # udp_receiver.StreamLink of a udp:// capture, once its stream closed
         self.finished_cleanly = False  # the stimuli stopped and everything before the rig's clock arrived
         self.observed_end = None
         self._complete_before = None   # tick before which every record arrived or is a gap (the drain)
@@ -452,6 +453,10 @@ class Capture:
                                        invert=s.invert)
         if self.settings.on_rig:
             self._configure_engine(session)
+        if session.datagrams and self.settings.raw:
+            # udp://: the raw edges come as datagrams into stream.bin (docs/ethernet.md), enabled
+            # before START, which restarts the stream.
+            session.open_stream(self.run_dir / "stream.bin")
         self.start_tick = session.start(self._fired_mask)
         if self.settings.on_rig:
             from hilat import engine
@@ -496,6 +501,8 @@ class Capture:
 
         if self.settings.on_rig or not self.settings.raw or not self._fired:
             return
+        if str(self.url).startswith("udp://"):
+            return   # gigabit Ethernet: ~14.6 M records/s, beyond any stimulus rate the plan knows
         serial = not str(self.url).startswith(("socket://", "loop://"))
         self.link_plan = link_plan.plan(self._fired, self._pace[0], self._roles, self.identity,
                                         self.settings.baudrate if serial else None, count=self.settings.count)
@@ -603,9 +610,17 @@ class Capture:
         # record at or past `target` arrives.
         if self.settings.raw:
             session.drain(self.stream, until_tick=target)
+        self._close_stream(session)
         if self.rig_histograms is not None:
             self._flush_engine(session)
         self.status = session.finish(self.stream)
+
+    def _close_stream(self, session):
+        """udp://: the rig's counts of what it sent, the stream disabled, the rest decoded."""
+        if session.stream is not None:
+            self.stream_link = session.close_stream(self.stream)
+            if self.live is not None:
+                self.live.update()
 
     def _flush_engine(self, session):
         """The engine closes every interval (its bins arrive before the ACK), then its exact totals."""
@@ -675,6 +690,7 @@ class Capture:
                     session.stop()
                     if self.stream is not None:
                         session.drain(self.stream, quiet=0.1)
+                        self._close_stream(session)
                         if self.rig_histograms is not None:
                             self._flush_engine(session)
                         self.status = session.finish(self.stream)
@@ -851,6 +867,7 @@ class Capture:
                 "out_of_order_edges": stream.out_of_order if stream else 0,
                 "hlog_values_below_zero": self.hlog.below_zero if self.hlog else 0,
                 "gaps": stream.gap_count if stream else 0,
+                "stream": self._stream_meta(),
             },
             "link_plan": dataclasses.asdict(self.link_plan) if self.link_plan else None,
             "extra": self.extra_meta,
@@ -858,6 +875,12 @@ class Capture:
             "results": self._results(decoder, interim),
             "engine": self._engine_meta(),
         }
+
+    def _stream_meta(self):
+        """udp://: the datagram stream's counters (docs/ethernet.md, "Losses the host counts"), the rig's
+        own counts of what it sent, and how far the processing lagged the link (None: no stream)."""
+        link = self.stream_link or (self.session.stream if self.session is not None else None)
+        return link.counters() if link is not None else None
 
     def _results(self, decoder, interim):
         """Which results are complete: on_rig (the engine's; "none" without it) and raw (the edges:
@@ -869,7 +892,9 @@ class Capture:
             rig = self.rig_histograms
             on_rig = "complete" if rig is not None and not rig.problems() and not unfinished else "partial"
         dropped = sum(self.status.dropped) if self.status else 0
+        stream = self._stream_meta() or {}
         lost = (any(decoder.get(k) for k in ("lost", "corrupt", "malformed")) or dropped
+                or stream.get("records_lost") or stream.get("receiver_error")
                 or (session.overflows if session else 0) or (self.stream.out_of_order if self.stream else 0))
         raw = "none" if not s.raw else ("partial" if lost or unfinished else "complete")
         return {"on_rig": on_rig, "raw": raw}

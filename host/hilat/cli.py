@@ -139,7 +139,7 @@ def _add_link_options(parser):
     rates = ", ".join(f"{board} {rate}" for board, rate in BOARD_BAUDRATES.items())
     parser.add_argument("--baud", type=_positive_int, default=None, metavar="RATE",
                         help=f"baud rate of the rig's UART, the gateware's --uart-baudrate (default: the "
-                             f"--board's, else {DEFAULT_BAUDRATE}; ignored for socket://)")
+                             f"--board's, else {DEFAULT_BAUDRATE}; ignored for socket:// and udp://)")
     parser.add_argument("--board", choices=sorted(BOARD_BAUDRATES), default=None,
                         help=f"the rig's board: its UART's default rate ({rates}; docs/boards.md)")
 
@@ -149,7 +149,7 @@ def _open(url, args):
     from hilat.transport import DEFAULT_BAUDRATE, Transport
 
     baud = getattr(args, "baud", None)
-    if baud is not None and url.startswith("socket://"):
+    if baud is not None and url.startswith(("socket://", "udp://")):
         log.info("--baud %d ignored: %s has no baud rate", baud, url)
     return Transport(url, baudrate=baud or DEFAULT_BAUDRATE)
 
@@ -278,7 +278,7 @@ def _run_capture(url, args, extra_meta=None):
 
     rig = Rig(url, baud=getattr(args, "baud", None), calibration_dir=args.calibration_dir,
               calibrate=not args.no_calibration)
-    if rig.baud is not None and url.startswith("socket://"):
+    if rig.baud is not None and url.startswith(("socket://", "udp://")):
         log.info("--baud %d ignored: %s has no baud rate", rig.baud, url)
     try:
         capture = rig.capture_raw(hlog_interval=args.hlog_interval, extra_meta=extra_meta,
@@ -901,7 +901,7 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     info = sub.add_parser("info", help="identify the rig on URL")
-    info.add_argument("url", help="/dev/ttyUSB0, socket://127.0.0.1:PORT, ...")
+    info.add_argument("url", help="/dev/ttyUSB0, socket://127.0.0.1:PORT, udp://HOST[:PORT], ...")
     info.add_argument("--json", action="store_true", help="print JSON")
     _add_link_options(info)
     _add_calibration_dir(info)

@@ -1,12 +1,15 @@
 """What a rig says it is (IDENTIFY): its build, clocks, channels, limits and features, as the facts
 ``hilat info --json`` prints and as the table ``hilat info`` prints."""
 
+import ipaddress
+
 from hilat import protocol as p
 
 # IDENTIFY's capability bits, by the name they are shown with.
 CAPABILITIES = [("dither", p.CAP_DITHER), ("random", p.CAP_RANDOM), ("burst", p.CAP_BURST),
                 ("absolute-start", p.CAP_ABSOLUTE_START), ("glitch-filter", p.CAP_GLITCH_FILTER),
-                ("tag", p.CAP_TAG_CHANNEL), ("sub-tick", p.CAP_SUBTICK), ("engine", p.CAP_ENGINE)]
+                ("tag", p.CAP_TAG_CHANNEL), ("sub-tick", p.CAP_SUBTICK), ("engine", p.CAP_ENGINE),
+                ("ethernet", p.CAP_ETHERNET)]
 
 
 def describe(ident, status, url, resolution, engine=None):
@@ -22,6 +25,9 @@ def describe(ident, status, url, resolution, engine=None):
         # The rate the rig's UART was built for (0: no serial line; None: a rig built before IDENTIFY
         # carried it).
         "uart_baud": ident.uart_baud,
+        # The Ethernet link (docs/ethernet.md; None: the rig has none): its address now, its UDP ports,
+        # the stream's record size and records per datagram.
+        "ethernet": _ethernet(getattr(ident, "ethernet", None)),
         "stimulus_channels": ident.n_stimulus, "capture_inputs": ident.n_inputs,
         "channels": [{"channel": n, "name": name, "direction": "out" if n < ident.n_stimulus else "in",
                       "default_role": role or None} for n, (name, role) in enumerate(ident.channels)],
@@ -56,6 +62,7 @@ def text(info):
         f"  clocks     ts {info['ts_hz'] / 1e6:g} MHz nominal (1 tick = {info['tick_ns']:g} ns{clock}), "
         f"sys {info['sys_hz'] / 1e6:g} MHz",
         f"  link       {_link(info.get('uart_baud'))}",
+        *_ethernet_lines(info.get("ethernet")),
         f"  channels   {info['stimulus_channels']} stimulus outputs, {info['capture_inputs']} inputs: {channels}",
         f"  limits     stimulus intervals >= {info['min_interval_ticks']} ticks, glitch filter <= "
         f"{info['glitch_max_ticks']} ticks, start >= {info['start_margin_ticks']} ticks ahead",
@@ -84,3 +91,21 @@ def _link(uart_baud):
     if uart_baud == 0:
         return "no serial line (the simulator's UART is bridged to TCP)"
     return f"UART {uart_baud} baud (the gateware's --uart-baudrate)"
+
+
+def _ethernet(ethernet):
+    if ethernet is None:
+        return None
+    mac = ethernet.mac.to_bytes(6, "big").hex(":")
+    return {"ip": str(ipaddress.IPv4Address(ethernet.ip)), "mac": mac, "command_port": ethernet.command_port,
+            "stream_port": ethernet.stream_port, "record_words": ethernet.record_words,
+            "max_records": ethernet.max_records}
+
+
+def _ethernet_lines(ethernet):
+    if not ethernet:
+        return []
+    return [f"  ethernet   {ethernet['ip']} ({ethernet['mac']}): commands on UDP port {ethernet['command_port']} "
+            f"(udp://{ethernet['ip']}:{ethernet['command_port']}), raw edges streamed from port "
+            f"{ethernet['stream_port']}, {ethernet['max_records']} records of {4 * ethernet['record_words']} bytes "
+            "a datagram"]

@@ -2,7 +2,8 @@
 
 On a terminal, a ``rich`` table on stderr refreshed a few times a second: stimuli and rate, per
 measurement kind min / p50 / p99 / p99.9 / max so far, misses, unknown windows (a gap in the record
-stream touched them: neither a sample nor a miss), duplicates, the gaps, losses. Otherwise
+stream touched them: neither a sample nor a miss), duplicates, the gaps, losses; over udp:// the
+Ethernet stream's datagrams/s and records/s, its losses and how far processing lags it. Otherwise
 (a log, CI), a plain line every few seconds, as cyclictest prints. Both print a line for every new
 maximum. Figures come from the streaming aggregates: an update costs the same at any run length.
 
@@ -75,7 +76,28 @@ class LiveView:
         return {"frames lost": decoder.get("lost", 0), "frames corrupt": decoder.get("corrupt", 0),
                 "frames malformed": decoder.get("malformed", 0),
                 "gateware drops": sum(status.dropped) if status else 0,
-                "overflow markers": c.session.overflows if c.session else 0}
+                "overflow markers": c.session.overflows if c.session else 0, **self._stream_lost()}
+
+    def _stream_lost(self):
+        link = self._stream()
+        if link is None:
+            return {}
+        counts = link.decoder.counts
+        return {"datagrams lost": counts["datagrams_lost"], "records lost on the link": counts["records_lost"]}
+
+    def _stream(self):
+        """udp://: the capture's Ethernet stream (udp_receiver.StreamLink), while it runs or after."""
+        c = self.capture
+        return getattr(c.session, "stream", None) or getattr(c, "stream_link", None) if c.session else None
+
+    def _link(self):
+        """The Ethernet stream's rates since the last update and how far processing lags it."""
+        link = self._stream()
+        if link is None:
+            return None
+        datagrams_s, records_s = link.rates()
+        return (f"link {datagrams_s:,.0f} datagrams/s, {records_s:,.0f} records/s, processing {link.backlog} "
+                f"datagrams behind")
 
     def _state(self):
         c = self.capture
@@ -92,7 +114,7 @@ class LiveView:
         total = f"/{c.settings.count}" if c.settings.count else ""
         return {"elapsed": elapsed, "paced": stream.paced, "total": total, "counted": counted,
                 "records": stream.records, "rate": stream.records / elapsed, "rows": rows, "lost": lost,
-                "gaps": stream.gap_count, "tick_ns": 1e9 / c.unit_hz}
+                "gaps": stream.gap_count, "tick_ns": 1e9 / c.unit_hz, "link": self._link()}
 
     def _table(self, s):
         from rich import box
@@ -110,7 +132,8 @@ class LiveView:
                           *(_us(pct[analysis.percentile_label(p)], s["tick_ns"]) for p in _PERCENTILES),
                           _us(st["max"], s["tick_ns"]), str(misses), str(unknown), str(dups))
         lost = ", ".join(f"{what} {n}" for what, n in s["lost"].items())
-        table.caption = f"gaps {s['gaps']} (their windows unknown); lost: {lost}"
+        table.caption = f"gaps {s['gaps']} (their windows unknown); lost: {lost}" + (
+            f"\n{s['link']}" if s["link"] else "")
         table.caption_justify = "left"
         return table
 
@@ -183,6 +206,8 @@ class LiveView:
                          f"misses {misses} unknown {unknown} dup {dups}")
         parts.append(f"gaps {s['gaps']}")
         parts.append(f"lost {sum(s['lost'].values())}")
+        if s["link"]:
+            parts.append(s["link"])
         return " | ".join(parts)
 
     # ---- events ----

@@ -37,8 +37,8 @@ _SUMMARY = pytest.StashKey[list]()    # (test, last run, verdicts) for the termi
 def pytest_addoption(parser):
     group = parser.getgroup("hilat", "hilat: latency budgets measured by a hilat rig")
     group.addoption("--hilat-port", metavar="URL", default=None,
-                    help="the rig's URL for the hilat_rig fixture (/dev/ttyUSB0, socket://HOST:PORT; default "
-                         "$HILAT_PORT)")
+                    help="the rig's URL for the hilat_rig fixture (/dev/ttyUSB0, socket://HOST:PORT, "
+                         "udp://HOST[:PORT]; default $HILAT_PORT)")
     group.addoption("--hilat-sim", action="store_true",
                     help="start the simulated rig and DUT model for the session (needs hilat[gateware])")
     group.addoption("--hilat-baud", type=int, default=None, metavar="RATE", help="the rig's UART baud rate")

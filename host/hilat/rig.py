@@ -4,6 +4,11 @@ Every byte read from the transport is handed to ``raw_sink`` (the run's raw file
 decoded, so nothing the rig sent is lost to a decoder bug. EVENTS records are decoded into arrays
 (``hilat.batch``); records that arrive while a command waits for its reply are kept, in order, for
 the next ``read()``. ``hilat.session`` builds the acquisition on top.
+
+Over a datagram link (udp://) a command whose reply has not come after ``RESEND_S`` is sent again,
+the same seq and bytes (the firmware answers a repeat with its stored reply and does not execute it
+twice; docs/ethernet.md, "Repeated commands"; a second copy of a reply is dropped as a replay), until
+the command's timeout: then RigSilent says how often it was sent.
 """
 
 import logging
@@ -29,6 +34,9 @@ class RigSilent(RigError):
     rig that was reset (it sends nothing before a new HELLO), lost its power, or lost its cable."""
 
 
+RESEND_S = 0.25   # udp://: a command without its reply this long is sent again
+
+
 class Rig:
     def __init__(self, transport, raw_sink=None, hello_timeout=5.0, command_timeout=5.0):
         self.transport = transport
@@ -43,6 +51,10 @@ class Rig:
         self.pending_count = 0     # records in pending_records
         self.pending_marks = []    # (records before it among the pending ones, frame or frames lost)
         self.bytes_received = 0
+        # udp://: seconds to wait for a reply before sending the command again (None: a byte stream)
+        self.resend_s = RESEND_S if getattr(transport, "datagrams", False) else None
+        self.resends = 0           # commands sent again for a reply that did not come
+        self._last_sent = b""
 
     # low level ----------------------------------------------------------------------------------
 
@@ -84,13 +96,18 @@ class Rig:
 
     def send(self, msg):
         seq = self.tx_seq
-        self.transport.write(msg.encode(seq))
+        self._last_sent = msg.encode(seq)
+        self.transport.write(self._last_sent)
         self.tx_seq = (self.tx_seq + 1) & 0xFFFF
         return seq
 
-
-    def _wait_for(self, match, timeout, what):
-        deadline = time.monotonic() + timeout
+    def _wait_for(self, match, timeout, what, resend=False):
+        """The first frame ``match`` takes, read within ``timeout`` s; ``resend``: over a datagram link
+        the last frame sent goes again every ``resend_s`` meanwhile (its reply may have been lost)."""
+        start = time.monotonic()
+        deadline = start + timeout
+        resend_at = start + self.resend_s if resend and self.resend_s else None
+        sends = 1
         while time.monotonic() < deadline:
             frames = self._read_frames()
             for i, frame in enumerate(frames):
@@ -98,7 +115,13 @@ class Rig:
                     self.pending += frames[i + 1:]  # what came after the reply in the same read: next read()'s
                     return frame
                 self.pending.append(frame)
-        raise RigSilent(f"no {what} from the rig on {self.transport.url} within {timeout:g} s")
+            if resend_at is not None and time.monotonic() >= resend_at and time.monotonic() < deadline:
+                self.transport.write(self._last_sent)
+                self.resends += 1
+                sends += 1
+                resend_at = time.monotonic() + self.resend_s
+        sent = f" (sent {sends} times, every {self.resend_s:g} s)" if resend_at is not None else ""
+        raise RigSilent(f"no {what} from the rig on {self.transport.url} within {timeout:g} s{sent}")
 
     # session ------------------------------------------------------------------------------------
 
@@ -112,7 +135,7 @@ class Rig:
         def is_identify(frame):
             return isinstance(frame.msg, p.Identify)
         try:
-            frame = self._wait_for(is_identify, self.hello_timeout, "answer to HELLO")
+            frame = self._wait_for(is_identify, self.hello_timeout, "answer to HELLO", resend=True)
         except RigError:
             if not self.decoder.wrong_version:
                 # A rig of protocol version 1 ignores a HELLO of another version: ask it in its
@@ -148,7 +171,7 @@ class Rig:
 
         def is_reply(frame):
             return isinstance(frame.msg, reply) and frame.msg.command_seq == seq
-        frame = self._wait_for(is_reply, self.command_timeout, f"reply to {msg.NAME}")
+        frame = self._wait_for(is_reply, self.command_timeout, f"reply to {msg.NAME}", resend=True)
         if reply is p.Ack and frame.msg.code != 0:
             raise RigError(f"the rig refused {msg.NAME}: {frame.msg.message} (code {frame.msg.code})", frame.msg.code)
         return frame.msg
@@ -158,7 +181,7 @@ class Rig:
 
     def status(self):
         self.send(p.StatusReq())
-        frame = self._wait_for(lambda f: isinstance(f.msg, p.Status), self.command_timeout, "STATUS")
+        frame = self._wait_for(lambda f: isinstance(f.msg, p.Status), self.command_timeout, "STATUS", resend=True)
         return frame.msg
 
     def close(self):

@@ -2,7 +2,11 @@
 
 Layout (docs/analysis.md, "Run directory"):
 
-- ``raw.bin``        every byte received from the rig, appended before anything decodes it;
+- ``raw.bin``        every byte received from the rig, appended before anything decodes it (over
+                     udp://, the command link's datagrams: replies and frames, one after the other);
+- ``stream.bin``     udp:// only: every datagram of the Ethernet stream as received, in fixed slots
+                     with its length and receive time, written before anything decodes it
+                     (``hilat.udp``; decoded again with meta.json's rig and ``counters.stream.session``);
 - ``edges.bin``      the decoded edges as they arrive: a 16-byte header (``HILATEDG``, format version,
                      item size), then fixed-width little-endian items ``EDGE_DTYPE`` (tick, channel,
                      level), in tick order;
@@ -276,7 +280,8 @@ class Run:
             elif self.edges_source == "events.csv":
                 edges = read_events_csv(self.path / "events.csv")
             else:
-                ticks, chans, levels, _counters, gaps = read_raw(self.path / "raw.bin", self.subticks, with_gaps=True)
+                ticks, chans, levels, _counters, gaps = read_raw(self.path / "raw.bin", self.subticks, with_gaps=True,
+                                                                 stream=stream_of(self.meta))
                 edges = ticks, chans, levels
                 if self._gaps is None:
                     self._gaps = self._with_cut(gaps, ticks)
@@ -447,6 +452,11 @@ class Run:
             out["gateware overflow markers"] = int(counters["gateware_overflow_markers"])
         if counters.get("out_of_order_edges"):
             out["edges out of tick order (dropped)"] = int(counters["out_of_order_edges"])
+        stream = counters.get("stream") or {}
+        if stream.get("records_lost"):
+            out["records lost on the Ethernet link"] = int(stream["records_lost"])
+        if stream.get("datagrams_lost"):
+            out["datagrams lost on the Ethernet link"] = int(stream["datagrams_lost"])
         return out
 
     def problems(self):
@@ -466,11 +476,29 @@ class Run:
         if self.on_rig and results.get("raw") == "partial":
             out.append("raw edges beside the engine: partial (the link did not carry them all; the figures are the "
                        "engine's)")
+        out += _stream_problems((self.meta.get("counters") or {}).get("stream") or {})
         replayed = ((self.meta.get("counters") or {}).get("decoder") or {}).get("duplicate")
         if replayed:
             out.append(f"{replayed} replayed frames (a seq and bytes seen just before) were dropped as duplicates: "
                        "no data lost, but the link repeats frames")
         return out
+
+
+def _stream_problems(stream):
+    """udp://: what the rig sent against what arrived, and what the stream did on the way."""
+    out = []
+    sent = stream.get("rig_records_sent")
+    arrived = (stream.get("records") or 0) + (stream.get("overflow_markers") or 0)
+    if sent is not None and sent != arrived:
+        out.append(f"stream: the rig sent {sent} records in {stream.get('rig_datagrams_sent')} datagrams, "
+                   f"{arrived} arrived ({stream.get('records_lost', 0)} lost on the way)")
+    odd = {k: stream.get(k) for k in ("reordered", "duplicated", "late", "stale", "malformed") if stream.get(k)}
+    if odd:
+        out.append("stream: " + ", ".join(f"{n} datagrams {k}" for k, n in odd.items())
+                   + " (put back in order or dropped; losses are counted apart)")
+    if stream.get("receiver_error"):
+        out.append(f"stream: {stream['receiver_error']}")
+    return out
 
 
 def _sorted(ticks, chans, levels):
@@ -498,12 +526,30 @@ def read_events_csv(path):
     return _parse_rows(path, body)
 
 
-def read_raw(path, subticks=None, with_gaps=False):
+def stream_of(meta):
+    """How to decode a udp:// run's stream.bin: {"layout": udp.Layout, "session": id} from its meta.json
+    (None for a run without a stream)."""
+    from hilat import udp
+
+    stream = (meta.get("counters") or {}).get("stream")
+    rig = meta.get("rig") or {}
+    if not stream or not rig:
+        return None
+    ethernet = rig.get("ethernet") or [None] * 5
+    spt = int(rig.get("samples_per_tick") or 1)
+    n_inputs = int(rig["n_inputs"])
+    layout = udp.Layout(int(rig["n_stimulus"]) + n_inputs, n_inputs * (spt.bit_length() - 1),
+                        int(ethernet[4] or udp.DEFAULT_RECORD_WORDS))
+    return {"layout": layout, "session": stream.get("session")}
+
+
+def read_raw(path, subticks=None, with_gaps=False, stream=None):
     """Decode raw.bin again: (times, chans, levels, decoder counters[, gaps]); times in the units of
     ``subticks`` (``analysis.Subticks``; None: ticks). ``with_gaps``: also the stream's holes
     (``analysis.Gaps``: overflow markers and frames lost, as the capture found them; one still open
-    at the end runs to the end)."""
-    from hilat.batch import BatchDecoder, holes, segments
+    at the end runs to the end). ``stream`` (``stream_of(meta)``): the stream.bin beside it is decoded
+    too, after raw.bin's records (a udp:// capture's edges; its counters as the decoder's "stream")."""
+    from hilat.batch import BatchDecoder
 
     decoder = BatchDecoder()
     tracker = analysis.GapTracker(subticks.units_per_tick if subticks is not None else 1)
@@ -511,26 +557,47 @@ def read_raw(path, subticks=None, with_gaps=False):
     parts = []
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
-            batch = decoder.feed_batch(chunk)
-            for lo, hi, what in segments(len(batch.ticks), holes(batch.marks)):
-                if what is None:
-                    closed += tracker.records(batch.ticks[lo:hi])
-                elif isinstance(what, int):
-                    tracker.frames_lost()
-                else:
-                    tracker.overflow(what.msg.timestamp, what.msg.channels)
-            if len(batch.ticks):
-                parts.append(analysis.edges_from_records((batch.ticks, batch.channels, batch.levels), batch.fractions,
-                                                         subticks))
+            closed += _replay(decoder.feed_batch(chunk), tracker, parts, subticks)
+    counters = decoder.counters()
+    stream_path = Path(path).parent / "stream.bin"
+    if stream is not None and stream_path.exists():
+        from hilat import udp
+
+        stream_decoder = udp.StreamDecoder(stream["layout"], session=stream.get("session"))
+        try:
+            for batch in udp.decode_stream_file(stream_path, stream_decoder):
+                closed += _replay(batch, tracker, parts, subticks)
+        except udp.StreamFileError as e:
+            raise RunError(str(e)) from None
+        counters["stream"] = stream_decoder.counters()
     if parts:
         ticks, chans, levels = (np.concatenate(x) for x in zip(*parts))
     else:
         ticks, chans, levels = np.zeros(0, np.uint64), np.zeros(0, np.uint8), np.zeros(0, np.uint8)
-    out = (ticks.astype(np.int64), chans, levels, decoder.counters())
+    out = (ticks.astype(np.int64), chans, levels, counters)
     if with_gaps:
         closed += tracker.close()
         out += (analysis.Gaps.of([(a, b, c) for a, b, c, _reason in closed]),)
     return out
+
+
+def _replay(batch, tracker, parts, subticks):
+    """One RecordBatch of a replay: its holes to ``tracker`` in stream order, its edges to ``parts``;
+    returns the gaps it closed."""
+    from hilat.batch import holes, segments
+
+    closed = []
+    for lo, hi, what in segments(len(batch.ticks), holes(batch.marks)):
+        if what is None:
+            closed += tracker.records(batch.ticks[lo:hi])
+        elif isinstance(what, int):
+            tracker.frames_lost()
+        else:
+            tracker.overflow(what.msg.timestamp, what.msg.channels)
+    if len(batch.ticks):
+        parts.append(analysis.edges_from_records((batch.ticks, batch.channels, batch.levels), batch.fractions,
+                                                 subticks))
+    return closed
 
 
 def iter_events_csv(path, chunk_bytes=64 << 20):
@@ -669,9 +736,12 @@ def _load_cut_short(path, meta):
     run._cut_short = True
     raw = path / "raw.bin"
     if run.has_raw_edges and raw.exists():
-        ticks, chans, levels, decoder, gaps = read_raw(raw, run.subticks, with_gaps=True)
+        ticks, chans, levels, decoder, gaps = read_raw(raw, run.subticks, with_gaps=True, stream=stream_of(meta))
         ticks, chans, levels = _sorted(ticks, chans, levels)
-        run.meta = {**meta, "counters": {**(meta.get("counters") or {}), "decoder": decoder}}
+        counters = {**(meta.get("counters") or {}), "decoder": decoder}
+        if "stream" in decoder:   # the stream as decoded from stream.bin (the rig's own counts unknown)
+            counters["stream"] = {**(counters.get("stream") or {}), **decoder.pop("stream")}
+        run.meta = {**meta, "counters": counters}
         run.edges_source = "raw.bin"
         run._edges = (ticks, chans, levels)
         run._gaps = run._with_cut(gaps, ticks)

@@ -6,9 +6,17 @@ capture, every calibration. Records arrive as (ticks uint64, channel masks, leve
 one batch per read of the link; the consumer decides when it has enough (``collect``'s ``done``).
 The rig's measurement engine (docs/engine.md) is configured here too; its frames go, in arrival
 order, to ``engine_sink`` (an on-rig capture's ``engine.RigHistograms.feed``).
+
+Over udp:// the raw edges come as datagrams apart from the commands (docs/ethernet.md): ``open_stream``
+starts the receiver (``hilat.udp_receiver``, into the run's stream.bin) and sends STREAM_CONFIG;
+``poll`` hands the stream's records to the consumer after the command link's, with its holes as
+``on_gap``; ``close_stream`` asks the rig what it sent (STREAM_STATUS), disables the stream and
+decodes the rest.
 """
 
+import ipaddress
 import logging
+import secrets
 import time
 
 from hilat import protocol as p
@@ -54,6 +62,8 @@ class Session:
         self.last_now = None          # the rig's counter at the last TIME asked for
         self.engine_sink = None       # called with every engine frame (ENGINE_BINS, _OUTLIERS, _STATS)
         self._overflow_warned = 0.0   # when the last overflow warning was logged
+        self.stream = None            # udp_receiver.StreamLink while the Ethernet stream is on
+        self.complete_before = None   # the stream's last heartbeat: every record before this tick is here
 
     # ---- link ----
 
@@ -82,6 +92,8 @@ class Session:
         self.raw_sink = sink
 
     def close(self):
+        if self.stream is not None:
+            self.stream.stop()
         if self.rig is not None:
             self.rig.close()
 
@@ -94,6 +106,11 @@ class Session:
     @property
     def decoder_counters(self):
         return self.rig.decoder.counters() if self.rig else {}
+
+    @property
+    def datagrams(self):
+        """Whether the rig is reached over UDP (udp://): its raw edges can come as a datagram stream."""
+        return bool(self.rig is not None and getattr(self.rig.transport, "datagrams", False))
 
     @property
     def n_channels(self):
@@ -182,6 +199,55 @@ class Session:
         if consumer is not None:
             self.poll(consumer)
 
+    # ---- the Ethernet stream ----
+
+    def open_stream(self, path, flush_us=100, heartbeat_ms=100):
+        """udp://: the receiver on this host's address toward the rig (into ``path``, stream.bin), a
+        random session, and STREAM_CONFIG enabling the stream to it (it restarts at START)."""
+        from hilat import udp
+        from hilat.udp_receiver import StreamLink
+
+        ident = self.identity
+        ethernet = getattr(ident, "ethernet", None)
+        if ethernet is None:
+            raise RigError(f"the rig on {self.url} says it has no Ethernet stream (IDENTIFY): capture over its "
+                           "serial port")
+        layout = udp.Layout.of(ident, ethernet.record_words)
+        local_ip = self.rig.transport.local_address()[0]
+        session_id = secrets.randbits(32) or 1
+        link = StreamLink(path, layout, session_id, bind_ip=local_ip)
+        try:
+            self.rig.command(p.StreamConfig(enable=1, session=session_id, dst_ip=int(ipaddress.IPv4Address(local_ip)),
+                                            dst_port=link.port, flush_us=flush_us, heartbeat_ms=heartbeat_ms))
+        except BaseException:
+            link.stop()
+            raise
+        self.stream = link
+        log.info("stream: datagrams to %s:%d, session %08x", local_ip, link.port, session_id)
+        return link
+
+    def stream_status(self):
+        """STREAM_STATUS: what the rig's packetizer sent since its restart."""
+        return self.rig.command(p.StreamStatusReq(), reply=p.StreamStatus)
+
+    def close_stream(self, consumer):
+        """The rig's counts (STREAM_STATUS), the stream disabled, the receiver stopped once quiet, and
+        every record still on its way handed to ``consumer``. Returns the StreamLink (its counters)."""
+        link = self.stream
+        if link is None:
+            return None
+        try:
+            link.rig_status = self.stream_status()
+            self.rig.command(p.StreamConfig(enable=0, session=link.session_id, dst_ip=0, dst_port=link.port,
+                                            flush_us=100, heartbeat_ms=0))
+        finally:
+            link.close()
+            for batch in link.drain():
+                self._deliver_stream(batch, consumer)
+            link.stop()
+            self.stream = None
+        return link
+
     # ---- the stream ----
 
     def poll(self, consumer):
@@ -189,10 +255,11 @@ class Session:
         fractions)`` (fractions: the inputs' sub-tick positions, docs/subtick.md), engine frames to
         ``engine_sink``. A consumer with an ``on_gap(what)`` method is told, in stream order between
         the records, where the stream has a hole: ``what`` an OVERFLOW (the gateware dropped
-        records) or the number of frames lost on the link. Returns the number of records and engine
-        frames."""
-        from hilat.batch import holes, segments
-
+        records) or the number lost on the link (frames on the serial link, records in the UDP
+        stream). Returns the number of records and engine frames."""
+        stream = self.stream
+        if stream is not None:   # a backlog of datagrams: no waiting for the command link
+            self.rig.transport.set_read_timeout(0 if stream.backlog else 0.005)
         (ticks, masks, levels, fractions), frames, marks = self.rig.read_marked()
         engine_frames = 0
         for frame in frames:
@@ -206,6 +273,32 @@ class Session:
                 engine_frames += 1
                 if self.engine_sink is not None:
                     self.engine_sink(msg)
+        n = self._deliver(consumer, ticks, masks, levels, fractions, marks)
+        if stream is not None:
+            batch = stream.poll()
+            if batch is None and not n:
+                stream.wait(0.005)
+                batch = stream.poll()
+            if batch is not None:
+                n += self._deliver_stream(batch, consumer)
+        return n + engine_frames
+
+    def _deliver_stream(self, batch, consumer):
+        for _at, what in batch.marks:
+            if not isinstance(what, int):
+                self.overflows += 1
+                self._warn_overflow(what.msg)
+        n = self._deliver(consumer, batch.ticks, batch.channels, batch.levels, batch.fractions, batch.marks)
+        if self.stream is not None:
+            self.complete_before = self.stream.decoder.complete_before
+            if n:
+                self.stream.last_processed = time.monotonic()
+        return n
+
+    def _deliver(self, consumer, ticks, masks, levels, fractions, marks):
+        """Records to ``consumer``, split at the holes among them (``on_gap``); returns how many."""
+        from hilat.batch import holes, segments
+
         n = len(ticks)
         on_gap = getattr(consumer, "on_gap", None)
         gaps = holes(marks)
@@ -219,7 +312,7 @@ class Session:
             consumer(ticks, masks, levels, fractions)
         if n:
             self.last_tick = int(ticks[-1])
-        return n + engine_frames
+        return n
 
     def _warn_overflow(self, msg):
         # The first overflow is named; after it one line every few seconds at most (an overloaded
@@ -276,6 +369,9 @@ class Session:
         quiet_until = time.monotonic() + quiet
         while time.monotonic() < quiet_until:
             if until_tick is not None and self.last_tick is not None and self.last_tick >= until_tick:
+                return
+            # A heartbeat past it: the rig has sent every record before (docs/ethernet.md, "Heartbeat").
+            if until_tick is not None and self.complete_before is not None and self.complete_before >= until_tick:
                 return
             if self.poll(consumer):
                 quiet_until = time.monotonic() + quiet

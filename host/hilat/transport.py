@@ -1,6 +1,9 @@
 """Transport: a byte stream to the rig through pyserial's ``serial_for_url``.
 
-``/dev/ttyUSB0`` (a board), ``socket://127.0.0.1:PORT`` (the simulated rig), ``loop://`` (tests).
+``/dev/ttyUSB0`` (a board), ``socket://127.0.0.1:PORT`` (the simulated rig), ``loop://`` (tests), and
+``udp://HOST[:PORT]`` (an Ethernet rig's command port, 5800 by default; docs/ethernet.md): one frame a
+datagram each way, read as the concatenation of the datagrams (frames end with 0x00, so the byte
+stream decodes as the serial link's does). ``Rig`` sends a command again when its reply does not come.
 Only one ``hilat`` may use a port at a time: an exclusive lock (flock on a file named after the
 URL, and pyserial's own exclusive mode for serial devices) refuses a second one clearly.
 """
@@ -82,17 +85,80 @@ class _Socket:
         self.sock.close()
 
 
+UDP_COMMAND_PORT = 5800    # docs/ethernet.md, HILAT_ETH_COMMAND_PORT
+
+
+def parse_udp_url(url):
+    """(host, port) of ``udp://HOST[:PORT]``; ValueError naming what is wrong."""
+    rest = url[len("udp://"):].rstrip("/")
+    host, sep, port = rest.rpartition(":") if rest.count(":") == 1 else (rest, "", "")
+    if not sep:
+        host, port = rest, str(UDP_COMMAND_PORT)
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{url}: expected udp://HOST[:PORT] (PORT 1-65535, {UDP_COMMAND_PORT} by default)")
+    return host, int(port)
+
+
+class _Udp:
+    """``udp://HOST[:PORT]``: a UDP socket connected to the rig's command port (it hears only the
+    rig). ``datagrams``: a frame lost on the way is not resent by the link (``Rig`` resends)."""
+
+    datagrams = True
+
+    def __init__(self, url, timeout):
+        host, port = parse_udp_url(url)
+        address = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_DGRAM)[0][4]
+        self.timeout = timeout
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+            self.sock.connect(address)
+        except OSError:
+            self.sock.close()
+            raise
+        self.sock.setblocking(False)
+        self.remote = address
+
+    def local_address(self):
+        """(this host's IPv4 address toward the rig, the command socket's port)."""
+        return self.sock.getsockname()
+
+    def read(self, size):
+        ready, _, _ = select.select([self.sock], [], [], self.timeout)
+        if not ready:
+            return b""
+        data = bytearray()
+        while len(data) < size:
+            try:
+                data += self.sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                break
+            except ConnectionRefusedError:
+                break   # an ICMP "port unreachable" of an earlier send: nobody there yet, as silence
+        return bytes(data)
+
+    def write(self, data):
+        try:
+            self.sock.send(data)
+        except ConnectionRefusedError:
+            pass        # the answer to an earlier datagram: the rig is not listening (silence, then a timeout)
+
+    def close(self):
+        self.sock.close()
+
+
 class Transport:
     def __init__(self, url, baudrate=DEFAULT_BAUDRATE, timeout=0.05):
         self.url = url
-        self.baudrate = None if url.startswith("socket://") else baudrate   # None: no serial line
+        # None: no serial line (the simulator's socket, an Ethernet rig's UDP port)
+        self.baudrate = None if url.startswith(("socket://", "udp://")) else baudrate
         self._lock = None
         self.port = None
         self.socket = None
         self._acquire_lock()
-        if url.startswith("socket://"):
+        if url.startswith(("socket://", "udp://")):
             try:
-                self.socket = _Socket(url, timeout)
+                self.socket = (_Udp if url.startswith("udp://") else _Socket)(url, timeout)
             except (OSError, ValueError) as e:
                 self._release_lock()
                 raise TransportError(f"cannot open {url}: {e}") from None
@@ -162,6 +228,20 @@ class Transport:
             self.port.flush()
         except (serial.SerialException, OSError) as e:
             raise TransportError(f"link to {self.url} lost: {e}") from None
+
+    def set_read_timeout(self, seconds):
+        """How long a read of a socket link waits for data (the stream's backlog: not at all)."""
+        if self.socket is not None:
+            self.socket.timeout = seconds
+
+    @property
+    def datagrams(self):
+        """Whether frames travel in datagrams, which the link does not resend (udp://)."""
+        return getattr(self.socket, "datagrams", False)
+
+    def local_address(self):
+        """udp://: this host's address and port toward the rig."""
+        return self.socket.local_address()
 
     def close(self):
         if self.socket is not None:
