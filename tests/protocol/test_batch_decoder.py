@@ -452,6 +452,23 @@ def test_version_2_frames_of_an_old_raw_bin_decode():
     assert len(live.feed_batch(b"".join(v2)).ticks) == 0 and live.wrong_version == len(v2)
 
 
+def test_version_3_frames_of_an_old_raw_bin_decode():
+    """A run's raw.bin from a version-3 rig (before the Ethernet link): its IDENTIFY (no ethernet byte)
+    and EVENTS still decode, in bulk and one by one; a live session's decoder refuses them."""
+    ident = p.Identify(3, 10**8, 5 * 10**7, 1, 1, 512, 17, 0x3F, 4, 15, 1000, 1, "fw", "gw",
+                       [("s", "stimulus"), ("i", "isr")], 3_000_000)
+    records = [(7 + 3 * k, 1 << (k % 2), k & 3) for k in range(30)]
+    v3 = [ident.encode(0, 3)] + [p.encode_frame(p.MSG_EVENTS, 1 + k, e.body(), version=3)
+                                 for k, e in enumerate(p.pack_events(records))]
+    frames = p.FrameDecoder(expected_seq=0).feed(b"".join(v3))
+    assert frames[0].msg == ident and frames[0].msg.ethernet is None
+    assert [r for f in frames[1:] for r in f.msg.records] == records
+    batch = BatchDecoder(expected_seq=0).feed_batch(b"".join(v3))
+    assert list(zip(batch.ticks.tolist(), batch.channels.tolist(), batch.levels.tolist())) == records
+    live = BatchDecoder(versions=(p.PROTOCOL_VERSION,))
+    assert len(live.feed_batch(b"".join(v3)).ticks) == 0 and live.wrong_version == len(v3)
+
+
 def test_bridge_text_vectors():
     """tests/vectors/bridge_text.json (DAPLink's overflow text in the stream): the batch decoder gives
     the vector's records and counters, whole and cut anywhere, as the per-frame decoder does."""

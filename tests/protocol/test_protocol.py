@@ -364,6 +364,33 @@ def test_hand_status_with_and_without_fired(tool):
     assert tool.one("status 7 1 2 3 0 2 5 0 2 2 1 1 300") == "err nofit"
 
 
+def test_hand_frames_of_the_ethernet_link(tool):
+    # docs/ethernet.md's field order, by hand. STREAM_CONFIG: enable u8, session u32, dst_ip u32 (the
+    # numeric value, little-endian: 192.168.1.100 = 0xC0A80164 -> 64 01 a8 c0), dst_port u16, flush_us
+    # u16, heartbeat_ms u16: 15 bytes.
+    body = bytes.fromhex("01" "01ef cdab" "6401a8c0" "0c17" "6400" "f401".replace(" ", ""))
+    msg = p.StreamConfig(1, 0xABCDEF01, 0xC0A80164, 5900, 100, 500)
+    assert msg.body() == body and p.StreamConfig.from_body(body) == msg
+    assert tool.one(f"parse {msg.encode(7)[:-1].hex()}") == tool_line(msg, 7)
+    # NET_CONFIG: ip u32 little-endian, then the MAC's 6 bytes in wire order.
+    msg = p.NetConfig(p.parse_ip("192.168.1.51"), p.parse_mac("10:e2:d5:00:00:51"))
+    assert msg.body() == bytes.fromhex("3301a8c0" "10e2d5000051")
+    assert (p.format_ip(msg.ip), p.format_mac(msg.mac)) == ("192.168.1.51", "10:e2:d5:00:00:51")
+    assert tool.one(f"parse {msg.encode(8)[:-1].hex()}") == tool_line(msg, 8)
+    # STREAM_STATUS: 38 bytes.
+    msg = p.StreamStatus(7, 1, 1, 0x01020304, 0xC0A80164, 40000, 100, 100, 5, 1 << 33, 9, 2)
+    body = bytes.fromhex("0700" "01" "01" "04030201" "6401a8c0" "409c" "6400" "6400" "05000000" "0000000002000000"
+                         "09000000" "02000000")
+    assert len(body) == 38 and msg.body() == body and p.StreamStatus.from_body(body) == msg
+    assert tool.one(tool_line(msg, 3)) == msg.encode(3).hex()
+    for bad in ("1.2.3", "1.2.3.256", "a.b.c.d"):
+        with pytest.raises(ValueError):
+            p.parse_ip(bad)
+    for bad in ("10:e2:d5:00:00", "10:e2:d5:00:00:5", "zz:e2:d5:00:00:50"):
+        with pytest.raises(ValueError):
+            p.parse_mac(bad)
+
+
 def test_hand_frame_engine_stats():
     # 28 bytes of totals and limits, then per kind 3 x u64 and 2 x (u64 u32 u32 u64): 244 bytes.
     kinds = [p.EngineKindStats(k, 2, 3, 4, 5, 6, 7, 8, p.ENGINE_MIN_NONE, 0, 0) for k in range(3)]
