@@ -143,6 +143,10 @@ int main(int argc, char **argv)
         status[1] = records;
         status[2] = last_tick;
     }
+    /* The link's rate as sent (the benchmark reads it from the rig's stdout). */
+    printf("udp_sender: %llu datagrams, %llu records in %.6f s\n", (unsigned long long)seq,
+           (unsigned long long)records, now_s() - t0);
+    fflush(stdout);
     status[3] = 1;
     munmap((void *)status, 32);
     close(sfd);

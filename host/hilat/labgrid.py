@@ -1,8 +1,9 @@
 """A labgrid driver for the hilat rig (the ``labgrid`` extra).
 
 labgrid places give the rig's UART as a ``SerialPort`` (a local one: ``RawSerialPort``,
-``USBSerialPort``) or a ``NetworkSerialPort`` (what an exporter shares: ``raw`` TCP or ``rfc2217``);
-``HilatDriver`` binds to either and opens the rig through ``hilat.api``::
+``USBSerialPort``) or a ``NetworkSerialPort`` (what an exporter shares: ``raw`` TCP or ``rfc2217``),
+or an Ethernet rig as a ``NetworkService`` (its ``address``: ``udp://ADDRESS:5800``);
+``HilatDriver`` binds to any of them and opens the rig through ``hilat.api``::
 
     imports:
       - hilat.labgrid
@@ -29,11 +30,12 @@ pyserial must not be installed beside it, labgrid issue #1245).
 import attr
 from labgrid.driver.common import Driver
 from labgrid.factory import target_factory
-from labgrid.resource import SerialPort
+from labgrid.resource import NetworkService, SerialPort
 from labgrid.step import step
 from labgrid.util.proxy import proxymanager
 
 from hilat.api import Rig
+from hilat.transport import UDP_COMMAND_PORT
 
 __all__ = ["HilatDriver", "rig_url"]
 
@@ -44,10 +46,14 @@ def rig_url(port):
     A local ``SerialPort``: its device path at its ``speed``. A ``NetworkSerialPort``: ``socket://HOST:PORT``
     for protocol ``raw`` (a plain TCP byte stream: no baud rate to set), ``rfc2217://HOST:PORT`` for
     ``rfc2217`` (the exporter's ser2net sets the UART to ``speed``), both through labgrid's proxy
-    manager, which tunnels through SSH where the exporter or ``LG_PROXY`` asks for it.
+    manager, which tunnels through SSH where the exporter or ``LG_PROXY`` asks for it. A
+    ``NetworkService``: an Ethernet rig at its ``address``, ``udp://ADDRESS:5800`` (its ``port``, SSH's,
+    is not the rig's; the host must reach the address directly: UDP does not go through the proxy).
     """
     if isinstance(port, SerialPort):
         return port.port, port.speed
+    if isinstance(port, NetworkService):   # an Ethernet rig: its command port (docs/ethernet.md)
+        return f"udp://{port.address}:{UDP_COMMAND_PORT}", None
     host, tcp_port = proxymanager.get_host_and_port(port)
     if ":" in host:
         host = f"[{host}]"
@@ -69,7 +75,7 @@ class HilatDriver(Driver):
             (default: hilat's own, ``runs`` in the working directory)
     """
 
-    bindings = {"port": {"SerialPort", "NetworkSerialPort"}}
+    bindings = {"port": {"SerialPort", "NetworkSerialPort", "NetworkService"}}
 
     out_dir = attr.ib(default=None, validator=attr.validators.optional(attr.validators.instance_of(str)))
 

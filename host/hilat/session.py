@@ -31,6 +31,7 @@ MODES = {"periodic": p.MODE_PERIODIC, "dither": p.MODE_DITHER, "random": p.MODE_
          "burst": p.MODE_BURST, "oneshot": p.MODE_ONESHOT}
 
 
+COMMAND_READ_S = 0.05   # a read of the command link waits this long for data (Transport's default)
 START_ATTEMPTS = 5   # a START refused as late is tried again this often, 4 times further ahead each time
 
 
@@ -215,7 +216,10 @@ class Session:
         layout = udp.Layout.of(ident, ethernet.record_words)
         local_ip = self.rig.transport.local_address()[0]
         session_id = secrets.randbits(32) or 1
-        link = StreamLink(path, layout, session_id, bind_ip=local_ip)
+        try:
+            link = StreamLink(path, layout, session_id, bind_ip=local_ip)
+        except OSError as e:
+            raise RigError(f"cannot receive the Ethernet stream on {local_ip}: {e.strerror or e}") from None
         try:
             self.rig.command(p.StreamConfig(enable=1, session=session_id, dst_ip=int(ipaddress.IPv4Address(local_ip)),
                                             dst_port=link.port, flush_us=flush_us, heartbeat_ms=heartbeat_ms))
@@ -260,7 +264,12 @@ class Session:
         stream = self.stream
         if stream is not None:   # a backlog of datagrams: no waiting for the command link
             self.rig.transport.set_read_timeout(0 if stream.backlog else 0.005)
-        (ticks, masks, levels, fractions), frames, marks = self.rig.read_marked()
+            try:
+                (ticks, masks, levels, fractions), frames, marks = self.rig.read_marked()
+            finally:   # a command's wait for its reply waits as before
+                self.rig.transport.set_read_timeout(COMMAND_READ_S)
+        else:
+            (ticks, masks, levels, fractions), frames, marks = self.rig.read_marked()
         engine_frames = 0
         for frame in frames:
             msg = frame.msg

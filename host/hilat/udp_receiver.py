@@ -20,6 +20,7 @@ import ctypes.util
 import errno
 import logging
 import os
+import select
 import socket
 import struct
 import subprocess
@@ -41,6 +42,7 @@ SO_RCVBUFFORCE = 33
 MSG_WAITFORONE = 0x10000
 MSG_TRUNC = 0x20
 POLL_S = 0.1                      # the receiver's wait for a first datagram before it looks at stop
+READY_TIMEOUT_S = 20.0            # the receiver's child process starting, at most
 
 
 class _Iovec(ctypes.Structure):
@@ -221,9 +223,16 @@ class ReceiverProcess:
         try:
             os.close(create_stream_file(path))   # the header, before the child appends
             self.proc = subprocess.Popen([sys.executable, "-m", "hilat.udp_receiver", str(path), str(sock.fileno())],
-                                         pass_fds=[sock.fileno()], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+                                         pass_fds=[sock.fileno()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE)
         finally:
             sock.close()   # the child has its own copy
+        # Its loop running before the stream starts: the socket buffer holds well under a second at
+        # line rate, and a Python child takes that long to start on a loaded host.
+        ready, _, _ = select.select([self.proc.stdout], [], [], READY_TIMEOUT_S)
+        if not ready or self.proc.stdout.readline() != b"ready\n":
+            self.stop()
+            raise OSError(f"the stream's receiver did not start within {READY_TIMEOUT_S:g} s: {self.error}")
 
     @property
     def slots(self):
@@ -252,6 +261,7 @@ def _child(path, fd):
     """``python -m hilat.udp_receiver PATH FD``: the receiver on the socket FD until stdin ends."""
     receiver = Receiver(path, sock=socket.socket(fileno=fd))
     threading.Thread(target=lambda: (sys.stdin.buffer.read(), receiver._stop.set()), daemon=True).start()
+    print("ready", flush=True)
     receiver.run()
     os.close(receiver.fd)
     if receiver.error:

@@ -266,3 +266,20 @@ def test_lossy_udp_capture_states_its_losses_and_replays_from_stream_bin(tmp_pat
     cut = runs.load_run(capture.run_dir)
     assert cut.edges_source == "raw.bin" and cut.meta["counters"]["stream"]["records_lost"] == lost_records
     np.testing.assert_array_equal(cut.ticks, run.ticks)
+
+
+def test_labgrid_network_service_is_an_ethernet_rig():
+    """HilatDriver bound to a NetworkService reaches the rig at udp://ADDRESS:5800 (labgrid runs
+    in .venv-labgrid: tests/host/test_labgrid.py says why)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    python = root / ".venv-labgrid" / "bin" / "python"
+    if not python.exists():
+        pytest.fail(".venv-labgrid is missing: run scripts/setup-labgrid.sh (make setup runs it)")
+    code = ("import hilat.labgrid as L; from labgrid import Target; from labgrid.resource import NetworkService; "
+            "print(L.rig_url(NetworkService(Target('t'), 'rig', address='192.168.1.50', username='lab')))")
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": str(root / "host"), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "('udp://192.168.1.50:5800', None)"

@@ -307,8 +307,9 @@ class UdpRig:
         self.close()
 
 
-class UdpRigProcess:
-    """The rig in a child process (``url``); it ends when this process closes its stdin."""
+class UdpRigProcess(stream_rig.StreamRig):
+    """The rig in a child process (``url``); it ends when this process closes its stdin (closing as
+    the stream rig's)."""
 
     def __init__(self, stimuli=2000, rate=20_000, sender=None, period=stream_rig.DEFAULT_PERIOD):
         args = [sys.executable, str(Path(__file__).resolve()), "--stimuli", str(stimuli), "--rate", str(rate),
@@ -318,22 +319,6 @@ class UdpRigProcess:
         if not self.url.startswith("udp://"):
             self.close()
             raise RuntimeError(f"the UDP rig did not start (exit code {self.proc.returncode})")
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc.stdout.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def main(argv=None):
