@@ -45,6 +45,20 @@ def _ping(address, ident, seq, payload, timeout):
     raise TimeoutError(f"no echo reply from {address}")
 
 
+def _checked_frames(pcap):
+    """(kind, frame) of every frame of ``pcap`` as tshark reads it (kind: "arp", or the protocol on IPv4:
+    "udp", "icmp"), once it passed what every frame must: not malformed, no warning or error of tshark's,
+    and on IPv4 a header checksum tshark validated as good."""
+    for frame in netns.tshark_frames(pcap):
+        protocols = frame["frame.protocols"]
+        kind = "arp" if protocols == "eth:ethertype:arp" else protocols.split(":")[3] if protocols.startswith(
+            "eth:ethertype:ip:") else protocols
+        severities = [int(s) for s in frame["_ws.expert.severity"].split(",") if s]
+        assert frame["_ws.malformed"] == "" and max(severities, default=0) < netns.WARN_SEVERITY, frame
+        assert kind == "arp" or frame["ip.checksum.status"] == "1", frame
+        yield kind, frame
+
+
 def _echo_in_namespace(sim_dir, run_dir, sizes, seed):
     """In the namespace: LiteEth's echo simulator, the link captured; a ping, then one datagram of each
     size (random bytes) sent and its echo awaited. Returns what was sent and received, and the pcap."""
@@ -84,17 +98,9 @@ def test_liteeth_echo_in_a_namespace(tmp_path):
     assert out["link_errors"] == []
 
     kinds, to_rig, from_rig = {}, [], []
-    for frame in netns.tshark_frames(out["pcap"]):
-        protocols = frame["frame.protocols"]
-        kind = "arp" if protocols == "eth:ethertype:arp" else protocols.split(":")[3] if protocols.startswith(
-            "eth:ethertype:ip:") else protocols
+    for kind, frame in _checked_frames(out["pcap"]):
         kinds[kind] = kinds.get(kind, 0) + 1
-        severities = [int(s) for s in frame["_ws.expert.severity"].split(",") if s]
-        assert frame["_ws.malformed"] == "" and max(severities, default=0) < netns.WARN_SEVERITY, frame
-        if kind == "arp":
-            continue
-        assert kind in ("icmp", "udp"), frame
-        assert frame["ip.checksum.status"] == "1", frame          # validated: good
+        assert kind in ("arp", "icmp", "udp"), frame
         if kind == "udp":
             # LiteEth sends no UDP checksum (0, allowed in IPv4): the Ethernet CRC the module checked covers it.
             if frame["ip.src"] == sim_liteeth.ETH_RIG_IP:
@@ -198,18 +204,11 @@ def test_udp_measures_exactly_as_serial_and_the_pcap_is_what_the_host_received(e
             received.append(bytes(slot[udp_format.SLOT_HEADER:udp_format.SLOT_HEADER + length]))
     assert received
 
-    kinds, streamed = {}, []
-    for frame in netns.tshark_frames(tmp_path / "link.pcap"):
-        protocols = frame["frame.protocols"]
-        kind = "arp" if protocols == "eth:ethertype:arp" else protocols.split(":")[3] if protocols.startswith(
-            "eth:ethertype:ip:") else protocols
-        kinds[kind] = kinds.get(kind, 0) + 1
-        severities = [int(s) for s in frame["_ws.expert.severity"].split(",") if s]
-        assert frame["_ws.malformed"] == "" and max(severities, default=0) < netns.WARN_SEVERITY, frame
+    streamed = []
+    for kind, frame in _checked_frames(tmp_path / "link.pcap"):
+        assert kind in ("arp", "udp"), frame
         if kind == "arp":
             continue
-        assert kind == "udp", frame
-        assert frame["ip.checksum.status"] == "1", frame
         if frame["ip.src"] == "192.168.1.50":
             assert frame["udp.checksum.status"] == "3", frame   # LiteEth sends none (0); the module checked the CRC
             assert frame["udp.srcport"] in ("5800", "5801"), frame
