@@ -129,7 +129,10 @@ static int fired_asked[HILAT_N_STIMULUS];
 /* The counters' fake values (STREAM_STATUS must carry them). */
 #define FAKE_DATAGRAMS 0x01020304u
 #define FAKE_RECORDS 0x0000000A0B0C0D0Eull
-#define FAKE_RX_FRAMES 77u
+/* Ethernet frames received: the datagrams the firmware has begun to read (0 until the first: the
+ * link is down for STREAM_STATUS over the UART before any); each value read is kept, in order. */
+static uint32_t rx_frames_read[MAX_DELIVERIES];
+static size_t n_rx_frames_read;
 #define FAKE_CMD_DROPPED 5u
 /* The session register at each restart of the stream. */
 static uint32_t restart_sessions[MAX_DELIVERIES];
@@ -258,7 +261,14 @@ static unsigned long csr_read_simple(unsigned long a)
     if (a == CSR_ETHSTREAM_RECORDS_ADDR + 4)
         return (uint32_t)FAKE_RECORDS;
     if (a == CSR_ETHNET_STATUS_ADDR)
-        return FIELD(ETHNET_STATUS, RX_FRAMES, FAKE_RX_FRAMES);
+    {
+        uint32_t frames = 0;
+        for (size_t k = 0; k < cur + (cur < n_deliveries && cur_pos > 0); k++)
+            frames += deliveries[k].from.udp;
+        CHECK(n_rx_frames_read < MAX_DELIVERIES);
+        rx_frames_read[n_rx_frames_read++] = frames;
+        return FIELD(ETHNET_STATUS, RX_FRAMES, frames);
+    }
 #endif
     return *r;
 }
@@ -420,7 +430,7 @@ static void check_capture_registers(const hilat_capture_config_t *c)
 static hilat_stream_status_t o_stream;
 static uint32_t o_dst_ip, o_dst_port, o_flush, o_heartbeat, o_session, o_ip;
 static uint64_t o_mac;
-static size_t o_restarts;
+static size_t o_restarts, o_rx_frames_reads;
 
 static void oracle_ethernet_reset(void)
 {
@@ -485,11 +495,14 @@ static void oracle_ethernet_identify(const uint8_t *tail)
 static void oracle_stream_status(const uint8_t *b)
 {
     const hilat_stream_status_t *o = &o_stream;
-    CHECK(b[2] == o->enabled && b[3] == HILAT_STREAM_LINK_UP && le32(b + 4) == o->session);
+    /* rx_frames: the value the firmware read for this STREAM_STATUS; link bit0 says whether it is 0. */
+    CHECK(o_rx_frames_reads < n_rx_frames_read);
+    uint32_t frames = rx_frames_read[o_rx_frames_reads++];
+    CHECK(b[2] == o->enabled && b[3] == (frames ? HILAT_STREAM_LINK_UP : 0u) && le32(b + 4) == o->session);
     CHECK(le32(b + 8) == o->dst_ip && le16(b + 12) == o->dst_port && le16(b + 14) == o->flush_us);
     CHECK(le16(b + 16) == o->heartbeat_ms && le32(b + 18) == FAKE_DATAGRAMS);
     CHECK(le32(b + 22) == (uint32_t)FAKE_RECORDS && le32(b + 26) == (uint32_t)(FAKE_RECORDS >> 32));
-    CHECK(le32(b + 30) == FAKE_RX_FRAMES && le32(b + 34) == FAKE_CMD_DROPPED);
+    CHECK(le32(b + 30) == frames && le32(b + 34) == FAKE_CMD_DROPPED);
 }
 
 static void check_ethernet_registers(void)
@@ -501,6 +514,7 @@ static void check_ethernet_registers(void)
     CHECK(csr_read_simple(CSR_ETHSTREAM_SESSION_ADDR) == o_session);
     CHECK(GET(ETHSTREAM_CONTROL, ENABLE, csr_read_simple(CSR_ETHSTREAM_CONTROL_ADDR)) == o_stream.enabled);
     CHECK(o_restarts == n_restarts); /* no restart but at an acknowledged START */
+    CHECK(o_rx_frames_reads == n_rx_frames_read); /* read for STREAM_STATUS only */
     CHECK(ethnet_ip_read() == o_ip && ethnet_mac_read() == o_mac);
 }
 #endif
@@ -518,7 +532,7 @@ static void check_output(void)
     o_dst_ip = o_dst_port = o_flush = o_heartbeat = o_session = 0;
     o_ip = HILAT_ETH_IP_DEFAULT;
     o_mac = MAC_DEFAULT;
-    o_restarts = 0;
+    o_restarts = o_rx_frames_reads = 0;
 #endif
 
     CHECK(uart_frame_start == tx_len && udp_out_len == 0); /* every frame complete */
@@ -655,7 +669,7 @@ static void reset_firmware(void)
     *reg(CSR_ETHNET_MAC_ADDR) = (uint32_t)(MAC_DEFAULT >> 32);
     *reg(CSR_ETHNET_MAC_ADDR + 4) = (uint32_t)MAC_DEFAULT;
     udp_in_datagram = 0;
-    n_restarts = 0;
+    n_restarts = n_rx_frames_read = 0;
 #endif
     init();
 }

@@ -133,6 +133,8 @@ def test_firmware_ethernet_commands_survive_a_fuzzing_run(tmp_path, generated_wi
     # NET_CONFIG's new address applied before its ACK has left (the ACK would go from it).
     ("    ack(cmd->seq, HILAT_ACK_OK, 0); /* from the old address */",
      "    ethnet_ip_write(c->ip);\n    ack(cmd->seq, HILAT_ACK_OK, 0); /* from the old address */"),
+    # STREAM_STATUS's link bit set whether or not a frame was received.
+    ("st.link = st.rx_frames ? HILAT_STREAM_LINK_UP : 0u;", "st.link = HILAT_STREAM_LINK_UP;"),
     # START without restarting the stream.
     ("| FIELD(ETHSTREAM_CONTROL, RESTART, 1));", ");"),
     # A datagram without its 0x00 left open: its frame would run into the next datagram's.
