@@ -621,6 +621,13 @@ class Capture:
             self.stream_link = session.close_stream(self.stream)
             if self.live is not None:
                 self.live.update()
+            c = self.stream_link.counters()
+            lag = c.get("processing_done_after_last_arrival_s")
+            log.info("stream: the rig sent %s records in %s datagrams; %d records arrived, %d datagrams (%d records) "
+                     "lost%s", c.get("rig_records_sent"), c.get("rig_datagrams_sent"), c["records"],
+                     c["datagrams_lost"], c["records_lost"],
+                     f"; processing was done {lag:.2f} s after the last datagram (at most {c['peak_lag_datagrams']} "
+                     "datagrams behind)" if lag is not None else "")
 
     def _flush_engine(self, session):
         """The engine closes every interval (its bins arrive before the ACK), then its exact totals."""

@@ -43,6 +43,7 @@ MSG_WAITFORONE = 0x10000
 MSG_TRUNC = 0x20
 POLL_S = 0.1                      # the receiver's wait for a first datagram before it looks at stop
 READY_TIMEOUT_S = 20.0            # the receiver's child process starting, at most
+RECEIVER_NICE = -10               # the receiver's child runs before the capture (root only)
 
 
 class _Iovec(ctypes.Structure):
@@ -259,6 +260,10 @@ class ReceiverProcess:
 
 def _child(path, fd):
     """``python -m hilat.udp_receiver PATH FD``: the receiver on the socket FD until stdin ends."""
+    try:   # before the pairing and whatever else the host runs: a datagram not taken in time is lost
+        os.nice(RECEIVER_NICE)
+    except OSError:
+        pass   # not root: the default priority
     receiver = Receiver(path, sock=socket.socket(fileno=fd))
     threading.Thread(target=lambda: (sys.stdin.buffer.read(), receiver._stop.set()), daemon=True).start()
     print("ready", flush=True)
