@@ -83,6 +83,7 @@ def _echo_in_namespace(sim_dir, run_dir, sizes, seed):
             "link_errors": netns.link_errors(run_dir / "sim.log")}
 
 
+@pytest.mark.slow   # LiteEth's echo: a simulator build of its own (about 25 s)
 def test_liteeth_echo_in_a_namespace(tmp_path):
     """LiteEth alone behind the GMII model: it answers a ping and echoes every datagram exactly (sizes
     1 .. 1,472 bytes), the module finds no bad frame, and tshark finds in the pcap only ARP, ICMP and
