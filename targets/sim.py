@@ -60,6 +60,11 @@ HARNESS        = SIM_MODULES / "hilat_veril.cpp"
 SYS_CLK_FREQ   = int(50e6)
 TS_CLK_FREQ    = int(50e6)
 N_STIMULUS     = 2
+# The simulated Ethernet link (docs/ethernet.md, "Simulation"): the TAP interface the simulator makes and
+# the host's address on it; they exist only in the network namespace the simulator runs in (targets/netns.py).
+ETH_TAP        = "tap0"
+ETH_HOST_IP    = "192.168.1.100"
+ETH_MODULE     = "gmii_ethernet"
 N_INPUTS       = 4
 
 _io = [
@@ -77,6 +82,17 @@ _io = [
     ("src_clk", 0, Pins(1)),
     # A CPU DUT's clock (targets/dut/cpu_soc.py).
     ("dut_cpu_clk", 0, Pins(1)),
+    # Ethernet: a GMII PHY (LiteEthPHYGMII(model=True)) to LiteX's gmii_ethernet module, which bridges it
+    # to a TAP interface (ETH_TAP, address ETH_HOST_IP) and checks every frame's preamble and CRC. The
+    # module clocks GMII with sys_clk (the PHY model's eth_rx/eth_tx are sys).
+    ("gmii_eth", 0,
+        Subsignal("rx_data", Pins(8)),
+        Subsignal("rx_dv",   Pins(1)),
+        Subsignal("rx_er",   Pins(1)),
+        Subsignal("tx_data", Pins(8)),
+        Subsignal("tx_en",   Pins(1)),
+        Subsignal("tx_er",   Pins(1)),
+    ),
     ("serial", 0,
         Subsignal("source_valid", Pins(1)),
         Subsignal("source_ready", Pins(1)),
@@ -94,9 +110,10 @@ class Platform(SimPlatform):
 
 
 def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024, with_engine=False,
-              samples_per_tick=1, dut_cpu=None, dut_dir=None):
+              samples_per_tick=1, dut_cpu=None, dut_dir=None, ethernet=False):
     """The simulated rig SoC with its DUT: a Verilog model (``dut_model``/``dut_top``), or with
-    ``dut_cpu`` a LiteX SoC with that CPU (targets/dut/cpu_soc.py), generated into ``dut_dir``."""
+    ``dut_cpu`` a LiteX SoC with that CPU (targets/dut/cpu_soc.py), generated into ``dut_dir``.
+    ``ethernet``: the rig's Ethernet link (docs/ethernet.md) on a GMII PHY model (the ``gmii_eth`` pads)."""
     from gateware import channels, dsp
     from gateware.clocking import EdgeClock
     from gateware.soc import RigSoC
@@ -123,12 +140,22 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024,
                     self.cd_ts.clk.eq(ClockSignal("sys")),
                     self.cd_ts.rst.eq(ResetSignal("sys")),
                 ]
+            eth = {}
+            if ethernet:
+                from liteeth.phy.gmii import LiteEthPHYGMII
+
+                # model=True: eth_rx and eth_tx are sys (the module clocks GMII with sys_clk); ping on, to
+                # see the link answer (`ping 192.168.1.50` in the namespace).
+                eth = {"ethernet_phy": LiteEthPHYGMII(None, platform.request("gmii_eth"), model=True),
+                       "eth_with_icmp": True}
             table = channels.channel_table(N_STIMULUS, N_INPUTS)
             stimulus_pads = [Signal(name=c.name) for c in channels.outputs(table)]
             capture_pads  = [Signal(name=c.name) for c in channels.inputs(table)]
             RigSoC.__init__(self, platform, SYS_CLK_FREQ, TS_CLK_FREQ, stimulus_pads, capture_pads,
                             board="sim", fifo_depth=fifo_depth, uart_name="sim", with_engine=with_engine,
-                            samples_per_tick=samples_per_tick, edge_clock_domain=edge_clock_domain)
+                            samples_per_tick=samples_per_tick, edge_clock_domain=edge_clock_domain, **eth)
+            if ethernet:
+                self.ethphy = eth["ethernet_phy"]   # a submodule of the SoC, as on the boards (its clock domains)
             # The DUT model's output <role>_pin drives the input whose default role that is. It runs
             # on ts (its latencies in ticks), or on a clock S times faster (in sub-ticks).
             outputs = {f"o_{c.role}_pin": pad for c, pad in zip(channels.inputs(table), capture_pads) if c.role}
@@ -165,7 +192,7 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024,
 
 
 def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=False, samples_per_tick=1, dut_cpu=None,
-              trace=False):
+              trace=False, ethernet=False):
     """Hash of everything the simulator binary depends on."""
     h = hashlib.sha256()
     # variables.mak is written into sim_modules by the build itself: hashing it would make the
@@ -187,6 +214,7 @@ def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=Fals
     h.update(b"" if samples_per_tick == 1 else f"samples {samples_per_tick}".encode())
     h.update(f"cpu {dut_cpu}".encode() if dut_cpu else b"")
     h.update(b"trace" if trace else b"")
+    h.update(b"ethernet" if ethernet else b"")
     import litex
     h.update(str(getattr(litex, "__version__", "")).encode())
     return h.hexdigest()[:16]
@@ -197,19 +225,20 @@ def _log(msg):
 
 
 def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", force=False, with_engine=False,
-          samples_per_tick=1, dut_cpu=None, trace=False):
+          samples_per_tick=1, dut_cpu=None, trace=False, ethernet=False):
     """Build (or reuse) the simulator; return its directory (with ``obj_dir/Vsim``). ``samples_per_tick``
     (1, 2 or 4): how often the rig samples each input a tick; above 1 the DUT model runs on a clock that
     many times faster than ts, so its settings are in sub-ticks. ``dut_cpu`` ("vexriscv"): the DUT is a
     LiteX SoC with that CPU on a clock of its own (targets/dut/cpu_soc.py), not the model. ``trace``: a
     build (of its own) that writes every signal to ``sim.vcd`` in the run directory, for waveforms; it
-    runs about a fifth slower, and the file grows fast."""
+    runs about a fifth slower, and the file grows fast. ``ethernet``: the rig's Ethernet link on a GMII PHY
+    model bridged to a TAP interface (run it in a network namespace: SimulatedRig, targets/netns.py)."""
     if samples_per_tick not in (1, 2, 4):
         raise ValueError(f"samples_per_tick is 1, 2 or 4, not {samples_per_tick}")
     if dut_cpu and samples_per_tick != 1:
         raise ValueError("a CPU DUT runs with a rig sampling once a tick")
     build_root = Path(build_root or ROOT / "build" / "sim")
-    out = build_root / build_key(dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace)
+    out = build_root / build_key(dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace, ethernet)
     done = out / "sim.json"          # written last: a build with it is complete
     if done.exists() and not force:
         return out
@@ -219,11 +248,11 @@ def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", for
     with open(build_root / f"{out.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists() or force:
-            _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace)
+            _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace, ethernet)
     return out
 
 
-def _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace):
+def _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace, ethernet):
     from gateware.soc import RigBuilder
 
     binary = out / "gateware" / "obj_dir" / "Vsim"
@@ -235,11 +264,11 @@ def _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trac
     # The firmware's and the model's compilers through ccache, its cache shared by every clone.
     compiler_cache.enable(ROOT)
     soc = build_soc(dut_model, dut_top, with_engine=with_engine, samples_per_tick=samples_per_tick,
-                    dut_cpu=dut_cpu, dut_dir=out / "dut")
+                    dut_cpu=dut_cpu, dut_dir=out / "dut", ethernet=ethernet)
     if trace:
         soc.comb += soc.platform.trace.eq(1)   # LiteX's harness dumps while sim_trace is high
     builder = RigBuilder(soc, output_dir=str(out), compile_gateware=False)
-    sim_config = _sim_config(port=0, samples_per_tick=samples_per_tick, dut_cpu=bool(dut_cpu))
+    sim_config = _sim_config(port=0, samples_per_tick=samples_per_tick, dut_cpu=bool(dut_cpu), ethernet=ethernet)
     with _quiet():
         # The harness's C at -O3 (LiteX's default is -O0; the model's code keeps Verilator's -Os).
         builder.build(sim_config=sim_config, run=False, interactive=False, opt_level="O3", trace=trace,
@@ -254,7 +283,7 @@ def _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trac
         raise RuntimeError(f"simulator build failed, see {out / 'build.log'}")
     # What the runtime needs to clock it as it was built (its sim_config.js).
     (out / "sim.json").write_text(json.dumps({"samples_per_tick": samples_per_tick, "dut_cpu": dut_cpu,
-                                              "trace": trace}))
+                                              "trace": trace, "ethernet": ethernet}))
 
 
 def _run_build(args, cwd):
@@ -314,12 +343,14 @@ SOURCE_CLK_PHASE = 20
 
 
 def _sim_config(port, samples_per_tick=1, edge_clock_high_ps=None, async_source=False, dut_cpu=False,
-                dut_cpu_clk_hz=DUT_CPU_CLK_FREQ):
+                dut_cpu_clk_hz=DUT_CPU_CLK_FREQ, ethernet=False):
     """``edge_clock_high_ps``: S = 4, how long the edge clock stays high in each of its cycles
     (default: half its period); ``async_source``: clock the resolution calibration's source. Each
     makes the simulator's time step finer (slower), so they are off unless asked for: an unclocked
     pad stays low. ``dut_cpu``: clock a CPU DUT at ``dut_cpu_clk_hz`` (any whole Hz whose half period
-    is at least the time step; DUT_CLOCK_MODULE, which leaves the step as the other clocks make it)."""
+    is at least the time step; DUT_CLOCK_MODULE, which leaves the step as the other clocks make it).
+    ``ethernet``: LiteX's gmii_ethernet module on the ``gmii_eth`` pads, clocked by sys_clk, which makes
+    the TAP interface ETH_TAP with the host's address ETH_HOST_IP/24 when the simulator starts."""
     cfg = SimConfig()
     cfg.add_clocker("sys_clk", freq_hz=SYS_CLK_FREQ)
     if samples_per_tick == 4:
@@ -346,6 +377,8 @@ def _sim_config(port, samples_per_tick=1, edge_clock_high_ps=None, async_source=
         cfg.add_module(DUT_CLOCK_MODULE, [], clocks="dut_cpu_clk", tickfirst=True,
                        args={"freq_hz": int(dut_cpu_clk_hz)})
     cfg.add_module(SERIAL_MODULE, "serial", args={"port": port})
+    if ethernet:
+        cfg.add_module(ETH_MODULE, "gmii_eth", args={"interface": ETH_TAP, "ip": ETH_HOST_IP})
     return cfg
 
 
@@ -490,10 +523,16 @@ class SimulatedRig:
     clock's frequency in whole Hz (default DUT_CPU_CLK_FREQ; any other, e.g. 33_333_700, is unrelated
     to the rig's clock: its edges as ``dut_clock_edges`` gives them), and ``dut_firmware``, the firmware
     image its ROM starts with (targets/dut/cpu_soc.py's FIRMWARE_IMAGES; default: the one it was built
-    with)."""
+    with).
+
+    A rig built with Ethernet (``build(ethernet=True)``) runs with its link (``ethernet``: None, as built)
+    only inside a network namespace other than the machine's (targets/netns.py; the simulator makes the TAP
+    interface there, with the host's address): ``udp_url`` reaches it there, ``url`` (serial) as always.
+    ``ethernet=False`` runs it without the link (the serial link only, no namespace needed)."""
 
     def __init__(self, sim_dir, run_dir, port=None, dut_args=None, dut_log=None, pps_log=None,
-                 edge_clock_high_ps=None, async_source_cycles=None, dut_cpu_clk_hz=None, dut_firmware=None):
+                 edge_clock_high_ps=None, async_source_cycles=None, dut_cpu_clk_hz=None, dut_firmware=None,
+                 ethernet=None):
         self.sim_dir = Path(sim_dir)
         self.run_dir = Path(run_dir)
         self.port = port or free_port()
@@ -504,6 +543,9 @@ class SimulatedRig:
         built = json.loads((self.sim_dir / "sim.json").read_text()) if (self.sim_dir / "sim.json").exists() else {}
         self.samples_per_tick = built.get("samples_per_tick", 1)
         self.dut_cpu = built.get("dut_cpu")
+        self.ethernet = bool(built.get("ethernet")) if ethernet is None else bool(ethernet)
+        if self.ethernet and not built.get("ethernet"):
+            raise ValueError("this simulator was built without Ethernet (sim.build(ethernet=True), --ethernet)")
         check_clock_settings(self.samples_per_tick, edge_clock_high_ps, async_source_cycles, bool(self.dut_cpu),
                              dut_cpu_clk_hz)
         self.edge_clock_high_ps = edge_clock_high_ps
@@ -522,7 +564,23 @@ class SimulatedRig:
     def url(self):
         return f"socket://127.0.0.1:{self.port}"
 
+    @property
+    def udp_url(self):
+        """The rig's command port over the simulated Ethernet link (in the simulator's namespace)."""
+        from gateware.ethernet import IP_DEFAULT
+
+        if not self.ethernet:
+            raise ValueError("a simulated rig without Ethernet has no udp:// URL")
+        return f"udp://{IP_DEFAULT}"
+
     def start(self, timeout=60):
+        if self.ethernet:
+            from targets import netns
+
+            if not netns.isolated():
+                raise RuntimeError("the simulated rig's Ethernet makes a TAP interface with the host's address "
+                                   f"({ETH_HOST_IP}): run it in a network namespace of its own with nothing but lo "
+                                   "(`unshare --net`, targets/netns.py), not the machine's, one rig a namespace")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         gateware = self.sim_dir / "gateware"
         # The simulator reads its modules and memory images relative to its working directory.
@@ -560,6 +618,10 @@ class SimulatedRig:
                     if self.process.poll() is not None:
                         break
                     if _listening(self.port):  # no probe connection: the first client is the user's
+                        if self.ethernet:      # made by the module at start-up, before the TCP port
+                            from targets import netns
+
+                            netns.wait_for_interface(ETH_TAP, max(1, deadline - time.monotonic()), self.process)
                         started = True
                         return self
                     time.sleep(0.05)
@@ -575,7 +637,7 @@ class SimulatedRig:
 
     def _sim_config(self, port):
         return _sim_config(port, self.samples_per_tick, self.edge_clock_high_ps, bool(self.async_source_cycles),
-                           bool(self.dut_cpu), self.dut_cpu_clk_hz)
+                           bool(self.dut_cpu), self.dut_cpu_clk_hz, self.ethernet)
 
     def stop(self):
         if self.process:
@@ -604,11 +666,13 @@ def main(argv=None):
                         help="samples of each input a tick (sub-tick timestamps; the DUT model then runs "
                              "that many times faster than ts, its settings in sub-ticks)")
     parser.add_argument("--trace", action="store_true", help="a build that writes every signal to sim.vcd (slower)")
+    parser.add_argument("--ethernet", action="store_true",
+                        help="the rig's Ethernet link (GMII model + TAP interface: --run needs a network namespace)")
     args = parser.parse_args(argv)
     if not (args.build or args.run or args.rebuild):
         parser.error("nothing to do: give --build and/or --run")
     sim_dir = build(dut_model=args.dut_model, dut_top=args.dut_top, force=args.rebuild,
-                    samples_per_tick=args.samples_per_tick, trace=args.trace)
+                    samples_per_tick=args.samples_per_tick, trace=args.trace, ethernet=args.ethernet)
     print(json.dumps({"sim_dir": str(sim_dir)}))
     if args.run:
         dut_args = dict(kv.split("=", 1) for kv in args.dut)

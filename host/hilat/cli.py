@@ -356,6 +356,21 @@ def _simulated_rig(sim, sim_dir, run_dir, args, **kwargs):
         raise UsageError(str(e)) from None
 
 
+def _sim_namespace(args):
+    """--ethernet: the simulated rig's TAP interface and addresses go in a network namespace of this
+    process's own (targets/netns.py), entered here unless this one is already such (`unshare --net`)."""
+    if not args.ethernet:
+        return
+    from targets import netns
+
+    if netns.isolated():
+        return
+    reason = netns.unavailable_reason()
+    if reason:
+        raise UsageError(f"--ethernet runs the simulated rig in a network namespace of its own: {reason}")
+    netns.enter()
+
+
 def cmd_sim(args):
     sim = _sim()
 
@@ -363,12 +378,19 @@ def cmd_sim(args):
     sources = _sim_calibration_sources(args)
     _check_sim_clocks(sim, args)
     sim_dir = sim.build(dut_model=args.dut_model or sim.DEFAULT_DUT, dut_top=args.dut_top,
-                        samples_per_tick=args.samples_per_tick, dut_cpu=_dut_cpu(args), trace=args.trace)
+                        samples_per_tick=args.samples_per_tick, dut_cpu=_dut_cpu(args), trace=args.trace,
+                        ethernet=args.ethernet)
+    _sim_namespace(args)
     dut_args = {**_dut_args(args), **sources, **_console_args(args, sim_dir / "run-sim")}
     rig = _simulated_rig(sim, sim_dir, sim_dir / "run-sim", args, port=args.port, dut_args=dut_args,
                          dut_log=args.dut_log, pps_log=args.pps_log)
     with rig:
         print(rig.url, flush=True)
+        if args.ethernet:
+            # Both links live in the simulator's namespace: other processes reach them through nsenter.
+            print(rig.udp_url, flush=True)
+            log.info("the simulated rig's links are in its network namespace: reach them with "
+                     "`nsenter --net=/proc/%d/ns/net hilat info %s`", rig.process.pid, rig.udp_url)
         if _dut_cpu(args):
             log.info("the DUT's console: %s", dut_args["console"])
         if args.trace:
@@ -388,16 +410,18 @@ def cmd_demo(args):
     log.info("building the simulated rig (cached after the first run)")
     # --on-rig: the simulated rig with the measurement engine (a separate, cached build).
     sim_dir = sim.build(dut_model=args.dut_model or sim.DEFAULT_DUT, dut_top=args.dut_top, with_engine=args.on_rig,
-                        samples_per_tick=args.samples_per_tick, dut_cpu=_dut_cpu(args))
+                        samples_per_tick=args.samples_per_tick, dut_cpu=_dut_cpu(args), ethernet=args.ethernet)
+    _sim_namespace(args)
     run_tmp = Path(tempfile.mkdtemp(prefix="hilat-sim-"))
     dut_log = run_tmp / "dut_injected.csv"
     rig = _simulated_rig(sim, sim_dir, run_tmp, args, dut_args={**_dut_args(args), **_console_args(args, run_tmp)},
                          dut_log=dut_log)
     with rig:
-        log.info("simulated rig and DUT on %s", rig.url)
+        url = rig.udp_url if args.ethernet else rig.url
+        log.info("simulated rig and DUT on %s", url)
         if not args.label:
             args.label = "demo"
-        code, capture = _run_capture(rig.url, args, extra_meta={"simulated": True, "dut_settings": _dut_args(args)})
+        code, capture = _run_capture(url, args, extra_meta={"simulated": True, "dut_settings": _dut_args(args)})
     run_dir = capture.run_dir
     # Keep what the DUT model injected (or a CPU DUT wrote on its console) next to the run.
     for kept in (dut_log, run_tmp / "dut_console.txt"):
@@ -893,6 +917,10 @@ def build_parser():
         sp.add_argument("--dut", action="append", type=_dut_setting, metavar="NAME=VALUE",
                         help="DUT model setting (see targets/dut/hilat_dut_model.v), e.g. isr_base=80")
         sp.add_argument("--dut-model", default=None, help="Verilog file of your own DUT model")
+        sp.add_argument("--ethernet", action="store_true",
+                        help="the rig with its Ethernet link (a separate, cached build), reached as "
+                             "udp://192.168.1.50 from the host address 192.168.1.100 on a TAP interface, all in a "
+                             "network namespace of the simulator's own (root; docs/ethernet.md, \"Simulation\")")
         sp.add_argument("--dut-top", default="hilat_dut_model", help="module name of the DUT model")
         sp.add_argument("--dut-cpu", choices=_dut_cpu_choices(), default="model",
                         help="the DUT: the Verilog model (default), or a LiteX SoC with this CPU running "

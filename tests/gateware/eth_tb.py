@@ -103,13 +103,15 @@ class EthTB(TB):
             ready.value = take
             if take and valid.value:
                 if not words:
-                    first = (self.cycle, now_ps(), {p: s.value.to_unsigned() for p, s in params})
+                    first = (self.cycle, now_ps(), {p: s.value.to_unsigned() for p, s in params},
+                             dut.ts.value.to_unsigned())
                 else:
                     assert {p: s.value.to_unsigned() for p, s in params} == first[2], "parameters changed mid-datagram"
                 words.append(data.value.to_unsigned())
                 if last.value:
                     d = Datagram(words, first[2], first[0], self.cycle, first[1])
                     d.last_be = last_be.value.to_unsigned()
+                    d.first_tick = first[3]   # the timebase when its first word left
                     out.append(d)
                     words = []
 
@@ -126,6 +128,23 @@ class EthTB(TB):
         await self.write("ethstream_flush_cycles", flush_cycles)
         await self.write("ethstream_heartbeat_cycles", heartbeat_cycles)
         await self.write_fields("ethstream_control", enable=enable, restart=int(restart))
+
+
+async def receive_all(tb):
+    """Every datagram waiting, read byte by byte through the CSRs: [(bytes, ip, port)]."""
+    datagrams, current = [], bytearray()
+    while True:
+        status = await tb.read_fields("ethcmd_rx_status")
+        if not status["pending"]:
+            assert not current, "a datagram's bytes ended without its last byte"
+            return datagrams
+        if not current:
+            source = (await tb.read("ethcmd_rx_src_ip"), await tb.read("ethcmd_rx_src_port"))
+        current.append(await tb.read("ethcmd_rx_data"))
+        await tb.write_fields("ethcmd_rx_pop", pop=1)
+        if status["last"]:
+            datagrams.append((bytes(current), *source))
+            current = bytearray()
 
 
 def check_stream(datagrams, session, first_seq=0, first_index=0, max_records=None):
@@ -151,19 +170,21 @@ def check_stream(datagrams, session, first_seq=0, first_index=0, max_records=Non
 _built = {}
 
 
-def ethernet_simulator():
-    """(runner, build directory) of EthernetCores, exported and built once per session."""
-    if "ethernet" not in _built:
+def ethernet_simulator(with_link=False):
+    """(runner, build directory) of EthernetCores (``with_link``: on LiteEth and its PHY model),
+    exported and built once per session."""
+    variant = "ethernet_link" if with_link else "ethernet"
+    if variant not in _built:
         from tb import verilator_build
 
         from gateware.ethernet import export
-        build_dir = HERE / "sim_build" / "ethernet"
-        verilog = export(build_dir, TOPLEVEL, **BUILD_CLOCKS)
-        _built["ethernet"] = verilator_build(verilog, TOPLEVEL, build_dir), build_dir
-    return _built["ethernet"]
+        build_dir = HERE / "sim_build" / variant
+        verilog = export(build_dir, TOPLEVEL, with_link=with_link, **BUILD_CLOCKS)
+        _built[variant] = verilator_build(verilog, TOPLEVEL, build_dir), build_dir
+    return _built[variant]
 
 
-def run_ethernet_cocotb(test_file):
-    runner, build_dir = ethernet_simulator()
+def run_ethernet_cocotb(test_file, with_link=False):
+    runner, build_dir = ethernet_simulator(with_link)
     env = {"HILAT_TB_INFO": str(build_dir / f"{TOPLEVEL}.json")}
     return run_tests(runner, TOPLEVEL, build_dir, test_file, env, "EthernetCores")
