@@ -175,3 +175,65 @@ async def on_the_wire(dut):
 
 def test_ethernet_on_the_wire():
     run_ethernet_cocotb(__file__, with_link=True)
+
+
+# The SoC option ------------------------------------------------------------------------------------
+
+def _rig_soc(tmp_path, ethernet):
+    """A RigSoC on LiteX's simulation platform (with LiteEth's PHY model when ``ethernet``), its
+    csr.json and soc.h generated (no software, no gateware build)."""
+    import json
+
+    from liteeth.phy.model import LiteEthPHYModel
+    from litex.build.generic_platform import Pins, Subsignal
+    from litex.build.sim import SimPlatform
+    from litex.soc.integration.builder import Builder
+    from migen import ClockDomain, Module, Signal
+
+    from gateware.soc import RigSoC
+
+    def stream_pads(name):
+        return (name, 0, *[Subsignal(f"{side}_{what}", Pins(8 if what == "data" else 1))
+                           for side in ("source", "sink") for what in ("valid", "ready", "data")])
+
+    platform = SimPlatform("SIM", [("sys_clk", 0, Pins(1)), ("sys_rst", 0, Pins(1)),
+                                   stream_pads("serial"), stream_pads("eth")])
+    phy = LiteEthPHYModel(platform.request("eth")) if ethernet else None
+    soc = RigSoC(platform, 50e6, 50e6, [Signal() for _ in range(2)], [Signal() for _ in range(4)], board="sim",
+                 uart_name="sim", ethernet_phy=phy, eth_ip="10.0.0.7", eth_mac="02:00:00:00:00:07")
+    soc.crg = Module()
+    soc.crg.clock_domains.cd_sys = ClockDomain()
+    soc.crg.clock_domains.cd_ts = ClockDomain()
+    if phy is not None:
+        soc.ethphy = phy
+    Builder(soc, output_dir=str(tmp_path), compile_software=False, compile_gateware=False,
+            csr_json=str(tmp_path / "csr.json")).build(run=False)
+    csrs = json.loads((tmp_path / "csr.json").read_text())["csr_registers"]
+    soc_h = (tmp_path / "software" / "include" / "generated" / "soc.h").read_text()
+    return csrs, soc_h
+
+
+DOCUMENTED_CSRS = {   # docs/ethernet.md, "CSRs"
+    "ethstream": ["control", "session", "dst_ip", "dst_port", "flush_cycles", "heartbeat_cycles", "datagrams",
+                  "records"],
+    "ethcmd": ["rx_status", "rx_data", "rx_pop", "rx_src_ip", "rx_src_port", "tx_data", "tx_send", "tx_dst_ip",
+               "tx_dst_port", "tx_status", "rx_dropped"],
+    "ethnet": ["ip", "mac", "status"],
+}
+
+
+def test_rig_soc_with_and_without_ethernet(tmp_path):
+    """With a PHY the SoC has every CSR docs/ethernet.md names and the soc.h constants (the build's
+    address and MAC); without one, none of them."""
+    csrs, soc_h = _rig_soc(tmp_path / "eth", ethernet=True)
+    for module, registers in DOCUMENTED_CSRS.items():
+        for register in registers:
+            assert f"{module}_{register}" in csrs, f"{module}_{register} missing"
+    assert csrs["ethstream_records"]["size"] == 2 and csrs["ethnet_mac"]["size"] == 2   # 64 and 48 bits
+    for line in ("HILAT_ETHERNET 1", f"HILAT_ETH_IP_DEFAULT {0x0A000007}", f"HILAT_ETH_MAC_DEFAULT {0x020000000007}",
+                 "HILAT_ETH_COMMAND_PORT 5800", "HILAT_ETH_STREAM_PORT 5801", "HILAT_ETH_RECORD_WORDS 2",
+                 "HILAT_ETH_MAX_RECORDS 179"):
+        assert f"#define {line}\n" in soc_h, line
+    csrs, soc_h = _rig_soc(tmp_path / "uart", ethernet=False)
+    assert not [name for name in csrs if name.startswith(("ethstream", "ethcmd", "ethnet"))]
+    assert "HILAT_ETH" not in soc_h and "capture_ev_pop" in csrs
