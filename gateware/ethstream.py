@@ -331,7 +331,7 @@ class EthStream(LiteXModule):
         # The datagram being filled always fits beside nothing else: no deadlock with the sender.
         assert limit * words <= PAYLOAD_FIFO_WORDS
         self.sink = stream.Endpoint(record_layout)
-        self.udp  = udp if udp is not None else stream.Endpoint(_udp_user_layout())
+        self.udp  = udp if udp is not None else stream.Endpoint(udp_user_layout())
         self.depth = depth
         # Reset of the flush time: docs/ethernet.md's default, 100 us (without a clock: one datagram a
         # record until the firmware sets it).
@@ -396,6 +396,7 @@ class EthStream(LiteXModule):
         ]
 
 
-def _udp_user_layout():
+def udp_user_layout():
+    """A LiteEth UDP user port's layout at 32 bits (params: ports, address, length; data, last_be)."""
     from liteeth.common import eth_udp_user_description
     return eth_udp_user_description(32)
