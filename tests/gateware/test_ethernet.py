@@ -204,10 +204,11 @@ def _rig_soc(tmp_path, ethernet):
     soc.crg = Module()
     soc.crg.clock_domains.cd_sys = ClockDomain()
     soc.crg.clock_domains.cd_ts = ClockDomain()
+    builder = Builder(soc, output_dir=str(tmp_path), compile_software=False, compile_gateware=False,
+                      csr_json=str(tmp_path / "csr.json"))
     if phy is not None:
-        soc.ethphy = phy
-    Builder(soc, output_dir=str(tmp_path), compile_software=False, compile_gateware=False,
-            csr_json=str(tmp_path / "csr.json")).build(run=False)
+        soc.ethphy = phy   # as a target may do after RigSoC.__init__: the PHY is added once all the same
+    builder.build(run=False)
     csrs = json.loads((tmp_path / "csr.json").read_text())["csr_registers"]
     soc_h = (tmp_path / "software" / "include" / "generated" / "soc.h").read_text()
     return csrs, soc_h
@@ -230,6 +231,7 @@ def test_rig_soc_with_and_without_ethernet(tmp_path):
         for register in registers:
             assert f"{module}_{register}" in csrs, f"{module}_{register} missing"
     assert csrs["ethstream_records"]["size"] == 2 and csrs["ethnet_mac"]["size"] == 2   # 64 and 48 bits
+    assert "ethphy_crg_reset" in csrs   # the PHY is in the SoC (added by RigSoC)
     for line in ("HILAT_ETHERNET 1", f"HILAT_ETH_IP_DEFAULT {0x0A000007}", f"HILAT_ETH_MAC_DEFAULT {0x020000000007}",
                  "HILAT_ETH_COMMAND_PORT 5800", "HILAT_ETH_STREAM_PORT 5801", "HILAT_ETH_RECORD_WORDS 2",
                  "HILAT_ETH_MAX_RECORDS 179"):
