@@ -43,6 +43,8 @@ lint: verilog
 	@# IDDRX2F's ALIGNWD is left unconnected on purpose (gateware/sampler.py): PINMISSING waived here.
 	scripts/verilator --lint-only -Wall $(VERILATOR_WAIVE) -Wno-PINMISSING --top-module hilat_timing_cores_subtick \
 	    $(BUILD)/verilog/hilat_timing_cores_subtick.v gateware/sim_models/*.v
+	scripts/verilator --lint-only -Wall $(VERILATOR_WAIVE) --top-module hilat_ethernet_cores \
+	    $(BUILD)/verilog/hilat_ethernet_cores.v gateware/sim_models/*.v
 
 clean:
 	rm -rf $(BUILD) tests/gateware/sim_build runs

@@ -22,15 +22,12 @@ from litex.soc.interconnect.csr import CSRField, CSRStatus, CSRStorage
 from migen import *
 from migen.genlib.fifo import SyncFIFOBuffered
 
+from gateware.ethstream import udp_user_layout
+
 COMMAND_PORT   = 5800
 RX_FIFO_BYTES  = 2048
 TX_FIFO_BYTES  = 2048
 SOURCES_DEPTH  = 16   # datagrams waiting at once (their source address and port)
-
-
-def _udp_user_layout():
-    from liteeth.common import eth_udp_user_description
-    return eth_udp_user_description(32)
 
 
 class _Receiver(LiteXModule):
@@ -149,8 +146,8 @@ class EthCommandBridge(LiteXModule):
     def __init__(self, udp=None, with_csr=True):
         if udp is None:
             udp = type("Port", (), {})()
-            udp.source = stream.Endpoint(_udp_user_layout())   # datagrams arriving (we read it)
-            udp.sink   = stream.Endpoint(_udp_user_layout())   # datagrams leaving (we drive it)
+            udp.source = stream.Endpoint(udp_user_layout())   # datagrams arriving (we read it)
+            udp.sink   = stream.Endpoint(udp_user_layout())   # datagrams leaving (we drive it)
         self.udp = udp
 
         # # #

@@ -208,17 +208,8 @@ class EthernetCores(LiteXModule):
 
 def export(build_dir, name="hilat_ethernet_cores", **params):
     """Write ``<name>.v`` and ``<name>.json`` (parameters and CSR map) of EthernetCores into ``build_dir``."""
-    import json
-    import os
-
-    from litex.gen.fhdl.verilog import convert
-
-    os.makedirs(build_dir, exist_ok=True)
-    top = EthernetCores(**params)
-    convert(top, ios=top.ios, name=name).write(os.path.join(build_dir, f"{name}.v"))
-    with open(os.path.join(build_dir, f"{name}.json"), "w") as f:
-        json.dump(dict(parameters=top.parameters, csr=top.csr_map()), f, indent=1, sort_keys=True)
-    return os.path.join(build_dir, f"{name}.v")
+    from gateware import standalone
+    return standalone.export(build_dir, name, top_class=EthernetCores, **params)
 
 
 class _PHYStub(LiteXModule):

@@ -149,7 +149,8 @@ class _Packer(LiteXModule):
 
         offset = Signal(64)
         fits   = Signal()
-        drain  = Signal()   # finish the record held, send what is open, take nothing new
+        drain  = Signal()   # finish the records taken, send what is open
+        idle   = Signal()
         close_request = Signal()
         close  = Signal()
         write  = Signal()
@@ -164,15 +165,18 @@ class _Packer(LiteXModule):
             offset.eq(held.timestamp - base),
             fits.eq(offset[32:] == 0),
             drain.eq(~self.enable | restart_pending),
+            # Draining, what is open goes once nothing is held and, unless restarting, nothing is
+            # offered (the skid register's record left the FIFO before `enable` fell).
+            idle.eq(~held_valid & (restart_pending | ~sink.valid)),
             close_request.eq(is_open & (word == 0) & (
                 (count == limit) | (flush_wait >= self.flush_cycles) |
-                (held_valid & ~fits) | (drain & ~held_valid))),
+                (held_valid & ~fits) | (drain & idle))),
             close.eq(close_request & header.sink.ready),
             write.eq(held_valid & ~close_request & payload.writable),
             write_last.eq(write & (word == words - 1)),
             payload.we.eq(write),
             payload.din.eq(Array(padded[32*k:32*(k + 1)] for k in range(words))[word]),
-            sink.ready.eq((~held_valid | write_last) & ~drain),
+            sink.ready.eq((~held_valid | write_last) & ~restart_pending),
             mark_restart.eq(restart_pending & ~is_open & ~held_valid),
             heartbeat_bound.quiet.eq(~is_open & ~held_valid & ~sink.valid & ~drain),
             heartbeat.eq(heartbeat_bound.done & ~mark_restart),
@@ -327,7 +331,7 @@ class EthStream(LiteXModule):
         # The datagram being filled always fits beside nothing else: no deadlock with the sender.
         assert limit * words <= PAYLOAD_FIFO_WORDS
         self.sink = stream.Endpoint(record_layout)
-        self.udp  = udp if udp is not None else stream.Endpoint(_udp_user_layout())
+        self.udp  = udp if udp is not None else stream.Endpoint(udp_user_layout())
         self.depth = depth
         # Reset of the flush time: docs/ethernet.md's default, 100 us (without a clock: one datagram a
         # record until the firmware sets it).
@@ -338,7 +342,11 @@ class EthStream(LiteXModule):
         self.payload = payload = SyncFIFOBuffered(32, PAYLOAD_FIFO_WORDS)
         self.header  = header  = stream.SyncFIFO(_header_layout(bits_for(limit)), 4)
         self.heartbeat_bound = _HeartbeatBound(timebase_ts, depth, quiet_cycles, ts_domain)
-        self.packer = _Packer(self.sink, payload, header, words, limit, self.heartbeat_bound)
+        # The capture FIFO's read side sees a registered ready (its `re` drives the read pointer's
+        # Gray counter): the packer's ready, behind the 64-bit offset compare, is cut off here.
+        self.skid = stream.PipeReady(record_layout)
+        self.comb += self.sink.connect(self.skid.sink)
+        self.packer = _Packer(self.skid.source, payload, header, words, limit, self.heartbeat_bound)
         self.sender = _Sender(header, payload, self.udp, words)
         self.enable = self.packer.enable
 
@@ -388,6 +396,7 @@ class EthStream(LiteXModule):
         ]
 
 
-def _udp_user_layout():
+def udp_user_layout():
+    """A LiteEth UDP user port's layout at 32 bits (params: ports, address, length; data, last_be)."""
     from liteeth.common import eth_udp_user_description
     return eth_udp_user_description(32)

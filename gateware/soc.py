@@ -6,8 +6,9 @@ Board targets and the simulator build this same SoC; they provide the clock doma
 - ``stimulus`` pads: one output per stimulus channel (to the DUT's interrupt inputs);
 - ``capture`` pads: one input per DUT input (``in0``, ``in1``, ...: ISR entry, task dispatch, spare,
   tag by default; see ``gateware/channels.py``);
-- ``ethernet_phy`` (optional): a LiteEth PHY (its ``eth_rx``/``eth_tx`` clock domains are its own);
-  with it the SoC gets the UDP/IP stack, the record stream and the command bridge
+- ``ethernet_phy`` (optional): a LiteEth PHY (its ``eth_rx``/``eth_tx`` clock domains are its own),
+  added to the SoC as ``ethphy`` unless the target did (under that name, before or after); with it
+  the SoC gets the UDP/IP stack, the record stream and the command bridge
   (docs/ethernet.md; ``eth_ip``, ``eth_mac``: the build's addresses, ``eth_with_icmp``: ping).
   Without it nothing of the Ethernet path is built.
 
@@ -141,6 +142,10 @@ class RigSoC(SoCCore):
         from gateware.ethernet import IP_DEFAULT, MAC_DEFAULT, EthernetLink
         from gateware.ethstream import STREAM_PORT, EthStream, heartbeat_depth, route_records
 
+        # LiteEth only connects the PHY's streams: the PHY is the SoC's `ethphy` (CSRs `ethphy_*`), unless
+        # the target added it already (LiteX targets do, as `self.ethphy`; doing so after this is a no-op).
+        if not any(m is phy for _, m in self._submodules):
+            self.ethphy = phy
         self.ethnet = EthernetLink(phy, sys_clk_freq, ip or IP_DEFAULT, mac or MAC_DEFAULT, with_icmp=with_icmp)
         self.ethstream = EthStream(self.capture.layout, self.timebase.ts, heartbeat_depth(self.capture),
                                    udp=self.ethnet.stream_port.sink, sys_clk_freq=sys_clk_freq,

@@ -151,10 +151,11 @@ class TimingCores(LiteXModule):
         return regs
 
 
-def export(build_dir, name="hilat_timing_cores", **params):
-    """Write ``<name>.v`` and ``<name>.json`` (parameters and CSR map) into ``build_dir``."""
+def export(build_dir, name="hilat_timing_cores", top_class=None, **params):
+    """Write ``<name>.v`` and ``<name>.json`` (parameters and CSR map) of ``top_class`` (default
+    TimingCores; it has ``ios``, ``parameters`` and ``csr_map()``) into ``build_dir``."""
     os.makedirs(build_dir, exist_ok=True)
-    top = TimingCores(**params)
+    top = (top_class or TimingCores)(**params)
     convert(top, ios=top.ios, name=name).write(os.path.join(build_dir, f"{name}.v"))
     with open(os.path.join(build_dir, f"{name}.json"), "w") as f:
         json.dump(dict(parameters=top.parameters, csr=top.csr_map()), f, indent=1, sort_keys=True)

@@ -351,6 +351,19 @@ def assert_records_equal(observed, expected, what="records"):
         assert o == e, f"{what}: record {i}: got (tick, channels, levels)={o}, expected {e}"
 
 
+def kept_and_lost(expected, kept):
+    """``expected`` split into the records that got through (``kept``, which must be a subsequence of
+    it, in order) and the lost ones: returns the lost records."""
+    lost, j = [], 0
+    for record in expected:
+        if j < len(kept) and kept[j] == record:
+            j += 1
+        else:
+            lost.append(record)
+    assert j == len(kept), f"record {j} that got through is not the model's next one: {kept[j]}"
+    return lost
+
+
 async def start_tb(dut, clocks, **kwargs):
     tb = TB(dut, clocks, **kwargs)
     await tb.start()

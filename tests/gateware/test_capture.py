@@ -12,7 +12,7 @@ from cocotb.triggers import ClockCycles
 
 # tb.py and the model sit next to this file, which is on sys.path both under pytest and in the simulator.
 from model import ONESHOT, StimulusConfig, stimulus_edges
-from tb import CLOCKS, assert_records_equal, needs, run_cocotb, start_capture, start_tb
+from tb import CLOCKS, assert_records_equal, kept_and_lost, needs, run_cocotb, start_capture, start_tb
 
 # Capture ---------------------------------------------------------------------------------------
 
@@ -166,13 +166,7 @@ async def overflow_gaps_each_marked_once(dut, clocks):
     expected = tb.expected(configs)
     overflow, dropped = await tb.snapshot_drops()
 
-    kept, lost, j = tb.edge_records(), [], 0
-    for record in expected:
-        if j < len(kept) and kept[j] == record:
-            j += 1
-        else:
-            lost.append(record)
-    assert j == len(kept), f"record {j} that got through is not the model's next one: {kept[j]}"
+    lost = kept_and_lost(expected, tb.edge_records())
     markers = [(ts, mask) for ts, mask, _, kind in tb.records if kind == 1]
     marker_ticks = [ts for ts, _ in markers]
     assert overflow == 1 and len(markers) >= 3, f"{len(markers)} gaps: the test must overflow repeatedly"
