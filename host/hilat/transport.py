@@ -29,8 +29,19 @@ class TransportError(Exception):
     """The port cannot be used; the message names the port and the cause."""
 
 
+def _network_namespace():
+    """The network namespace this process is in (its inode), or "" where /proc does not say."""
+    try:
+        return str(os.stat("/proc/self/ns/net").st_ino)
+    except OSError:
+        return ""
+
+
 def _lock_path(url):
-    digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+    # An address names a rig only within its network namespace (a simulated rig's 192.168.1.50
+    # exists in the namespace its test made): network URLs are locked per namespace.
+    key = url + ("@netns:" + _network_namespace() if url.startswith(("udp://", "socket://")) else "")
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     safe = "".join(c if c.isalnum() else "_" for c in url)[-40:]
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     return os.path.join(base, f"hilat-{safe}-{digest}.lock")
