@@ -21,6 +21,7 @@ import time
 
 from hilat import protocol as p
 from hilat.rig import Rig, RigError, RigSilent
+from hilat.shutdown import uninterrupted
 from hilat.transport import DEFAULT_BAUDRATE, Transport
 
 log = logging.getLogger("hilat")
@@ -263,7 +264,12 @@ class Session:
         ``engine_sink``. A consumer with an ``on_gap(what)`` method is told, in stream order between
         the records, where the stream has a hole: ``what`` an OVERFLOW (the gateware dropped
         records) or the number lost on the link (frames on the serial link, records in the UDP
-        stream). Returns the number of records and engine frames."""
+        stream). Returns the number of records and engine frames. A stop signal waits until the
+        read's records are delivered (``shutdown.uninterrupted``)."""
+        with uninterrupted():
+            return self._poll(consumer)
+
+    def _poll(self, consumer):
         stream = self.stream
         if stream is not None:   # a backlog of datagrams: no waiting for the command link
             self.rig.transport.set_read_timeout(0 if stream.backlog else 0.005)

@@ -69,6 +69,34 @@ def signals_stop():
             signal.signal(sig, handler)
 
 
+@contextlib.contextmanager
+def uninterrupted():
+    """Within: a stop signal (Ctrl-C, SIGTERM, SIGHUP) is held until the block ends, then acts as it
+    would have. A step that moves data from the link into the run (read, raw.bin, decode, edges.bin,
+    pairing) is never cut in half: what one file has, the others have too. Ignored signals stay
+    ignored; outside the main thread this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = []
+    previous = {}
+    for sig in (signal.SIGINT, *STOP_SIGNALS):
+        handler = signal.getsignal(sig)
+        if handler not in (signal.SIG_IGN, None):
+            previous[sig] = signal.signal(sig, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            handler = previous[held[0]]
+            if callable(handler):
+                handler(held[0], None)
+            else:   # SIG_DFL: the signal's own default, now that the handler is back
+                os.kill(os.getpid(), held[0])
+
+
 def _die_with_parent():
     """A preexec_fn: the child gets SIGKILL when the thread that started it ends (Linux; for a
     process, its main thread ends with it). None where that is not available, or off the main

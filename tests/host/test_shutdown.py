@@ -28,6 +28,24 @@ def test_a_stop_signal_raises_terminated_and_the_handlers_come_back(sig):
     assert signal.getsignal(sig) == before
 
 
+@pytest.mark.parametrize("sig", (signal.SIGINT, signal.SIGTERM), ids=lambda s: signal.Signals(s).name)
+def test_a_stop_signal_waits_for_the_end_of_an_uninterrupted_step(sig):
+    """Ctrl-C (or SIGTERM under signals_stop) in the middle of a step: the step ends, then the stop
+    acts as it would have, and the handlers are those of before."""
+    before = signal.getsignal(sig)
+    done = []
+    with pytest.raises(KeyboardInterrupt) as caught:
+        with shutdown.signals_stop():
+            with shutdown.uninterrupted():
+                os.kill(os.getpid(), sig)
+                time.sleep(0.01)
+                done.append("the step's second half")
+            done.append("after the step")   # never: the held signal acts when the step ends
+    assert done == ["the step's second half"]
+    assert isinstance(caught.value, shutdown.Terminated) == (sig != signal.SIGINT)
+    assert signal.getsignal(sig) == before
+
+
 def test_an_ignored_signal_stays_ignored():
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)   # as nohup leaves it
     try:
