@@ -1,6 +1,7 @@
 """EthCommandBridge (gateware/ethcmd.py) on Verilator: command datagrams in, their bytes out through
 the CSRs (as the firmware reads them) with each datagram's source address and port; a reply appended
-byte by byte leaves as one datagram (length, ports, the last word's byte enable); a datagram that
+byte by byte leaves as one datagram (length, ports, the last word's byte enable), a word a cycle
+when the port takes it; a datagram that
 finds the buffer full is dropped whole and counted, never half of it in the buffer. The bridge is
 all in ``sys``: one clock ratio of tb.CLOCKS is enough (ts only runs the unused capture).
 """
@@ -82,9 +83,20 @@ async def reply_leaves_as_one_datagram(dut):
             tb.cmd_ready = 0.6
         await ClockCycles(dut.sys_clk, 2 * size + 40)
         replies.append(payload)
+    # With the port always ready, a reply leaves a word every cycle: the MAC has no store-and-forward
+    # buffer, and a feed with holes is cut in two on the wire (found by the simulated link).
+    tb.cmd_ready = 1.0
+    payload = bytes(rng.getrandbits(8) for _ in range(600))
+    for b in payload:
+        await tb.write("ethcmd_tx_data", b)
+    await tb.write_fields("ethcmd_tx_send", send=1)
+    await ClockCycles(dut.sys_clk, 200)
+    replies.append(payload)
     await tb.write_fields("ethcmd_tx_send", send=1)   # nothing appended: nothing sent
     await ClockCycles(dut.sys_clk, 40)
     assert [d.payload for d in tb.replies] == replies
+    last = tb.replies[-1]
+    assert last.last_cycle - last.first_cycle + 1 == len(last.words) == 150, "holes in a reply's words"
     for d, payload in zip(tb.replies, replies):
         assert d.params == dict(length=len(payload), ip_address=0xC0A80164, src_port=5800, dst_port=50123)
         assert len(d.words) == (len(payload) + 3) // 4
