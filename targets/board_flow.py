@@ -140,6 +140,48 @@ def _ball(platform, where):
     return platform.constraint_manager.connector_manager.connector_table[connector][int(index)]
 
 
+# Ethernet ----------------------------------------------------------------------------------------
+
+# RGMII at 1000BASE-T: the PHY's receive clock. LiteEth's ECP5 RGMII PHY clocks eth_tx from that same
+# net (and sends it back as GTXCLK), so the two domains are one clock net in nextpnr.
+ETH_CLK_FREQ = 125e6
+ETH_PHYS = (0, 1)   # litex-boards' eth / eth_clocks indices on the Colorlight modules (docs/wiring.md)
+
+
+def rgmii_phy(platform, index):
+    """LiteEth's ECP5 RGMII PHY on the module's PHY ``index`` (litex-boards' numbering).
+
+    tx_delay 0: the B50612D delays TXD against GTXCLK itself by about 1.9 ns (its default, register 1Ch
+    shadow 00011 bit 9), which is the RGMII skew; the FPGA's DELAYG adding 2 ns more puts the data
+    outside the window (what litex-boards' Colorlight targets do). rx_delay stays LiteEth's 2 ns.
+    The platform constrains ``eth_clocks:rx`` to 125 MHz (litex-boards' do_finalize)."""
+    from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
+
+    if index not in ETH_PHYS:
+        raise SystemExit(f"--eth-phy {index}: one of {', '.join(map(str, ETH_PHYS))}")
+    return LiteEthPHYRGMII(clock_pads=platform.request("eth_clocks", index), pads=platform.request("eth", index),
+                           tx_delay=0)
+
+
+def eth_settings(args):
+    """The rig SoC's Ethernet settings from --ip / --mac (None: the SoC's defaults)."""
+    return {"ip": args.ip, "mac": args.mac}
+
+
+def ethernet_kwargs(phy, settings=None):
+    """RigSoC's arguments for an Ethernet rig on ``phy`` (docs/ethernet.md)."""
+    kwargs = {"ethernet_phy": phy}
+    for name, value in (settings or {}).items():
+        if value is not None:
+            kwargs[f"eth_{name}"] = value
+    return kwargs
+
+
+def eth_clock_net(index):
+    """The top-level port of PHY ``index``'s receive clock, which names its clock net in nextpnr."""
+    return f"eth_clocks{index}_rx"
+
+
 # Clocks ------------------------------------------------------------------------------------------
 
 class PllCRG(LiteXModule):
@@ -176,9 +218,10 @@ class PllCRG(LiteXModule):
 # Command line ------------------------------------------------------------------------------------
 
 def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, programmer_board, uart_baudrate,
-                engine_default=True, engine_default_text=None):
+                engine_default=True, engine_default_text=None, ethernet_default=None):
     """The board's command line; ``uart_baudrate`` (the board's UART_BAUDRATE: the rate its USB-serial
-    bridge carries, docs/boards.md) is --uart-baudrate's default."""
+    bridge carries, docs/boards.md) is --uart-baudrate's default. ``ethernet_default``: None on a board
+    without Ethernet (no --ethernet option), else the default of --ethernet / --no-ethernet."""
     from litex.build.parser import LiteXArgumentParser
 
     parser = LiteXArgumentParser(platform=platform_cls, description=description)
@@ -202,6 +245,17 @@ def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, pro
     parser.add_target_argument("--engine", action=argparse.BooleanOptionalAction, default=engine_default, help=
         "Build in the on-rig measurement engine (docs/engine.md); without it: raw edges only, 32 KiB "
         "of ROM (default: " + (engine_default_text or "%(default)s on this board") + ").")
+    if ethernet_default is not None:
+        parser.add_target_argument("--ethernet", action=argparse.BooleanOptionalAction, default=ethernet_default,
+            help="Gigabit Ethernet (docs/ethernet.md): records stream as UDP datagrams, commands over UDP "
+                 "beside the serial link; --no-ethernet: UART only (default: %(default)s on this board).")
+        parser.add_target_argument("--eth-phy", default=0, type=int, choices=ETH_PHYS, help=
+            "Which of the module's two PHYs, litex-boards' index: 0 is the pairs named ETH2 on the extension "
+            "board's P1 header, 1 those named ETH1 (docs/wiring.md, \"Ethernet\") (default %(default)d).")
+        parser.add_target_argument("--ip", default=None,
+                                   help="The rig's IPv4 address (default 192.168.1.50, docs/ethernet.md).")
+        parser.add_target_argument("--mac", default=None,
+                                   help="The rig's MAC address (default 10:e2:d5:00:00:50, docs/ethernet.md).")
     parser.add_target_argument("--flash", action="store_true",
                                help="Write the bitstream to the configuration flash (openFPGALoader).")
     parser.add_target_argument("--cable", default=None,
@@ -229,9 +283,11 @@ def rig_soc_kwargs(parser):
 # Build -------------------------------------------------------------------------------------------
 
 def source_hash(board_file):
-    """Hash of everything a board's bitstream depends on (for reusing a build in tests)."""
+    """Hash of everything a board's bitstream depends on (for reusing a build in tests); ``board_file``:
+    the board's target file, or a tuple of them (the i9's reuses the i5's)."""
+    board_files = [Path(f) for f in (board_file if isinstance(board_file, tuple) else (board_file,))]
     files = sorted(list((ROOT / "gateware").glob("*.py")) + list((ROOT / "firmware").glob("*.[chS]"))
-                   + [ROOT / "firmware" / "Makefile", Path(board_file), Path(__file__),
+                   + board_files + [ROOT / "firmware" / "Makefile", Path(__file__), ROOT / "targets" / "build_report.py",
                       ROOT / "targets" / "open_toolchain.py", ROOT / "requirements.txt"])
     h = hashlib.sha256()
     for f in files:
@@ -298,6 +354,11 @@ def _report(soc, board, board_file, log, nextpnr_report, builder, seed):
     # The edge clock (S = 4) is no domain here: it clocks only the I/O cells and CLKDIVF, whose paths
     # nextpnr does not time; the report states it against the I/O cells' limit instead.
     requested = {"sys": soc.sys_clk_freq, "ts": soc.ts_clk_freq}
+    eth_phy = getattr(soc, "eth_phy", None)
+    if eth_phy is not None:
+        # Matched by the net's name, not only its frequency: ts is 125 MHz too at four samples a tick.
+        # eth_tx is the same net (LiteEth's ECP5 PHY clocks TX from the RX clock): listed for the table.
+        requested["eth_rx"] = requested["eth_tx"] = (ETH_CLK_FREQ, eth_clock_net(eth_phy))
     limit = {2: IDDRX1F_SCLK_MAX_HZ, 4: IDDRX2F_ECLK_MAX_HZ}.get(samples_per_tick)
     report = build_report.make(
         board=board, device=soc.platform.device, requested_hz=requested,
