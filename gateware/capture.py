@@ -429,15 +429,17 @@ class EdgeCapture(LiteXModule):
             *[getattr(self, f"_dropped{i}").status.eq(self.snapshot.outputs[i]) for i in range(n)],
         ]
 
-    def add_csr_reader(self):
-        """Event read-out for the firmware: the head record as CSRs, ``pop`` to advance."""
+    def add_csr_reader(self, source=None):
+        """Event read-out for the firmware: the head record as CSRs, ``pop`` to advance. ``source``:
+        the record stream read (default ``self.source``; gateware/ethstream.py routes it)."""
         n = self.n_channels
+        source = self.source if source is None else source
         self._ev_status = CSRStatus(fields=[
             CSRField("pending", size=1, description="``1``: a record is waiting in ``ev_*``."),
         ], description="Record FIFO status (flag).")
         self._ev_timestamp = CSRStatus(64, description=
             "Head record: tick (``ts`` clock periods) at which the edges reached the pins.")
-        fraction_width = len(self.source.fraction)
+        fraction_width = len(source.fraction)
         # One 32-bit word per record keeps the firmware's read-out at three CSR reads a record.
         assert 2 * n + 1 + fraction_width <= 32, (
             f"{n} channels: channels + levels + kind + fraction ({2 * n + 1 + fraction_width} bits) "
@@ -455,11 +457,11 @@ class EdgeCapture(LiteXModule):
             CSRField("pop", size=1, pulse=True, description="Write ``1`` to drop the head record."),
         ], description="Record FIFO read strobe (write-1).")
         self.comb += [
-            self._ev_status.fields.pending.eq(self.source.valid),
-            self._ev_timestamp.status.eq(self.source.timestamp),
-            self._ev_info.fields.channels.eq(self.source.channels),
-            self._ev_info.fields.levels.eq(self.source.levels),
-            self._ev_info.fields.kind.eq(self.source.kind),
-            self._ev_info.fields.fraction.eq(self.source.fraction),
-            self.source.ready.eq(self._ev_pop.fields.pop),
+            self._ev_status.fields.pending.eq(source.valid),
+            self._ev_timestamp.status.eq(source.timestamp),
+            self._ev_info.fields.channels.eq(source.channels),
+            self._ev_info.fields.levels.eq(source.levels),
+            self._ev_info.fields.kind.eq(source.kind),
+            self._ev_info.fields.fraction.eq(source.fraction),
+            source.ready.eq(self._ev_pop.fields.pop),
         ]

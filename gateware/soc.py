@@ -1,11 +1,15 @@
-"""The rig SoC: VexRiscv + UART + Timebase + StimulusGenerator + EdgeCapture.
+"""The rig SoC: VexRiscv + UART + Timebase + StimulusGenerator + EdgeCapture (+ the Ethernet link).
 
 Board targets and the simulator build this same SoC; they provide the clock domains (``sys`` and
 ``ts``, which may be the same clock or not) and the pads:
 
 - ``stimulus`` pads: one output per stimulus channel (to the DUT's interrupt inputs);
 - ``capture`` pads: one input per DUT input (``in0``, ``in1``, ...: ISR entry, task dispatch, spare,
-  tag by default; see ``gateware/channels.py``).
+  tag by default; see ``gateware/channels.py``);
+- ``ethernet_phy`` (optional): a LiteEth PHY (its ``eth_rx``/``eth_tx`` clock domains are its own);
+  with it the SoC gets the UDP/IP stack, the record stream and the command bridge
+  (docs/ethernet.md; ``eth_ip``, ``eth_mac``: the build's addresses, ``eth_with_icmp``: ping).
+  Without it nothing of the Ethernet path is built.
 
 Everything the firmware and the host need to know of this build (channel table, limits, clocks) is
 a ``soc.h`` constant, sent to the host in IDENTIFY: nothing is typed again in C or Python.
@@ -50,7 +54,8 @@ class RigSoC(SoCCore):
     def __init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                  board="unknown", fifo_depth=None, glitch_max=15, cpu_variant="standard",
                  identity=None, with_engine=False, trigger_pad=None, samples_per_tick=1,
-                 edge_clock_domain=None, **kwargs):
+                 edge_clock_domain=None, ethernet_phy=None, eth_ip=None, eth_mac=None,
+                 eth_with_icmp=False, **kwargs):
         # With the engine, 20 KiB of ROM hold the firmware with room; the block RAM this frees goes
         # to the engine's histograms (docs/engine.md, "Room on the FPGA").
         kwargs.setdefault("integrated_rom_size", 0x5000 if with_engine else 0x8000)
@@ -75,7 +80,10 @@ class RigSoC(SoCCore):
         self.capture  = EdgeCapture(self.timebase, inputs=list(capture_pads),
             internal=self.stimulus.pins, clock_domain="ts", fifo_depth=fifo_depth,
             glitch_max=glitch_max, samples_per_tick=samples_per_tick, edge_clock_domain=edge_clock_domain)
-        self.capture.add_csr_reader()
+        if ethernet_phy is None:
+            self.capture.add_csr_reader()
+        else:
+            self._add_ethernet(ethernet_phy, sys_clk_freq, ts_clk_freq, eth_ip, eth_mac, eth_with_icmp)
         self.comb += [pad.eq(pin) for pad, pin in zip(stimulus_pads, self.stimulus.pins)]
         if with_engine:
             # The engine's limits in ticks (minimum spacing, sweep time) hold for ts up to this ratio.
@@ -121,6 +129,33 @@ class RigSoC(SoCCore):
             self.add_constant("HILAT_ENGINE_STAT_SLOTS", engine.STAT_SLOTS)
             self.add_constant("HILAT_ENGINE_STAT_MISSES", engine.STAT_MISSES)
             self.add_constant("HILAT_ENGINE_STAT_BELOW", engine.STAT_BELOW)
+
+
+    def _add_ethernet(self, phy, sys_clk_freq, ts_clk_freq, ip, mac, with_icmp):
+        """The Ethernet link (docs/ethernet.md): the UDP/IP stack on ``phy``, the record stream
+        (EthStream, fed from the capture FIFO while ``ethstream_control.enable``, the CPU's CSR reader
+        otherwise) and the command bridge, with their soc.h constants."""
+        from litex.soc.interconnect import stream
+
+        from gateware.ethcmd import COMMAND_PORT, EthCommandBridge
+        from gateware.ethernet import IP_DEFAULT, MAC_DEFAULT, EthernetLink
+        from gateware.ethstream import STREAM_PORT, EthStream, heartbeat_depth, route_records
+
+        self.ethnet = EthernetLink(phy, sys_clk_freq, ip or IP_DEFAULT, mac or MAC_DEFAULT, with_icmp=with_icmp)
+        self.ethstream = EthStream(self.capture.layout, self.timebase.ts, heartbeat_depth(self.capture),
+                                   udp=self.ethnet.stream_port.sink,
+                                   quiet_cycles=EthStream.quiet_cycles_for(sys_clk_freq, ts_clk_freq))
+        self.ethcmd = EthCommandBridge(self.ethnet.command_port)
+        to_csr = stream.Endpoint(self.capture.layout)
+        self.capture.add_csr_reader(to_csr)
+        self.comb += route_records(self.capture.source, self.ethstream.sink, to_csr, self.ethstream.enable)
+        self.add_constant("HILAT_ETHERNET", 1)
+        self.add_constant("HILAT_ETH_IP_DEFAULT", self.ethnet.ip_default)
+        self.add_constant("HILAT_ETH_MAC_DEFAULT", self.ethnet.mac_default)
+        self.add_constant("HILAT_ETH_COMMAND_PORT", COMMAND_PORT)
+        self.add_constant("HILAT_ETH_STREAM_PORT", STREAM_PORT)
+        self.add_constant("HILAT_ETH_RECORD_WORDS", self.ethstream.words)
+        self.add_constant("HILAT_ETH_MAX_RECORDS", self.ethstream.max_records)
 
 
 class RigBuilder(Builder):
