@@ -164,8 +164,8 @@ def rgmii_phy(platform, index):
 
 
 def eth_settings(args):
-    """The rig SoC's Ethernet settings from --ip / --mac (None: the SoC's defaults)."""
-    return {"ip": args.ip, "mac": args.mac}
+    """The rig SoC's Ethernet settings from --ip / --mac / --icmp (None: the SoC's defaults)."""
+    return {"ip": args.ip, "mac": args.mac, "with_icmp": args.icmp}
 
 
 def ethernet_kwargs(phy, settings=None):
@@ -218,10 +218,11 @@ class PllCRG(LiteXModule):
 # Command line ------------------------------------------------------------------------------------
 
 def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, programmer_board, uart_baudrate,
-                engine_default=True, engine_default_text=None, ethernet_default=None):
+                engine_default=True, engine_default_text=None, ethernet_default=None, icmp_default=False):
     """The board's command line; ``uart_baudrate`` (the board's UART_BAUDRATE: the rate its USB-serial
     bridge carries, docs/boards.md) is --uart-baudrate's default. ``ethernet_default``: None on a board
-    without Ethernet (no --ethernet option), else the default of --ethernet / --no-ethernet."""
+    without Ethernet (no --ethernet option), else the default of --ethernet / --no-ethernet;
+    ``icmp_default``: whether its Ethernet answers ping by default."""
     from litex.build.parser import LiteXArgumentParser
 
     parser = LiteXArgumentParser(platform=platform_cls, description=description)
@@ -256,6 +257,8 @@ def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, pro
                                    help="The rig's IPv4 address (default 192.168.1.50, docs/ethernet.md).")
         parser.add_target_argument("--mac", default=None,
                                    help="The rig's MAC address (default 10:e2:d5:00:00:50, docs/ethernet.md).")
+        parser.add_target_argument("--icmp", action=argparse.BooleanOptionalAction, default=icmp_default,
+                                   help="Answer ping (LiteEth's ICMP echo) (default: %(default)s on this board).")
     parser.add_target_argument("--flash", action="store_true",
                                help="Write the bitstream to the configuration flash (openFPGALoader).")
     parser.add_target_argument("--cable", default=None,
@@ -287,8 +290,9 @@ def source_hash(board_file):
     the board's target file, or a tuple of them (the i9's reuses the i5's)."""
     board_files = [Path(f) for f in (board_file if isinstance(board_file, tuple) else (board_file,))]
     files = sorted(list((ROOT / "gateware").glob("*.py")) + list((ROOT / "firmware").glob("*.[chS]"))
-                   + board_files + [ROOT / "firmware" / "Makefile", Path(__file__), ROOT / "targets" / "build_report.py",
-                      ROOT / "targets" / "open_toolchain.py", ROOT / "requirements.txt"])
+                   + board_files + [ROOT / "firmware" / "Makefile", Path(__file__),
+                                    ROOT / "targets" / "build_report.py", ROOT / "targets" / "open_toolchain.py",
+                                    ROOT / "requirements.txt"])
     h = hashlib.sha256()
     for f in files:
         if f.is_file():

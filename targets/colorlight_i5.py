@@ -63,6 +63,13 @@ PINS_FOUR_SAMPLES = {
 TRIGGER = ("pmodf:2", "`pmodf` pin 3")
 
 
+# Ethernet on by default, the engine off: on the LFE5U-25F the rig with both takes 94 % of the LUTs
+# (docs/boards.md, "Colorlight i5: Ethernet or the engine"). No ping by default: the build stays the
+# one measured to close timing (--icmp adds it).
+ETHERNET_DEFAULT = True
+ICMP_DEFAULT = False
+
+
 # CRG ----------------------------------------------------------------------------------------------
 
 class _CRG(board_flow.PllCRG):
@@ -78,7 +85,7 @@ class BaseSoC(RigSoC):
     (targets/colorlight_i9.py). ``with_ethernet``: the RGMII PHY on ``eth_phy`` (litex-boards' index,
     docs/wiring.md, "Ethernet") handed to the rig SoC with ``eth_kwargs`` (address, MAC)."""
     def __init__(self, sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=None, toolchain="trellis", n_inputs=None,
-                 samples_per_tick=1, board=BOARD, module=MODULE, with_ethernet=False, eth_phy=0,
+                 samples_per_tick=1, board=BOARD, module=MODULE, with_ethernet=ETHERNET_DEFAULT, eth_phy=0,
                  eth_kwargs=None, **kwargs):
         ts_clk_freq, n_inputs = board_flow.sampling_settings(samples_per_tick, ts_clk_freq, n_inputs, TS_CLK_FREQ)
         kwargs.setdefault("uart_baudrate", UART_BAUDRATE)
@@ -95,7 +102,8 @@ class BaseSoC(RigSoC):
         if kwargs.get("with_engine"):
             kwargs["trigger_pad"] = board_flow.request_trigger_pad(platform, TRIGGER)
         if with_ethernet:
-            kwargs.update(board_flow.ethernet_kwargs(board_flow.rgmii_phy(platform, eth_phy), eth_kwargs))
+            self.ethphy = board_flow.rgmii_phy(platform, eth_phy)   # the SoC's UDP/IP stack runs on it
+            kwargs.update(board_flow.ethernet_kwargs(self.ethphy, eth_kwargs))
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                         board=board, samples_per_tick=samples_per_tick,
                         edge_clock_domain="eclk" if samples_per_tick == 4 else None, **kwargs)
@@ -105,16 +113,11 @@ class BaseSoC(RigSoC):
 
 # Build --------------------------------------------------------------------------------------------
 
-# Ethernet on by default, the engine off: on the LFE5U-25F the rig with both takes 94 % of the LUTs
-# (docs/boards.md, "Colorlight i5: Ethernet or the engine").
-ETHERNET_DEFAULT = True
-
-
 def make_parser(board=BOARD, description="hilat rig on Colorlight i5", programmer_board=PROGRAMMER_BOARD,
-                engine_default=False, ethernet_default=ETHERNET_DEFAULT):
+                engine_default=False, ethernet_default=ETHERNET_DEFAULT, icmp_default=ICMP_DEFAULT):
     return board_flow.make_parser(colorlight_i5.Platform, board, description, SYS_CLK_FREQ, TS_CLK_FREQ,
                                   programmer_board, UART_BAUDRATE, engine_default=engine_default,
-                                  ethernet_default=ethernet_default)
+                                  ethernet_default=ethernet_default, icmp_default=icmp_default)
 
 
 def build_soc(args, parser, board=BOARD, module=MODULE):

@@ -34,14 +34,15 @@ TRIGGER = i5.TRIGGER
 
 
 class BaseSoC(i5.BaseSoC):
-    def __init__(self, with_engine=True, with_ethernet=True, **kwargs):
+    def __init__(self, with_engine=True, with_ethernet=True, eth_kwargs=None, **kwargs):
         i5.BaseSoC.__init__(self, board=BOARD, module=MODULE, with_engine=with_engine, with_ethernet=with_ethernet,
-                            **kwargs)
+                            eth_kwargs=eth_kwargs if eth_kwargs is not None else {"with_icmp": True}, **kwargs)
 
 
 def make_parser():
+    # The LFE5U-45F has room for ping as well.
     return i5.make_parser(BOARD, "hilat rig on Colorlight i9", PROGRAMMER_BOARD, engine_default=True,
-                          ethernet_default=True)
+                          ethernet_default=True, icmp_default=True)
 
 
 def main():

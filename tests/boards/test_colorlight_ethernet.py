@@ -54,28 +54,34 @@ def test_unknown_phy_is_refused():
         board_flow.rgmii_phy(platforms.Platform(board="i5", revision="7.0"), 2)
 
 
-@pytest.mark.parametrize("target, engine, ethernet", [(colorlight_i5, False, True), (colorlight_i9, True, True)])
-def test_defaults(target, engine, ethernet):
+@pytest.mark.parametrize("target, engine, ethernet, icmp", [(colorlight_i5, False, True, False),
+                                                             (colorlight_i9, True, True, True)])
+def test_defaults(target, engine, ethernet, icmp):
     args = target.make_parser().parse_args([])
-    assert (args.engine, args.ethernet, args.eth_phy, args.ip, args.mac) == (engine, ethernet, 0, None, None)
-    args = target.make_parser().parse_args(["--no-ethernet", "--eth-phy", "1", "--ip", "10.0.0.7"])
-    assert (args.ethernet, args.eth_phy, board_flow.eth_settings(args)) == (False, 1, {"ip": "10.0.0.7", "mac": None})
+    assert (args.engine, args.ethernet, args.eth_phy, args.ip, args.mac, args.icmp) == (engine, ethernet, 0, None,
+                                                                                       None, icmp)
+    args = target.make_parser().parse_args(["--no-ethernet", "--eth-phy", "1", "--ip", "10.0.0.7", "--no-icmp"])
+    assert (args.ethernet, args.eth_phy) == (False, 1)
+    assert board_flow.eth_settings(args) == {"ip": "10.0.0.7", "mac": None, "with_icmp": False}
 
 
 def test_ethernet_kwargs_pass_only_what_is_given():
     phy = object()
     assert board_flow.ethernet_kwargs(phy, {"ip": None, "mac": None}) == {"ethernet_phy": phy}
-    assert board_flow.ethernet_kwargs(phy, {"ip": "10.0.0.7", "mac": None}) == {"ethernet_phy": phy,
-                                                                                "eth_ip": "10.0.0.7"}
+    assert board_flow.ethernet_kwargs(phy, {"ip": "10.0.0.7", "mac": None, "with_icmp": True}) == {
+        "ethernet_phy": phy, "eth_ip": "10.0.0.7", "eth_with_icmp": True}
 
 
-def test_i9_is_the_i5_module_with_the_45f(tmp_path):
-    soc = colorlight_i9.BaseSoC(with_ethernet=False)
+def test_i9_elaborates_with_engine_and_ethernet(tmp_path):
+    soc = colorlight_i9.BaseSoC()
     assert soc.platform.device == colorlight_i9.DEVICE == "LFE5U-45F-6BG381C"
-    assert soc.engine is not None and soc.eth_phy is None
+    assert soc.engine is not None and soc.ethnet is not None and soc.eth_phy == 0
+    assert soc.ethnet.core.icmp is not None                     # ping, where there is room
     assert soc.gateware_identity.startswith("colorlight_i9 ")
+    assert soc.constants["HILAT_ETHERNET"] == 1 and soc.constants["HILAT_ENGINE_BINS"] > 0
     soc.platform.build(soc, build_dir=str(tmp_path), run=False)
-    located = sites((tmp_path / "top.lpf").read_text())
+    lpf = (tmp_path / "top.lpf").read_text()
+    located = sites(lpf)
     # The UART on litex-boards' `serial`: tx J17, rx H18 (SODIMM 84 / 86, the DAPLink's USART2).
     resource, (tx, rx) = colorlight_i9.UART_RESOURCE
     assert resource == "serial" and (located["serial_tx"], located["serial_rx"]) == (tx, rx) == ("J17", "H18")
@@ -84,6 +90,16 @@ def test_i9_is_the_i5_module_with_the_45f(tmp_path):
     for name, (where, _) in colorlight_i5.PINS.items():
         assert located[name] == board_flow._ball(soc.platform, where), name
     assert located["trigger"] == board_flow._ball(soc.platform, colorlight_i9.TRIGGER[0]) == "C2"
+    # PHY 0 (the pairs named ETH2 on P1), its receive clock constrained for the report's eth rows.
+    assert located["eth_clocks0_rx"] == PHY_BALLS[0][0] and "eth_clocks1_rx" not in located
+    assert 'FREQUENCY PORT "eth_clocks0_rx" 125.0 MHz;' in lpf
+
+
+def test_i5_default_is_ethernet_without_engine():
+    soc = colorlight_i5.BaseSoC()
+    assert soc.platform.device == "LFE5U-25F-6BG381C" and soc.eth_phy == 0
+    assert getattr(soc, "engine", None) is None and not hasattr(soc.ethnet.core, "icmp")
+    assert getattr(colorlight_i5.BaseSoC(with_ethernet=False), "ethnet", None) is None    # --no-ethernet
 
 
 LOG = """\
