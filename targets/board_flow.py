@@ -24,7 +24,7 @@ from gateware import channels
 from gateware.clocking import EdgeClock
 from gateware.sampler import SAMPLES_PER_TICK
 from gateware.soc import RigBuilder, git_identity
-from gateware.standalone import engine_cost, sampling_cost
+from gateware.standalone import _add_csr_bus, engine_cost, lut4_equivalent, sampling_cost, synthesized_cells
 from targets import build_report, compiler_cache, open_toolchain
 
 ROOT = open_toolchain.ROOT
@@ -175,6 +175,78 @@ def ethernet_kwargs(phy, settings=None):
         if value is not None:
             kwargs[f"eth_{name}"] = value
     return kwargs
+
+
+class _PHYPorts(LiteXModule):
+    """A PHY's interface to the MAC as ports: what the stack sees of LiteEthPHYRGMII, whose own fabric
+    is a few registers (its I/O cells, DDR registers and delays are not fabric)."""
+    dw = 8
+    tx_clk_freq = rx_clk_freq = ETH_CLK_FREQ
+
+    def __init__(self):
+        from liteeth.common import eth_phy_description
+        from litex.soc.interconnect import stream
+
+        self.cd_eth_rx = ClockDomain()
+        self.cd_eth_tx = ClockDomain()
+        self.sink   = stream.Endpoint(eth_phy_description(8))
+        self.source = stream.Endpoint(eth_phy_description(8))
+
+
+class _EthernetAlone(LiteXModule):
+    """The Ethernet part of an Ethernet rig by itself, as RigSoC builds it (gateware/soc.py,
+    ``_add_ethernet``): the UDP/IP stack on the PHY's ports, the record stream fed by a record port,
+    the command bridge, with their CSR bank. What synthesis of this costs is the Ethernet's cost on a
+    board (plus the PHY's few registers)."""
+    def __init__(self, soc):
+        from gateware.ethcmd import EthCommandBridge
+        from gateware.ethernet import EthernetLink
+        from gateware.ethstream import EthStream
+
+        self.cd_sys = ClockDomain()
+        self.cd_ts  = ClockDomain()
+        ts = Signal(64)
+        self.phy = phy = _PHYPorts()
+        self.ethnet = EthernetLink(phy, soc.sys_clk_freq, soc.ethnet.ip_default, soc.ethnet.mac_default,
+                                   with_icmp=hasattr(soc.ethnet.core, "icmp"))
+        self.ethstream = EthStream(soc.capture.layout, ts, soc.ethstream.depth, udp=self.ethnet.stream_port.sink,
+                                   quiet_cycles=EthStream.quiet_cycles_for(soc.sys_clk_freq, soc.ts_clk_freq))
+        self.ethcmd = EthCommandBridge(self.ethnet.command_port)
+        sink = self.ethstream.sink
+        self.ios = {ts, sink.valid, sink.ready, *[getattr(sink, name) for name, _ in soc.capture.layout],
+                    *phy.sink.flatten(), *phy.source.flatten()}
+        for cd in (self.cd_sys, self.cd_ts, phy.cd_eth_rx, phy.cd_eth_tx):
+            self.ios |= {cd.clk, cd.rst}
+        self.ios |= _add_csr_bus(self, lambda name, memory: {"ethnet": 0, "ethstream": 1, "ethcmd": 2}.get(name))
+
+
+def ethernet_cost(build_dir, soc):
+    """What the Ethernet part of ``soc`` costs: ``_EthernetAlone`` synthesized for ECP5 (yosys
+    synth_ecp5), like the engine's cost (gateware/standalone.py)."""
+    cells = synthesized_cells(_EthernetAlone(soc), "ethernet_alone", build_dir)
+    return {
+        "lut4_equivalent": lut4_equivalent(cells),
+        "flip_flops": cells["TRELLIS_FF"],
+        "block_rams": cells.get("DP16KD", 0),
+        "distributed_rams": cells.get("TRELLIS_DPR16X4", 0),
+        "cells": dict(sorted(cells.items())),
+        "method": "yosys synth_ecp5 of the Ethernet part alone with its CSRs (targets.board_flow._EthernetAlone: "
+                  "LiteEth UDP/IP on the PHY's ports, EthStream, EthCommandBridge; the RGMII PHY's own fabric, "
+                  "a few registers, left out)",
+    }
+
+
+def ethernet_entry(soc, eth_phy):
+    """The report's ``ethernet`` entry: which PHY, the build's addresses and ports, ping, the datagram's
+    records (docs/ethernet.md)."""
+    ip, mac = soc.ethnet.ip_default, soc.ethnet.mac_default
+    return {"phy": eth_phy, "rx_clock_port": eth_clock_net(eth_phy),
+            "ip": ".".join(str(ip >> s & 0xFF) for s in (24, 16, 8, 0)),
+            "mac": ":".join(f"{mac >> s & 0xFF:02x}" for s in range(40, -8, -8)),
+            "icmp": hasattr(soc.ethnet.core, "icmp"),
+            "command_port": soc.constants["HILAT_ETH_COMMAND_PORT"],
+            "stream_port": soc.constants["HILAT_ETH_STREAM_PORT"],
+            "record_words": soc.ethstream.words, "max_records": soc.ethstream.max_records}
 
 
 def eth_clock_net(index):
@@ -335,6 +407,10 @@ def build(soc, board, board_file, parser, args):
         # What the engine costs, from a synthesis of it alone with its CSRs (a whole build without it
         # would take as long again).
         report["engine_cost"] = engine_cost(out / "engine_alone", soc.engine.n_channels)
+    if getattr(soc, "ethnet", None) is not None:
+        # The same way: the Ethernet part synthesized alone (the with/without difference of two whole
+        # builds is docs/boards.md's cross-check, at the price of a second build).
+        report["ethernet_cost"] = ethernet_cost(out / "ethernet_alone", soc)
     samples_per_tick = soc.capture.samples_per_tick
     if samples_per_tick > 1:
         # The same way: the timing cores synthesized at S and at 1 (two builds differ by placement noise).
@@ -370,6 +446,8 @@ def _report(soc, board, board_file, log, nextpnr_report, builder, seed):
         nextpnr_report=json.loads(nextpnr_report.read_text()) if nextpnr_report.exists() else None,
         bitstream=bitstream, root=ROOT, sampling=build_report.sampling(samples_per_tick, soc.ts_clk_freq, limit),
         uart=build_report.uart(soc.uart_baudrate, soc.sys_clk_freq, *getattr(soc, "uart_bridge", (None, None))))
+    if eth_phy is not None:
+        report["ethernet"] = ethernet_entry(soc, eth_phy)
     report.update({
         "git": git_identity(),
         "gateware_identity": soc.gateware_identity,

@@ -221,6 +221,15 @@ def summary(report):
         e = report["engine_cost"]
         lines.append(f"  engine: {e['lut4_equivalent']} LUT4-equivalents, {e['flip_flops']} FF, "
                      f"{e['block_rams']} DP16KD, {e['distributed_rams']} LUT RAMs (synthesized alone)")
+    if report.get("ethernet"):
+        e = report["ethernet"]
+        ping = "on" if e["icmp"] else "off"
+        lines.append(f"  Ethernet: PHY {e['phy']} ({e['rx_clock_port']}), {e['ip']} {e['mac']}, UDP "
+                     f"{e['command_port']} (commands) / {e['stream_port']} (stream), ping {ping}")
+    if report.get("ethernet_cost"):
+        e = report["ethernet_cost"]
+        lines.append(f"  Ethernet cost: {e['lut4_equivalent']} LUT4-equivalents, {e['flip_flops']} FF, "
+                     f"{e['block_rams']} DP16KD, {e['distributed_rams']} LUT RAMs (synthesized alone)")
     if report.get("sampling_cost"):
         c = report["sampling_cost"]
         lines.append(f"  sampling: {c['lut4_equivalent']:+d} LUT4-equivalents, {c['flip_flops']:+d} FF over one "
