@@ -97,3 +97,99 @@ class EthernetLink(LiteXModule):
             self.mac.eq(self._mac.storage),
             self._status.fields.rx_frames.eq(self.rx_frames),
         ]
+
+
+# Units without a CPU: what the gateware tests simulate and the cost synthesis measures --------------
+
+ETH_BANKS = ["timebase", "stimulus", "capture", "ethstream", "ethcmd"]
+
+
+class EthernetCores(LiteXModule):
+    """The timing cores as gateware/standalone.py's ``TimingCores`` builds them (records read through
+    CSRs), with EthStream and EthCommandBridge on them, all CSRs on one bus, and the two UDP user
+    ports as ports (``stream_*``: datagrams out; ``cmd_in_*``: datagrams in; ``cmd_out_*``: out).
+
+    ``records_from_port`` (an input): 1 feeds EthStream from the ``rec_*`` ports instead of the
+    capture (tests of ticks the timebase takes too long to reach: offsets beyond 32 bits, the wrap).
+    """
+    def __init__(self, fifo_depth=64, n_stimulus=2, n_inputs=4, glitch_max=4, sys_clk_freq=100e6,
+                 ts_clk_freq=100e6):
+        from litex.soc.interconnect import stream
+
+        from gateware.capture import EdgeCapture
+        from gateware.ethcmd import EthCommandBridge
+        from gateware.ethstream import EthStream, heartbeat_depth, route_records
+        from gateware.standalone import _add_csr_bus
+        from gateware.stimulus import StimulusGenerator
+        from gateware.timebase import Timebase
+
+        self.cd_sys = ClockDomain()
+        self.cd_ts  = ClockDomain()
+        self.timebase = Timebase("ts")
+        self.stimulus = StimulusGenerator(self.timebase.ts, n_stimulus, "ts")
+        self.inputs   = Signal(n_inputs)
+        self.capture  = capture = EdgeCapture(self.timebase, inputs=[self.inputs[i] for i in range(n_inputs)],
+            internal=self.stimulus.pins, clock_domain="ts", fifo_depth=fifo_depth, glitch_max=glitch_max)
+        quiet_cycles = EthStream.quiet_cycles_for(sys_clk_freq, ts_clk_freq)
+        self.ethstream = EthStream(capture.layout, self.timebase.ts, heartbeat_depth(capture),
+                                   quiet_cycles=quiet_cycles)
+        self.ethcmd = EthCommandBridge()
+        # Routed as in RigSoC: the capture's CSR reader on one side, EthStream on the other (or the
+        # rec_* ports' records, by `records_from_port`).
+        to_csr, to_stream = stream.Endpoint(capture.layout), stream.Endpoint(capture.layout)
+        capture.add_csr_reader(to_csr)
+        self.records_from_port = Signal()
+        records = stream.Endpoint(capture.layout)
+        self.comb += [
+            route_records(capture.source, to_stream, to_csr, self.ethstream.enable),
+            If(self.records_from_port,
+                records.connect(self.ethstream.sink),
+            ).Else(
+                to_stream.connect(self.ethstream.sink),
+            ),
+        ]
+        self.ts = Signal(64)
+        self.stim_pins = Signal(n_stimulus)
+        self.comb += [self.ts.eq(self.timebase.ts), self.stim_pins.eq(Cat(*self.stimulus.pins))]
+        self.ios = {self.cd_sys.clk, self.cd_sys.rst, self.cd_ts.clk, self.cd_ts.rst, self.ts, self.stim_pins,
+                    self.inputs, self.records_from_port}
+        self._bring_out(records, "rec", sink=True)
+        self._bring_out(self.ethstream.udp, "stream", sink=False)
+        self._bring_out(self.ethcmd.udp.source, "cmd_in", sink=True)
+        self._bring_out(self.ethcmd.udp.sink, "cmd_out", sink=False)
+        self.ios |= _add_csr_bus(self, lambda name, memory: ETH_BANKS.index(name) if name in ETH_BANKS else None)
+        self.parameters = dict(n_stimulus=n_stimulus, n_inputs=n_inputs, fifo_depth=fifo_depth,
+            glitch_max=glitch_max, event_port="csr", n_channels=capture.n_channels,
+            pin_to_stamp_delay=capture.PIN_TO_STAMP_DELAY, record_delay=capture.RECORD_DELAY,
+            record_words=self.ethstream.words, max_records=self.ethstream.max_records,
+            heartbeat_depth=self.ethstream.depth, quiet_cycles=quiet_cycles)
+
+    def _bring_out(self, endpoint, prefix, sink):
+        """``endpoint``'s signals as ports: driven from outside when ``sink`` (this unit reads the
+        endpoint), else read out; ``ready`` the other way."""
+        names = ["valid", "last"] + [f for f, _ in endpoint.description.payload_layout] + \
+                [f for f, _ in endpoint.description.param_layout]
+        for name in names + ["ready"]:
+            port = Signal(len(getattr(endpoint, name)), name=f"{prefix}_{name}")
+            inward = (name != "ready") == sink
+            self.comb += getattr(endpoint, name).eq(port) if inward else port.eq(getattr(endpoint, name))
+            self.ios.add(port)
+
+    def csr_map(self):
+        from gateware.standalone import TimingCores
+        return TimingCores.csr_map(self)
+
+
+def export(build_dir, name="hilat_ethernet_cores", **params):
+    """Write ``<name>.v`` and ``<name>.json`` (parameters and CSR map) of EthernetCores into ``build_dir``."""
+    import json
+    import os
+
+    from litex.gen.fhdl.verilog import convert
+
+    os.makedirs(build_dir, exist_ok=True)
+    top = EthernetCores(**params)
+    convert(top, ios=top.ios, name=name).write(os.path.join(build_dir, f"{name}.v"))
+    with open(os.path.join(build_dir, f"{name}.json"), "w") as f:
+        json.dump(dict(parameters=top.parameters, csr=top.csr_map()), f, indent=1, sort_keys=True)
+    return os.path.join(build_dir, f"{name}.v")
