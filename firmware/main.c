@@ -1,22 +1,33 @@
-/* hilat rig firmware: drains the capture core's records and speaks the rig protocol on the UART.
+/* hilat rig firmware: drains the capture core's records and speaks the rig protocol on the UART
+ * and, on an Ethernet rig, over UDP through the gateware's command bridge (docs/ethernet.md).
  *
  * Built against the SoC's generated csr.h / soc.h (no hard-coded address or size) and baked into
  * ROM in place of the BIOS. The UART is polled; while a frame is being sent, received bytes are
  * moved into a software ring so a command arriving during a long transmission is not lost.
  *
- * Nothing is sent before the host's HELLO (see docs/protocol.md).
+ * Nothing is sent before the host's HELLO (see docs/protocol.md). A reply goes to the link its
+ * command came from; frames the rig sends on its own go to the link of the last HELLO.
  */
 
 #include <stdint.h>
 #include <string.h>
 
+/* soc.h's accessors return int: an Ethernet build's address constants (HILAT_ETH_IP_DEFAULT above
+ * 2**31, HILAT_ETH_MAC_DEFAULT of 48 bits) overflow theirs. The firmware uses neither (it reads the
+ * ethnet CSRs, which NET_CONFIG may have changed). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverflow"
+#ifdef __clang__
+#pragma clang diagnostic ignored "-Wconstant-conversion"
+#endif
 #include <generated/csr.h>
 #include <generated/soc.h>
+#pragma GCC diagnostic pop
 #include <hw/common.h>
 
 #include "protocol.h"
 
-#define FIRMWARE_IDENTITY "hilat-fw 2"
+#define FIRMWARE_IDENTITY "hilat-fw 3"
 
 #define N_CHANNELS HILAT_N_CHANNELS
 _Static_assert(HILAT_N_CHANNELS == HILAT_N_STIMULUS + HILAT_N_INPUTS, "channel table: stimulus then inputs");
@@ -33,6 +44,17 @@ _Static_assert(HILAT_FRACTION_BITS <= 16, "an EVENTS record carries at most 2 fr
 #define FIELD_MASK(reg, field) ((uint32_t)((1ull << CSR_##reg##_##field##_SIZE) - 1u))
 #define FIELD(reg, field, v) (((uint32_t)(v) & FIELD_MASK(reg, field)) << CSR_##reg##_##field##_OFFSET)
 #define GET(reg, field, word) (((uint32_t)(word) >> CSR_##reg##_##field##_OFFSET) & FIELD_MASK(reg, field))
+
+/* The Ethernet link: the stream's packetizer, the command bridge and the address registers come
+ * together (gateware/soc.py's Ethernet option). */
+#ifdef CSR_ETHSTREAM_BASE
+#if !defined(CSR_ETHCMD_BASE) || !defined(CSR_ETHNET_BASE)
+#error "an Ethernet rig has the ethstream, ethcmd and ethnet CSRs"
+#endif
+#define HAS_ETHERNET 1
+#else
+#define HAS_ETHERNET 0
+#endif
 
 /* ---- per-channel CSR addresses, from csr.h ---- */
 
@@ -95,6 +117,60 @@ static void send_byte(uint8_t c)
     uart_rxtx_write(c);
 }
 
+/* ---- links (docs/protocol.md, "Links") ---- */
+
+/* Where a frame goes: the UART, or one UDP datagram to ip:port through the command bridge. */
+typedef struct {
+    uint8_t udp;
+    uint32_t ip;
+    uint16_t port;
+} link_t;
+
+static link_t reply_to;   /* the link of the command being handled */
+static link_t session_to; /* frames the rig sends on its own: the link of the last HELLO */
+
+#if HAS_ETHERNET
+/* The previous datagram leaves in microseconds; a bridge that never gets ready (no ARP answer) must
+ * not hang the firmware: the frame is dropped after this many polls (the host sees a reply's loss
+ * by its timeout, a data frame's by the sequence gap). */
+#define UDP_TX_WAIT_LOOPS 1000000u
+
+static int udp_tx_ready(void)
+{
+    for (uint32_t loops = 0; loops < UDP_TX_WAIT_LOOPS; loops++) {
+        if (GET(ETHCMD_TX_STATUS, READY, ethcmd_tx_status_read()))
+            return 1;
+        poll_rx();
+    }
+    return 0;
+}
+
+static void udp_send(const uint8_t *wire, size_t n, const link_t *to)
+{
+    if (!udp_tx_ready())
+        return;
+    ethcmd_tx_dst_ip_write(to->ip);
+    ethcmd_tx_dst_port_write(to->port);
+    for (size_t i = 0; i < n; i++)
+        ethcmd_tx_data_write(wire[i]);
+    ethcmd_tx_send_write(FIELD(ETHCMD_TX_SEND, SEND, 1));
+}
+#endif
+
+static void transmit(const uint8_t *wire, size_t n, const link_t *to)
+{
+#if HAS_ETHERNET
+    if (to->udp) {
+        udp_send(wire, n, to);
+        return;
+    }
+#else
+    (void)to; /* the UART is the only link */
+#endif
+    for (size_t i = 0; i < n; i++)
+        send_byte(wire[i]);
+}
+
 /* ---- session state ---- */
 
 static int session;           /* a host said HELLO */
@@ -105,12 +181,30 @@ static hilat_frame_t events;  /* the EVENTS frame being filled */
 static int events_open;
 static uint8_t stim_mode[HILAT_N_STIMULUS], stim_invert[HILAT_N_STIMULUS];
 
+/* A frame the rig sends on its own (EVENTS, OVERFLOW, the engine's): to the link of the last HELLO. */
 static void send_frame(hilat_frame_t *f)
 {
     uint8_t wire[HILAT_MAX_WIRE];
     size_t n = hilat_frame_finish(f, wire, sizeof(wire));
-    for (size_t i = 0; i < n; i++)
-        send_byte(wire[i]);
+    transmit(wire, n, &session_to);
+    frames_sent++;
+    tx_seq++;
+}
+
+/* The reply to the command being handled, kept for a repeat of that command (docs/protocol.md,
+ * "Repeated commands"): the seq and CRC of the last command answered since HELLO. */
+static uint8_t last_reply[HILAT_MAX_WIRE];
+static size_t last_reply_len;
+static int replied;           /* the command being handled was answered */
+static int last_valid;        /* last_seq / last_crc name a command answered since HELLO */
+static uint16_t last_seq;
+static uint32_t last_crc;
+
+static void send_reply(hilat_frame_t *f)
+{
+    last_reply_len = hilat_frame_finish(f, last_reply, sizeof(last_reply));
+    transmit(last_reply, last_reply_len, &reply_to);
+    replied = 1;
     frames_sent++;
     tx_seq++;
 }
@@ -152,18 +246,18 @@ static void flush_events(void)
     }
 }
 
-/* Any other frame goes out after the open EVENTS frame, so sequence numbers stay in order. */
+/* A reply goes out after the open data frames, so sequence numbers stay in order. */
 static void send_control(void)
 {
     flush_events();
-    send_frame(&out);
+    send_reply(&out);
 }
 
 static void ack(uint16_t command_seq, uint8_t code, const char *message)
 {
     flush_events();
     hilat_msg_ack(&out, tx_seq, command_seq, code, message);
-    send_frame(&out);
+    send_reply(&out);
 }
 
 /* ---- gateware helpers ---- */
@@ -196,6 +290,44 @@ static void capture_discard(void)
         capture_ev_pop_write(FIELD(CAPTURE_EV_POP, POP, 1));
 }
 
+#if HAS_ETHERNET
+/* ---- the Ethernet stream's settings (docs/ethernet.md) ---- */
+
+#define STREAM_FLUSH_US_DEFAULT 100u
+#define STREAM_HEARTBEAT_MS_DEFAULT 100u
+
+/* The settings of the last STREAM_CONFIG acknowledged since HELLO (its counters unused). */
+static hilat_stream_status_t stream;
+
+/* amount / per_second seconds in sys clock cycles, saturating at 2**32-1. */
+static uint32_t sys_cycles(uint32_t amount, uint32_t per_second)
+{
+    uint64_t cycles = (uint64_t)amount * CONFIG_CLOCK_FREQUENCY / per_second;
+    return cycles > UINT32_MAX ? UINT32_MAX : (uint32_t)cycles;
+}
+
+/* HELLO: records back to the CPU (EVENTS), the settings to their defaults. */
+static void stream_reset(void)
+{
+    ethstream_control_write(FIELD(ETHSTREAM_CONTROL, ENABLE, 0));
+    memset(&stream, 0, sizeof(stream));
+    stream.flush_us = STREAM_FLUSH_US_DEFAULT;
+    stream.heartbeat_ms = STREAM_HEARTBEAT_MS_DEFAULT;
+}
+
+/* A 64-bit status CSR that may change between its two words' reads: the high word read again until
+ * it held still. */
+static uint64_t csr_read_u64_live(uint32_t addr)
+{
+    uint32_t hi, lo;
+    do {
+        hi = csr_read_simple(addr);
+        lo = csr_read_simple(addr + 4);
+    } while (csr_read_simple(addr) != hi);
+    return (uint64_t)hi << 32 | lo;
+}
+#endif
+
 /* ---- command handlers ---- */
 
 static void on_hello(const hilat_command_t *cmd)
@@ -208,11 +340,16 @@ static void on_hello(const hilat_command_t *cmd)
     capture_discard();
     capture_control_write(FIELD(CAPTURE_CONTROL, CLEAR, 1)); /* drop counters and the overflow flag */
     session = 1;
+    session_to = reply_to; /* the rig's own frames go where this HELLO came from */
+    last_valid = 0;        /* a new session: no command to repeat */
     tx_seq = 0;
     records_sent = events_sent = frames_sent = 0;
     events_open = 0;
 #ifdef CSR_ENGINE_BASE
     engine_reset(1);
+#endif
+#if HAS_ETHERNET
+    stream_reset();
 #endif
 
     hilat_identify_t id = {
@@ -229,6 +366,9 @@ static void on_hello(const hilat_command_t *cmd)
 #ifdef CSR_ENGINE_BASE
                         | HILAT_CAP_ENGINE
 #endif
+#if HAS_ETHERNET
+                        | HILAT_CAP_ETHERNET
+#endif
                         ,
         .min_interval = HILAT_MIN_INTERVAL,
         .glitch_max = HILAT_GLITCH_MAX,
@@ -239,6 +379,17 @@ static void on_hello(const hilat_command_t *cmd)
         .channels = HILAT_CHANNELS,
         .uart_baud = HILAT_UART_BAUDRATE,
     };
+#if HAS_ETHERNET
+    uint64_t mac = ethnet_mac_read();
+    id.ethernet = 1;
+    id.eth_ip = ethnet_ip_read(); /* the address now: NET_CONFIG may have changed the build's */
+    for (unsigned i = 0; i < HILAT_MAC_BYTES; i++)
+        id.eth_mac[i] = (uint8_t)(mac >> (8 * (HILAT_MAC_BYTES - 1 - i)));
+    id.eth_command_port = HILAT_ETH_COMMAND_PORT;
+    id.eth_stream_port = HILAT_ETH_STREAM_PORT;
+    id.eth_record_words = HILAT_ETH_RECORD_WORDS;
+    id.eth_max_records = HILAT_ETH_MAX_RECORDS;
+#endif
     (void)cmd;
     hilat_msg_identify(&out, tx_seq, &id);
     send_control();
@@ -322,6 +473,12 @@ static void on_start(const hilat_command_t *cmd)
         ack(cmd->seq, HILAT_ACK_LATE, "start time has passed (or is closer than the start margin)");
         return;
     }
+#if HAS_ETHERNET
+    /* START restarts the stream (seq and record index from 0, the session latched) before any
+     * stimulus of the run fires. */
+    ethstream_session_write(stream.session);
+    ethstream_control_write(FIELD(ETHSTREAM_CONTROL, ENABLE, stream.enabled) | FIELD(ETHSTREAM_CONTROL, RESTART, 1));
+#endif
     for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++) {
         if (!(mask & (1u << ch)))
             continue;
@@ -372,7 +529,7 @@ static void on_status(const hilat_command_t *cmd)
     st.events_sent = events_sent;
     st.frames_sent = frames_sent + 1; /* this STATUS frame included */
     hilat_msg_status(&out, tx_seq, &st);
-    send_frame(&out);
+    send_reply(&out);
     (void)cmd;
 }
 
@@ -381,7 +538,7 @@ static void on_time(const hilat_command_t *cmd)
     uint64_t now = timebase_now();
     flush_events();
     hilat_msg_time(&out, tx_seq, cmd->seq, now);
-    send_frame(&out);
+    send_reply(&out);
 }
 
 #ifdef CSR_ENGINE_BASE
@@ -501,7 +658,7 @@ static void on_engine_stats(const hilat_command_t *cmd)
     }
     flush_events();
     hilat_msg_engine_stats(&out, tx_seq, cmd->seq, &st);
-    send_frame(&out);
+    send_reply(&out);
 }
 
 /* Bins and outliers before raw records: the engine's results are complete, raw is best effort. */
@@ -583,10 +740,77 @@ static void on_engine_flush(const hilat_command_t *cmd)
 }
 #endif
 
-static void handle_frame(const uint8_t *wire, size_t len)
+#if HAS_ETHERNET
+/* ---- the Ethernet link's commands (docs/ethernet.md) ---- */
+
+static void on_stream_config(const hilat_command_t *cmd)
+{
+    const hilat_stream_config_t *c = &cmd->u.stream_config;
+    if (c->flush_us == 0) {
+        ack(cmd->seq, HILAT_ACK_REFUSED, "stream: flush_us must be >= 1");
+        return;
+    }
+    if (!reply_to.udp && (c->dst_ip == 0 || c->dst_port == 0)) {
+        ack(cmd->seq, HILAT_ACK_REFUSED, "stream: destination 0 is the command datagram's source: none over serial");
+        return;
+    }
+    flush_events(); /* the records read so far leave as EVENTS before the next go to the stream */
+    stream.enabled = c->enable ? 1 : 0;
+    stream.session = c->session;
+    stream.dst_ip = c->dst_ip ? c->dst_ip : reply_to.ip;
+    stream.dst_port = c->dst_port ? c->dst_port : reply_to.port;
+    stream.flush_us = c->flush_us;
+    stream.heartbeat_ms = c->heartbeat_ms;
+    ethstream_dst_ip_write(stream.dst_ip);
+    ethstream_dst_port_write(stream.dst_port);
+    ethstream_flush_cycles_write(sys_cycles(stream.flush_us, 1000000u));
+    ethstream_heartbeat_cycles_write(sys_cycles(stream.heartbeat_ms, 1000u));
+    ethstream_session_write(stream.session);
+    ethstream_control_write(FIELD(ETHSTREAM_CONTROL, ENABLE, stream.enabled));
+    ack(cmd->seq, HILAT_ACK_OK, 0);
+}
+
+static void on_stream_status(const hilat_command_t *cmd)
+{
+    hilat_stream_status_t st = stream;
+    st.datagrams = ethstream_datagrams_read();
+    st.records = csr_read_u64_live(CSR_ETHSTREAM_RECORDS_ADDR);
+    st.rx_frames = GET(ETHNET_STATUS, RX_FRAMES, ethnet_status_read());
+    st.link = st.rx_frames ? HILAT_STREAM_LINK_UP : 0u;
+    st.command_dropped = ethcmd_rx_dropped_read();
+    flush_events();
+    hilat_msg_stream_status(&out, tx_seq, cmd->seq, &st);
+    send_reply(&out);
+}
+
+static void on_net_config(const hilat_command_t *cmd)
+{
+    const hilat_net_config_t *c = &cmd->u.net_config;
+    if (c->ip == 0) {
+        ack(cmd->seq, HILAT_ACK_REFUSED, "net: address 0.0.0.0");
+        return;
+    }
+    if (c->mac[0] & 1u) {
+        ack(cmd->seq, HILAT_ACK_REFUSED, "net: multicast MAC");
+        return;
+    }
+    ack(cmd->seq, HILAT_ACK_OK, 0); /* from the old address */
+    if (reply_to.udp)
+        udp_tx_ready(); /* the ACK's datagram has left */
+    uint64_t mac = 0;
+    for (unsigned i = 0; i < HILAT_MAC_BYTES; i++)
+        mac = mac << 8 | c->mac[i];
+    ethnet_ip_write(c->ip);
+    ethnet_mac_write(mac);
+}
+#endif
+
+/* The frame (COBS bytes, no delimiter) of a command that came from `from`. */
+static void handle_frame(const uint8_t *wire, size_t len, const link_t *from)
 {
     hilat_command_t cmd;
     int err = hilat_parse_command(wire, len, &cmd);
+    reply_to = *from;
     if (err == HILAT_OK && cmd.type == HILAT_MSG_HELLO) {
         on_hello(&cmd);
         return;
@@ -595,28 +819,49 @@ static void handle_frame(const uint8_t *wire, size_t len)
         /* A host of another protocol version: tell it ours (a frame of this version, which it
          * counts and names), whatever the session; the session itself is left as it is. */
         ack(cmd.seq, HILAT_ACK_VERSION, "the rig speaks protocol version " HILAT_PROTOCOL_VERSION_TEXT);
+        last_valid = 0; /* its ACK took the kept reply's place */
         return;
     }
-    if (!session)
-        return; /* nothing is sent before HELLO */
-    if (err != HILAT_OK) {
-        if (!HILAT_IS_CORRUPT(err))
-            ack(cmd.seq, HILAT_ACK_MALFORMED, err == HILAT_ERR_VERSION ? "protocol version differs" : "malformed command");
-        return; /* corrupt frames carry no trustworthy seq: the host times out and retries */
+    if (!session || HILAT_IS_CORRUPT(err))
+        return; /* nothing is sent before HELLO; corrupt frames carry no trustworthy seq: the host
+                 * times out and retries */
+    if (last_valid && cmd.seq == last_seq && cmd.crc == last_crc) {
+        /* The last command again (its reply was lost): the same reply, not a second execution. */
+        transmit(last_reply, last_reply_len, &reply_to);
+        return;
     }
-    switch (cmd.type) {
-    case HILAT_MSG_STIM_CONFIG: on_stim_config(&cmd); break;
-    case HILAT_MSG_CAPTURE_CONFIG: on_capture_config(&cmd); break;
-    case HILAT_MSG_START: on_start(&cmd); break;
-    case HILAT_MSG_STOP: on_stop(&cmd); break;
-    case HILAT_MSG_STATUS_REQ: on_status(&cmd); break;
-    case HILAT_MSG_TIME_REQ: on_time(&cmd); break;
+    replied = 0;
+    if (err != HILAT_OK) {
+        ack(cmd.seq, HILAT_ACK_MALFORMED, err == HILAT_ERR_VERSION ? "protocol version differs" : "malformed command");
+    } else {
+        switch (cmd.type) {
+        case HILAT_MSG_STIM_CONFIG: on_stim_config(&cmd); break;
+        case HILAT_MSG_CAPTURE_CONFIG: on_capture_config(&cmd); break;
+        case HILAT_MSG_START: on_start(&cmd); break;
+        case HILAT_MSG_STOP: on_stop(&cmd); break;
+        case HILAT_MSG_STATUS_REQ: on_status(&cmd); break;
+        case HILAT_MSG_TIME_REQ: on_time(&cmd); break;
 #ifdef CSR_ENGINE_BASE
-    case HILAT_MSG_ENGINE_CONFIG: on_engine_config(&cmd); break;
-    case HILAT_MSG_ENGINE_STATS_REQ: on_engine_stats(&cmd); break;
-    case HILAT_MSG_ENGINE_FLUSH: on_engine_flush(&cmd); break;
+        case HILAT_MSG_ENGINE_CONFIG: on_engine_config(&cmd); break;
+        case HILAT_MSG_ENGINE_STATS_REQ: on_engine_stats(&cmd); break;
+        case HILAT_MSG_ENGINE_FLUSH: on_engine_flush(&cmd); break;
 #endif
-    default: ack(cmd.seq, HILAT_ACK_MALFORMED, "unknown command"); break;
+#if HAS_ETHERNET
+        case HILAT_MSG_STREAM_CONFIG: on_stream_config(&cmd); break;
+        case HILAT_MSG_STREAM_STATUS_REQ: on_stream_status(&cmd); break;
+        case HILAT_MSG_NET_CONFIG: on_net_config(&cmd); break;
+#else
+        case HILAT_MSG_STREAM_CONFIG:
+        case HILAT_MSG_STREAM_STATUS_REQ:
+        case HILAT_MSG_NET_CONFIG: ack(cmd.seq, HILAT_ACK_REFUSED, "no Ethernet on this rig"); break;
+#endif
+        default: ack(cmd.seq, HILAT_ACK_MALFORMED, "unknown command"); break;
+        }
+    }
+    if (replied) {
+        last_valid = 1;
+        last_seq = cmd.seq;
+        last_crc = cmd.crc;
     }
 }
 
@@ -668,10 +913,48 @@ static void drain_events(void)
 }
 
 static hilat_rx_t rx;
+static const link_t uart_link = {0, 0, 0};
+
+#if HAS_ETHERNET
+static hilat_rx_t udp_rx;
+static link_t udp_from;       /* the source of the datagram being read */
+static int udp_in_datagram;   /* udp_from is that of the datagram at the bridge's head */
+
+/* Command datagrams: one frame each, with its 0x00 delimiter; a datagram that lacks it is closed as
+ * if it had one, so a frame never spans two datagrams. */
+static void poll_udp(void)
+{
+    for (int budget = 2 * HILAT_MAX_WIRE; budget > 0; budget--) {
+        uint32_t status = ethcmd_rx_status_read();
+        if (!GET(ETHCMD_RX_STATUS, PENDING, status))
+            return;
+        if (!udp_in_datagram) {
+            udp_from.udp = 1;
+            udp_from.ip = ethcmd_rx_src_ip_read();
+            udp_from.port = (uint16_t)ethcmd_rx_src_port_read();
+            udp_in_datagram = 1;
+        }
+        uint8_t c = (uint8_t)ethcmd_rx_data_read();
+        ethcmd_rx_pop_write(FIELD(ETHCMD_RX_POP, POP, 1));
+        size_t n = hilat_rx_feed(&udp_rx, c);
+        if (GET(ETHCMD_RX_STATUS, LAST, status)) {
+            udp_in_datagram = 0;
+            if (c != 0)
+                n = hilat_rx_feed(&udp_rx, 0);
+        }
+        if (n)
+            handle_frame(udp_rx.buf, n, &udp_from);
+    }
+}
+#endif
 
 static void init(void)
 {
     hilat_rx_init(&rx);
+#if HAS_ETHERNET
+    hilat_rx_init(&udp_rx);
+    ethstream_control_write(FIELD(ETHSTREAM_CONTROL, ENABLE, 0));
+#endif
     capture_disable_all();
     for (unsigned ch = 0; ch < HILAT_N_STIMULUS; ch++)
         stimulus_stop(ch);
@@ -686,8 +969,11 @@ static void service(void)
         rx_tail = (uint16_t)((rx_tail + 1u) % sizeof(rx_ring));
         size_t n = hilat_rx_feed(&rx, c);
         if (n)
-            handle_frame(rx.buf, n);
+            handle_frame(rx.buf, n, &uart_link);
     }
+#if HAS_ETHERNET
+    poll_udp();
+#endif
     if (session) {
 #ifdef CSR_ENGINE_BASE
         if (drain_engine())

@@ -1,4 +1,4 @@
-/* hilat rig wire protocol, version 2: see protocol.h and docs/protocol.md. */
+/* hilat rig wire protocol, version 4: see protocol.h and docs/protocol.md. */
 #include "protocol.h"
 
 /* No <string.h>: bare cross toolchains (riscv64-unknown-elf-gcc without a libc) lack it. */
@@ -316,9 +316,15 @@ int hilat_msg_identify(hilat_frame_t *f, uint16_t seq, const hilat_identify_t *m
     put_le32(p + 21, m->start_margin);
     p[25] = m->samples_per_tick;
     f->len += 26;
-    return hilat_frame_put_str(f, m->firmware) && hilat_frame_put_str(f, m->gateware)
-           && put_channel_table(f, m->channels, (unsigned)m->n_stimulus + m->n_inputs)
-           && hilat_frame_put_u32(f, m->uart_baud);
+    if (!(hilat_frame_put_str(f, m->firmware) && hilat_frame_put_str(f, m->gateware)
+          && put_channel_table(f, m->channels, (unsigned)m->n_stimulus + m->n_inputs)
+          && hilat_frame_put_u32(f, m->uart_baud) && hilat_frame_put_u8(f, m->ethernet ? 1u : 0u)))
+        return 0;
+    if (!m->ethernet)
+        return 1;
+    return hilat_frame_put_u32(f, m->eth_ip) && hilat_frame_put_bytes(f, m->eth_mac, HILAT_MAC_BYTES)
+           && hilat_frame_put_u16(f, m->eth_command_port) && hilat_frame_put_u16(f, m->eth_stream_port)
+           && hilat_frame_put_u8(f, m->eth_record_words) && hilat_frame_put_u16(f, m->eth_max_records);
 }
 
 int hilat_msg_overflow(hilat_frame_t *f, uint16_t seq, uint64_t timestamp, uint16_t channels)
@@ -362,6 +368,24 @@ int hilat_msg_time(hilat_frame_t *f, uint16_t seq, uint16_t command_seq, uint64_
     hilat_frame_begin(f, HILAT_MSG_TIME, seq);
     hilat_frame_put_u16(f, command_seq);
     return hilat_frame_put_u64(f, now);
+}
+
+int hilat_msg_stream_status(hilat_frame_t *f, uint16_t seq, uint16_t command_seq, const hilat_stream_status_t *m)
+{
+    hilat_frame_begin(f, HILAT_MSG_STREAM_STATUS, seq);
+    /* 38 bytes: always fits. */
+    hilat_frame_put_u16(f, command_seq);
+    hilat_frame_put_u8(f, m->enabled);
+    hilat_frame_put_u8(f, m->link);
+    hilat_frame_put_u32(f, m->session);
+    hilat_frame_put_u32(f, m->dst_ip);
+    hilat_frame_put_u16(f, m->dst_port);
+    hilat_frame_put_u16(f, m->flush_us);
+    hilat_frame_put_u16(f, m->heartbeat_ms);
+    hilat_frame_put_u32(f, m->datagrams);
+    hilat_frame_put_u64(f, m->records);
+    hilat_frame_put_u32(f, m->rx_frames);
+    return hilat_frame_put_u32(f, m->command_dropped);
 }
 
 void hilat_events_begin(hilat_frame_t *f, uint16_t seq, uint64_t base, uint8_t mask_bytes, uint8_t fraction_bytes)
@@ -596,10 +620,30 @@ static int parse_body(const uint8_t *b, size_t n, hilat_command_t *cmd)
         e->trigger_width = get_le16(b + 33);
         return HILAT_OK;
     }
+    case HILAT_MSG_STREAM_CONFIG: {
+        hilat_stream_config_t *s = &cmd->u.stream_config;
+        if (n != 15)
+            return HILAT_ERR_BAD_LENGTH;
+        s->enable = b[0];
+        s->session = get_le32(b + 1);
+        s->dst_ip = get_le32(b + 5);
+        s->dst_port = get_le16(b + 9);
+        s->flush_us = get_le16(b + 11);
+        s->heartbeat_ms = get_le16(b + 13);
+        return HILAT_OK;
+    }
+    case HILAT_MSG_NET_CONFIG:
+        if (n != 4u + HILAT_MAC_BYTES)
+            return HILAT_ERR_BAD_LENGTH;
+        cmd->u.net_config.ip = get_le32(b);
+        for (i = 0; i < HILAT_MAC_BYTES; i++)
+            cmd->u.net_config.mac[i] = b[4 + i];
+        return HILAT_OK;
     case HILAT_MSG_STATUS_REQ:
     case HILAT_MSG_TIME_REQ:
     case HILAT_MSG_ENGINE_STATS_REQ:
     case HILAT_MSG_ENGINE_FLUSH:
+    case HILAT_MSG_STREAM_STATUS_REQ:
         return n == 0 ? HILAT_OK : HILAT_ERR_BAD_LENGTH;
     default:
         return HILAT_ERR_UNKNOWN_TYPE;
@@ -625,6 +669,7 @@ int hilat_parse_command(const uint8_t *wire, size_t len, hilat_command_t *cmd)
     cmd->version = dec[0];
     cmd->type = dec[1];
     cmd->seq = get_le16(dec + 2);
+    cmd->crc = get_le32(dec + n);
     if (cmd->version != HILAT_PROTOCOL_VERSION)
         return HILAT_ERR_VERSION;
     return parse_body(dec + HILAT_HEADER_SIZE, n - HILAT_HEADER_SIZE, cmd);

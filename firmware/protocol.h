@@ -1,5 +1,5 @@
 /*
- * hilat rig wire protocol, version 2 (docs/protocol.md).
+ * hilat rig wire protocol, version 4 (docs/protocol.md).
  *
  * Freestanding C99: only <stdint.h> and <stddef.h>; no allocation, no stdio, no libc calls.
  * Compiled for the rig's soft CPU and, in the tests, for the host.
@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HILAT_PROTOCOL_VERSION 3u
-#define HILAT_PROTOCOL_VERSION_TEXT "3"
+#define HILAT_PROTOCOL_VERSION 4u
+#define HILAT_PROTOCOL_VERSION_TEXT "4"
 
 /* Sizes. */
 #define HILAT_HEADER_SIZE 4u    /* version, type, seq */
@@ -53,6 +53,9 @@
 #define HILAT_MSG_ENGINE_CONFIG 0x88u
 #define HILAT_MSG_ENGINE_STATS_REQ 0x89u
 #define HILAT_MSG_ENGINE_FLUSH 0x8Au
+#define HILAT_MSG_STREAM_CONFIG 0x8Bu
+#define HILAT_MSG_STREAM_STATUS_REQ 0x8Cu
+#define HILAT_MSG_NET_CONFIG 0x8Du
 /* Rig -> host (< 0x80). */
 #define HILAT_MSG_IDENTIFY 0x01u
 #define HILAT_MSG_EVENTS 0x02u
@@ -63,6 +66,7 @@
 #define HILAT_MSG_ENGINE_BINS 0x07u
 #define HILAT_MSG_ENGINE_OUTLIERS 0x08u
 #define HILAT_MSG_ENGINE_STATS 0x09u
+#define HILAT_MSG_STREAM_STATUS 0x0Au
 
 /* Stimulus modes. */
 #define HILAT_MODE_PERIODIC 0u
@@ -87,6 +91,11 @@
 #define HILAT_CAP_TAG_CHANNEL (1u << 5)
 #define HILAT_CAP_SUBTICK (1u << 6)
 #define HILAT_CAP_ENGINE (1u << 7) /* the measurement engine (docs/engine.md) */
+#define HILAT_CAP_ETHERNET (1u << 8) /* the Ethernet link (docs/ethernet.md) */
+
+/* The Ethernet link (docs/ethernet.md): STREAM_STATUS link bits. */
+#define HILAT_STREAM_LINK_UP (1u << 0) /* Ethernet frames received since reset */
+#define HILAT_MAC_BYTES 6u
 
 /* CAPTURE_CONFIG per-channel flags. */
 #define HILAT_CAPTURE_ENABLE (1u << 0)
@@ -211,7 +220,31 @@ typedef struct {
     /* The rate the UART was built for (soc.h's HILAT_UART_BAUDRATE; 0: no serial line), after the
      * table: the host opens the port at a board's rate and says which one it got (docs/boards.md). */
     uint32_t uart_baud;
+    /* Protocol 4: after uart_baud, ethernet:u8 (0: none) and, when 1, the tail below. */
+    uint8_t ethernet;
+    uint32_t eth_ip;                      /* numeric IPv4 (192.168.1.50 = 0xC0A80132) */
+    uint8_t eth_mac[HILAT_MAC_BYTES];     /* wire order */
+    uint16_t eth_command_port;
+    uint16_t eth_stream_port;
+    uint8_t eth_record_words;             /* 32-bit words a stream record takes */
+    uint16_t eth_max_records;             /* records a stream datagram holds at most */
 } hilat_identify_t;
+
+/* STREAM_STATUS (docs/ethernet.md): the settings of the last STREAM_CONFIG (the destination as
+ * resolved) and the counters. */
+typedef struct {
+    uint8_t enabled;
+    uint8_t link;         /* HILAT_STREAM_LINK_UP */
+    uint32_t session;
+    uint32_t dst_ip;
+    uint16_t dst_port;
+    uint16_t flush_us;
+    uint16_t heartbeat_ms;
+    uint32_t datagrams;   /* stream datagrams sent since the restart, heartbeats included */
+    uint64_t records;     /* records sent since the restart */
+    uint32_t rx_frames;   /* Ethernet frames received since reset */
+    uint32_t command_dropped; /* command datagrams dropped (receive buffer full) */
+} hilat_stream_status_t;
 
 typedef struct {
     uint32_t records_sent;
@@ -234,6 +267,8 @@ int hilat_msg_status(hilat_frame_t *f, uint16_t seq, const hilat_status_t *m);
 /* message: NUL-terminated, NULL = empty. */
 int hilat_msg_ack(hilat_frame_t *f, uint16_t seq, uint16_t command_seq, uint8_t code, const char *message);
 int hilat_msg_time(hilat_frame_t *f, uint16_t seq, uint16_t command_seq, uint64_t now);
+/* STREAM_STATUS answering the STREAM_STATUS_REQ of command_seq (38-byte body: always fits). */
+int hilat_msg_stream_status(hilat_frame_t *f, uint16_t seq, uint16_t command_seq, const hilat_stream_status_t *m);
 
 /* EVENTS, built incrementally. The delta of a record is (timestamp - previous) mod 2**64, previous
  * being base for the first record: base = the first record's timestamp gives a 1-byte delta; a
@@ -340,10 +375,27 @@ typedef struct {
     uint16_t trigger_width;     /* ticks */
 } hilat_engine_config_t;
 
+/* STREAM_CONFIG (docs/ethernet.md). dst_ip / dst_port 0: the command datagram's source. */
+typedef struct {
+    uint8_t enable;
+    uint32_t session;
+    uint32_t dst_ip;  /* numeric IPv4 */
+    uint16_t dst_port;
+    uint16_t flush_us;     /* >= 1 */
+    uint16_t heartbeat_ms; /* 0: no heartbeat */
+} hilat_stream_config_t;
+
+/* NET_CONFIG: the rig's address until reset. */
+typedef struct {
+    uint32_t ip;                      /* numeric IPv4 */
+    uint8_t mac[HILAT_MAC_BYTES];     /* wire order */
+} hilat_net_config_t;
+
 typedef struct {
     uint8_t version; /* header */
     uint8_t type;    /* header: HILAT_MSG_* */
     uint16_t seq;    /* header */
+    uint32_t crc;    /* the frame's CRC (a repeated command has the same seq and CRC) */
     union {
         struct {
             uint8_t version;
@@ -359,12 +411,15 @@ typedef struct {
             uint8_t channels;
         } stop;
         hilat_engine_config_t engine_config;
+        hilat_stream_config_t stream_config;
+        hilat_net_config_t net_config;
     } u;
 } hilat_command_t;
 
 /* Parse one received wire frame (COBS bytes without the 0x00 delimiter; len <= HILAT_MAX_ENCODED
  * for a valid frame). Returns HILAT_OK with *cmd filled, or a HILAT_ERR_* code. The header fields
- * (version, type, seq) are filled whenever the CRC matched, so an ACK can name the refused seq. */
+ * (version, type, seq) and crc are filled whenever the CRC matched, so an ACK can name the refused
+ * seq. */
 int hilat_parse_command(const uint8_t *wire, size_t len, hilat_command_t *cmd);
 
 /* Streaming receiver: bounded buffer, overlong frames counted and discarded. */

@@ -4,9 +4,12 @@
 #   parser    tests/firmware/fuzz_command_parser.c: firmware/protocol.c (framing, COBS, CRC, parser)
 #   commands  tests/firmware/fuzz_firmware_commands.c: firmware/main.c's whole command path on a fake
 #             CSR bus, against the simulated SoC's generated headers (builds the simulator if needed)
+#   ethernet  the same harness against the headers of a SoC with the engine and the Ethernet link
+#             (tests/firmware/eth_headers.py: commands over the UART and UDP, the stream's registers)
 #
 #   scripts/fuzz-firmware.sh [EXECUTIONS [COMMAND_EXECUTIONS]]
-#       default 10000000 for the parser (about 3 minutes) and 2000000 for the commands (about 2)
+#       default 10000000 for the parser (about 3 minutes) and 2000000 for the commands and for
+#       ethernet (about 2 and 4)
 #
 # Corpora grow in build/fuzz/<target>/corpus across runs. A crash, a sanitizer report or a failed
 # oracle (the harness says which) stops the run, leaves the input in build/fuzz/<target>/findings/
@@ -31,7 +34,7 @@ fuzz() {
   shift 5
   local out=build/fuzz/$name harness=tests/firmware/fuzz_$name.c
   [ "$name" = parser ] && harness=tests/firmware/fuzz_command_parser.c
-  [ "$name" = commands ] && harness=tests/firmware/fuzz_firmware_commands.c
+  [ "$name" = commands ] || [ "$name" = ethernet ] && harness=tests/firmware/fuzz_firmware_commands.c
   mkdir -p "$out/corpus" "$out/findings" "$out/profiles"
   rm -rf "$out/seeds"
   clang "${CFLAGS[@]}" "$@" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all "$harness" \
@@ -78,6 +81,10 @@ fuzz parser "$PARSER_RUNS" "" \
 generated=$("$PY" -c 'from targets import sim; print(sim.build() / "software" / "include")')
 # main.c's command path (drain_events needs a capture FIFO with records: the simulator tests it).
 fuzz commands "$COMMAND_RUNS" --commands \
-  'handle_frame|on_hello|check_stim_config|on_stim_config|on_capture_config|on_start|on_stop|on_status|on_time|poll_rx|service|ack|send_frame|send_control|flush_events' \
+  'handle_frame|on_hello|check_stim_config|on_stim_config|on_capture_config|on_start|on_stop|on_status|on_time|poll_rx|service|ack|send_frame|send_reply|transmit|send_control|flush_events' \
   firmware/main.c -Itests/firmware/host_include -I"$generated" -Ifirmware
+ethernet=$("$PY" tests/firmware/eth_headers.py build/fuzz/ethernet/soc --engine | tail -1)
+fuzz ethernet "$COMMAND_RUNS" --commands \
+  'handle_frame|on_hello|on_start|ack|send_reply|transmit|poll_udp|udp_send|udp_tx_ready|stream_reset|on_stream_config|on_stream_status|on_net_config|csr_read_u64_live|sys_cycles' \
+  firmware/main.c -Itests/firmware/host_include -I"$ethernet" -Ifirmware
 printf '%s\n' "${SUMMARY[@]}"

@@ -1,4 +1,4 @@
-"""Rig wire protocol, version 2 (docs/protocol.md): frames, messages and a streaming decoder.
+"""Rig wire protocol, version 4 (docs/protocol.md): frames, messages and a streaming decoder.
 
     wire:    COBS(payload || crc32) 0x00
     payload: version:u8 type:u8 seq:u16 body...      (little-endian)
@@ -16,10 +16,10 @@ import zlib
 from dataclasses import dataclass, field
 from typing import ClassVar, NamedTuple
 
-PROTOCOL_VERSION = 3
-# Rig frames of these versions decode (a run's raw.bin from before version 3: IDENTIFY without
-# samples_per_tick, EVENTS as version 3's without fractions).
-READABLE_VERSIONS = (2, 3)
+PROTOCOL_VERSION = 4
+# Rig frames of these versions decode (a run's raw.bin from before: version 3's IDENTIFY without
+# the ethernet byte; version 2's without samples_per_tick, EVENTS as version 3's without fractions).
+READABLE_VERSIONS = (2, 3, 4)
 
 HEADER_SIZE = 4  # version, type, seq
 CRC_SIZE = 4
@@ -44,6 +44,9 @@ MSG_TIME_REQ = 0x87
 MSG_ENGINE_CONFIG = 0x88
 MSG_ENGINE_STATS_REQ = 0x89
 MSG_ENGINE_FLUSH = 0x8A
+MSG_STREAM_CONFIG = 0x8B
+MSG_STREAM_STATUS_REQ = 0x8C
+MSG_NET_CONFIG = 0x8D
 # Rig -> host (< 0x80).
 MSG_IDENTIFY = 0x01
 MSG_EVENTS = 0x02
@@ -54,6 +57,7 @@ MSG_TIME = 0x06
 MSG_ENGINE_BINS = 0x07
 MSG_ENGINE_OUTLIERS = 0x08
 MSG_ENGINE_STATS = 0x09
+MSG_STREAM_STATUS = 0x0A
 
 # Stimulus modes.
 MODE_PERIODIC = 0
@@ -90,6 +94,13 @@ CAP_GLITCH_FILTER = 1 << 4
 CAP_TAG_CHANNEL = 1 << 5
 CAP_SUBTICK = 1 << 6
 CAP_ENGINE = 1 << 7  # the on-rig measurement engine (docs/engine.md)
+CAP_ETHERNET = 1 << 8  # the Ethernet link (docs/ethernet.md): IDENTIFY's ethernet tail, STREAM_CONFIG...
+
+# The Ethernet link (docs/ethernet.md). STREAM_CONFIG: dst_ip / dst_port 0 mean the source of the
+# command's own datagram; defaults of the contract.
+STREAM_FLUSH_US_DEFAULT = 100
+STREAM_HEARTBEAT_MS_DEFAULT = 100
+STREAM_LINK_UP = 1 << 0  # STREAM_STATUS link: Ethernet frames received since reset
 
 # CAPTURE_CONFIG per-channel flags.
 CAPTURE_ENABLE = 1 << 0
@@ -310,13 +321,14 @@ class Message:
     def from_body(cls, body: bytes) -> Message:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def encode(self, seq: int) -> bytes:
-        """Whole wire frame, delimiter included."""
+    def encode(self, seq: int, version: int = PROTOCOL_VERSION) -> bytes:
+        """Whole wire frame, delimiter included (``version``: of the header; another than ours only
+        to write a rig's frame from before, as the test vectors do)."""
         try:
-            body = self.body()
+            body = self.body(version) if isinstance(self, Identify) else self.body()
         except struct.error as e:
             raise ValueError(f"{self.NAME}: field out of range: {e}") from None
-        return encode_frame(self.TYPE, seq, body)
+        return encode_frame(self.TYPE, seq, body, version)
 
 
 def _fixed(cls, st: struct.Struct, body: bytes):
@@ -534,15 +546,119 @@ class EngineFlush(Message):
         return _empty(cls, body)
 
 
+def format_ip(ip: int) -> str:
+    """192.168.1.100 from 0xC0A80164 (the numeric value the commands carry)."""
+    return ".".join(str((ip >> s) & 0xFF) for s in (24, 16, 8, 0))
+
+
+def parse_ip(text: str) -> int:
+    """0xC0A80164 from "192.168.1.100"; ValueError on anything else."""
+    parts = text.strip().split(".")
+    if len(parts) != 4 or not all(x.isdigit() and int(x) <= 255 for x in parts):
+        raise ValueError(f"not an IPv4 address: {text!r}")
+    return int.from_bytes(bytes(int(x) for x in parts), "big")
+
+
+def format_mac(mac: int) -> str:
+    """10:e2:d5:00:00:50 from 0x10E2D5000050 (wire order: the first byte is the most significant)."""
+    return ":".join(f"{b:02x}" for b in mac.to_bytes(6, "big"))
+
+
+def parse_mac(text: str) -> int:
+    """0x10E2D5000050 from "10:e2:d5:00:00:50" (or with '-'); ValueError on anything else."""
+    parts = text.strip().replace("-", ":").split(":")
+    if len(parts) != 6 or not all(len(x) == 2 for x in parts):
+        raise ValueError(f"not a MAC address: {text!r}")
+    return int.from_bytes(bytes.fromhex("".join(parts)), "big")
+
+
+@dataclass(slots=True)
+class StreamConfig(Message):
+    """The Ethernet stream (docs/ethernet.md): ``enable`` routes the capture's records to the
+    packetizer; ``session`` is latched at the next START; ``dst_ip`` (numeric, 192.168.1.100 =
+    0xC0A80164) and ``dst_port`` 0: the source of this command's datagram; ``flush_us`` (>= 1) how
+    long a datagram's first record may wait; ``heartbeat_ms`` 0: no heartbeats."""
+
+    TYPE: ClassVar[int] = MSG_STREAM_CONFIG
+    NAME: ClassVar[str] = "STREAM_CONFIG"
+    _S: ClassVar[struct.Struct] = struct.Struct("<BIIHHH")
+    enable: int
+    session: int
+    dst_ip: int = 0
+    dst_port: int = 0
+    flush_us: int = STREAM_FLUSH_US_DEFAULT
+    heartbeat_ms: int = STREAM_HEARTBEAT_MS_DEFAULT
+
+    def body(self) -> bytes:
+        return self._S.pack(self.enable, self.session, self.dst_ip, self.dst_port, self.flush_us, self.heartbeat_ms)
+
+    @classmethod
+    def from_body(cls, body: bytes) -> StreamConfig:
+        return _fixed(cls, cls._S, body)
+
+
+@dataclass(slots=True)
+class StreamStatusReq(Message):
+    TYPE: ClassVar[int] = MSG_STREAM_STATUS_REQ
+    NAME: ClassVar[str] = "STREAM_STATUS_REQ"
+
+    def body(self) -> bytes:
+        return b""
+
+    @classmethod
+    def from_body(cls, body: bytes) -> StreamStatusReq:
+        return _empty(cls, body)
+
+
+@dataclass(slots=True)
+class NetConfig(Message):
+    """The rig's address until reset (docs/ethernet.md); its ACK leaves from the old one. ``ip``
+    numeric (0xC0A80132 = 192.168.1.50), ``mac`` the 48-bit value whose bytes, most significant
+    first, are the wire order (0x10E2D5000050 = 10:e2:d5:00:00:50)."""
+
+    TYPE: ClassVar[int] = MSG_NET_CONFIG
+    NAME: ClassVar[str] = "NET_CONFIG"
+    ip: int
+    mac: int
+
+    def body(self) -> bytes:
+        if not 0 <= self.mac < 1 << 48:
+            raise ValueError(f"NET_CONFIG: MAC {self.mac:#x} beyond 48 bits")
+        return struct.pack("<I", self.ip) + self.mac.to_bytes(6, "big")
+
+    @classmethod
+    def from_body(cls, body: bytes) -> NetConfig:
+        if len(body) != 10:
+            raise MalformedFrame(f"NET_CONFIG: body of {len(body)} bytes, expected 10")
+        return cls(int.from_bytes(body[:4], "little"), int.from_bytes(body[4:], "big"))
+
+
 # Rig -> host ---------------------------------------------------------------------------------
+
+
+class EthernetInfo(NamedTuple):
+    """IDENTIFY's Ethernet tail (protocol 4; docs/ethernet.md): the rig's address now (numeric IPv4,
+    48-bit MAC whose bytes most significant first are the wire order), its UDP ports, and the stream
+    datagram's record size (32-bit words) and records per datagram."""
+
+    ip: int
+    mac: int
+    command_port: int
+    stream_port: int
+    record_words: int
+    max_records: int
+
+
+_ETHERNET_TAIL = struct.Struct("<I6sHHBH")
 
 
 @dataclass(slots=True)
 class Identify(Message):
     """channels: (name, default role) of every channel, stimulus outputs first (the rig's channel
     table, gateware/channels.py); role "" for none. uart_baud: the rate the rig's UART was built for
-    (0: no serial line, the simulator), after the table; None for a rig built before it was sent,
-    whose body ends with the table (and encodes so)."""
+    (0: no serial line, the simulator), after the table; None for a version-3 rig built before it
+    was sent, whose body ends with the table (and encodes so). ethernet: the Ethernet tail of
+    protocol 4 (None: a rig without Ethernet, or a frame of version 3)."""
 
     TYPE: ClassVar[int] = MSG_IDENTIFY
     NAME: ClassVar[str] = "IDENTIFY"
@@ -564,11 +680,27 @@ class Identify(Message):
     gateware: str = ""
     channels: list[tuple[str, str]] = field(default_factory=list)
     uart_baud: int | None = None
+    ethernet: EthernetInfo | None = None
 
-    def body(self) -> bytes:
+    def body(self, version: int = PROTOCOL_VERSION) -> bytes:
+        """The body in a frame of ``version``: 4 always has uart_baud and the ethernet byte."""
         if len(self.channels) != self.n_stimulus + self.n_inputs:
             raise ValueError(f"IDENTIFY: {len(self.channels)} channels, n_stimulus + n_inputs = "
                              f"{self.n_stimulus + self.n_inputs}")
+        if version >= 4 and self.uart_baud is None:
+            raise ValueError("IDENTIFY: version 4 always has uart_baud")
+        if version < 4 and self.ethernet is not None:
+            raise ValueError(f"IDENTIFY: no ethernet tail in version {version}")
+        tail = b""
+        if version >= 4:
+            if self.ethernet is None:
+                tail = b"\x00"
+            else:
+                e = EthernetInfo(*self.ethernet)
+                if not 0 <= e.mac < 1 << 48:
+                    raise ValueError(f"IDENTIFY: MAC {e.mac:#x} beyond 48 bits")
+                tail = b"\x01" + _ETHERNET_TAIL.pack(e.ip, e.mac.to_bytes(6, "big"), e.command_port, e.stream_port,
+                                                     e.record_words, e.max_records)
         return (
             self._S.pack(
                 self.version, self.ts_hz, self.sys_hz, self.n_stimulus, self.n_inputs, self.fifo_depth,
@@ -579,6 +711,7 @@ class Identify(Message):
             + _pack_str(self.gateware)
             + b"".join(_pack_str(name) + _pack_str(role) for name, role in self.channels)
             + (b"" if self.uart_baud is None else struct.pack("<I", self.uart_baud))
+            + tail
         )
 
     @classmethod
@@ -597,15 +730,31 @@ class Identify(Message):
             name, i = _unpack_str(body, i)
             role, i = _unpack_str(body, i)
             channels.append((name, role))
-        # uart_baud came later at the end: a body that ends with the table is a rig's from before.
-        uart_baud = None
-        if len(body) - i == 4:
+        uart_baud = ethernet = None
+        rest = len(body) - i
+        if version >= 4:
+            # uart_baud, then ethernet:u8 and, when 1, the tail.
+            if rest < 5:
+                raise MalformedFrame("IDENTIFY: no uart_baud and ethernet byte")
             (uart_baud,) = struct.unpack_from("<I", body, i)
-        elif i != len(body):
+            kind = body[i + 4]
+            if kind not in (0, 1):
+                raise MalformedFrame(f"IDENTIFY: ethernet {kind}")
+            if rest != 5 + kind * _ETHERNET_TAIL.size:
+                raise MalformedFrame("IDENTIFY: trailing bytes" if kind == 0 or rest > 5 + _ETHERNET_TAIL.size
+                                     else "IDENTIFY: truncated ethernet tail")
+            if kind:
+                ip, mac, command_port, stream_port, words, max_records = _ETHERNET_TAIL.unpack_from(body, i + 5)
+                ethernet = EthernetInfo(ip, int.from_bytes(mac, "big"), command_port, stream_port, words,
+                                        max_records)
+        # Version 3: uart_baud came later at the end: a body that ends with the table is a rig's from before.
+        elif rest == 4:
+            (uart_baud,) = struct.unpack_from("<I", body, i)
+        elif rest != 0:
             raise MalformedFrame("IDENTIFY: trailing bytes")
         if fixed[-1] not in (1, 2, 4, 8):
             raise MalformedFrame(f"IDENTIFY: {fixed[-1]} samples a tick")
-        return cls(*fixed, firmware, gateware, channels, uart_baud)
+        return cls(*fixed, firmware, gateware, channels, uart_baud, ethernet)
 
     @property
     def fraction_bits(self) -> int:
@@ -1006,12 +1155,48 @@ class EngineStats(Message):
         return cls(*cls._S.unpack_from(body), kinds)
 
 
+@dataclass(slots=True)
+class StreamStatus(Message):
+    """The Ethernet stream's state, answering STREAM_STATUS_REQ (``command_seq``): the settings of
+    the last STREAM_CONFIG (``dst_ip``/``dst_port`` as resolved: the address the stream goes to),
+    ``link`` (STREAM_LINK_UP), the packetizer's counts since the stream's restart (``datagrams``,
+    heartbeats included; ``records``), Ethernet frames received since reset (``rx_frames``) and
+    command datagrams dropped because the rig's buffer was full (``command_dropped``)."""
+
+    TYPE: ClassVar[int] = MSG_STREAM_STATUS
+    NAME: ClassVar[str] = "STREAM_STATUS"
+    _S: ClassVar[struct.Struct] = struct.Struct("<HBBIIHHHIQII")
+    command_seq: int
+    enabled: int
+    link: int
+    session: int
+    dst_ip: int
+    dst_port: int
+    flush_us: int
+    heartbeat_ms: int
+    datagrams: int
+    records: int
+    rx_frames: int
+    command_dropped: int
+
+    def body(self) -> bytes:
+        return self._S.pack(
+            self.command_seq, self.enabled, self.link, self.session, self.dst_ip, self.dst_port, self.flush_us,
+            self.heartbeat_ms, self.datagrams, self.records, self.rx_frames, self.command_dropped,
+        )
+
+    @classmethod
+    def from_body(cls, body: bytes) -> StreamStatus:
+        return _fixed(cls, cls._S, body)
+
+
 HOST_MESSAGES: dict[int, type[Message]] = {
     c.TYPE: c for c in (Hello, StimConfig, CaptureConfig, Start, Stop, StatusReq, TimeReq, EngineConfig,
-                        EngineStatsReq, EngineFlush)
+                        EngineStatsReq, EngineFlush, StreamConfig, StreamStatusReq, NetConfig)
 }
 RIG_MESSAGES: dict[int, type[Message]] = {
-    c.TYPE: c for c in (Identify, Events, Overflow, Status, Ack, Time, EngineBins, EngineOutliers, EngineStats)
+    c.TYPE: c for c in (Identify, Events, Overflow, Status, Ack, Time, EngineBins, EngineOutliers, EngineStats,
+                        StreamStatus)
 }
 MESSAGES: dict[int, type[Message]] = {**HOST_MESSAGES, **RIG_MESSAGES}
 MESSAGES_BY_NAME: dict[str, type[Message]] = {c.NAME: c for c in MESSAGES.values()}
@@ -1086,7 +1271,7 @@ class Frame:
 
 
 def _message(cls: type[Message], body: bytes, version: int) -> Message:
-    """``cls`` from ``body`` of a frame of ``version`` (only IDENTIFY changed with version 3)."""
+    """``cls`` from ``body`` of a frame of ``version`` (only IDENTIFY changed with versions 3 and 4)."""
     return cls.from_body(body, version) if cls is Identify else cls.from_body(body)
 
 

@@ -6,7 +6,8 @@
  * Each input goes three ways, with an oracle on each, so a wrong answer is found as well as a crash:
  *  1. hilat_parse_command on the whole input as one frame. A command it accepts is built again from
  *     the parsed fields with the firmware's own frame builder: the payload must be the decoded input
- *     byte for byte (nothing misread, nothing ignored), and its CRC must be the one received.
+ *     byte for byte (nothing misread, nothing ignored), and its CRC must be the one received (and
+ *     the one the parser reports, the repeated-command rule's key).
  *  2. The input as a byte stream through hilat_rx_feed: every frame it yields is at most
  *     HILAT_MAX_ENCODED bytes, equals the bytes between two delimiters, and is parsed as in 1.
  *  3. The input as a payload (header + body) sent correctly: with its CRC, COBS-encoded. Mutations
@@ -73,10 +74,22 @@ static void build_payload(const hilat_command_t *c, hilat_frame_t *f)
               && hilat_frame_put_u16(f, e->trigger_width));
         break;
     }
+    case HILAT_MSG_STREAM_CONFIG: {
+        const hilat_stream_config_t *s = &c->u.stream_config;
+        CHECK(hilat_frame_put_u8(f, s->enable) && hilat_frame_put_u32(f, s->session)
+              && hilat_frame_put_u32(f, s->dst_ip) && hilat_frame_put_u16(f, s->dst_port)
+              && hilat_frame_put_u16(f, s->flush_us) && hilat_frame_put_u16(f, s->heartbeat_ms));
+        break;
+    }
+    case HILAT_MSG_NET_CONFIG:
+        CHECK(hilat_frame_put_u32(f, c->u.net_config.ip)
+              && hilat_frame_put_bytes(f, c->u.net_config.mac, HILAT_MAC_BYTES));
+        break;
     case HILAT_MSG_STATUS_REQ:
     case HILAT_MSG_TIME_REQ:
     case HILAT_MSG_ENGINE_STATS_REQ:
     case HILAT_MSG_ENGINE_FLUSH:
+    case HILAT_MSG_STREAM_STATUS_REQ:
         break;
     default:
         CHECK(0); /* the parser accepted a type that is not a command */
@@ -115,6 +128,7 @@ static void parse_and_check(const uint8_t *wire, size_t len)
     uint32_t crc = hilat_crc32(f.buf, f.len);
     CHECK(decoded[f.len] == (uint8_t)crc && decoded[f.len + 1] == (uint8_t)(crc >> 8)
           && decoded[f.len + 2] == (uint8_t)(crc >> 16) && decoded[f.len + 3] == (uint8_t)(crc >> 24));
+    CHECK(cmd.crc == crc);
 }
 
 static void check_stream(const uint8_t *data, size_t size)

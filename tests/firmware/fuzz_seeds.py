@@ -4,8 +4,10 @@
                                          frame the rig must refuse, with and without its delimiter,
                                          and streams of several frames
     python fuzz_seeds.py --commands DIR  fuzz_firmware_commands.c: the same streams behind mode byte
-                                         0, and sessions (HELLO, then commands) as length-prefixed
-                                         payloads behind mode byte 1
+                                         0 (UART) and 2 (UDP datagrams, on an Ethernet SoC), and
+                                         sessions (HELLO, then commands) as length-prefixed payloads
+                                         behind mode byte 1: on the UART, and on an Ethernet SoC
+                                         over UDP too (bit 7 of a length byte)
 
 One file per seed, named by its hash; prints how many files DIR holds."""
 
@@ -54,15 +56,26 @@ def command_seeds():
                            interval_shift=20, thresholds=[10_000, 20_000, p.ENGINE_NEVER],
                            trigger_response=p.ENGINE_TRIGGER_ISR, trigger_threshold=5000, trigger_width=10),
             p.EngineStatsReq(), p.EngineFlush(), p.EngineStatsReq(),
+            # The Ethernet link (refused on a rig without it).
+            p.StreamConfig(1, 0x5EC0_1D01, 0xC0A80164, 5900, 100, 100), p.StreamStatusReq(),
+            p.Start(channels=0), p.StreamConfig(0, 7, 0, 0, 0, 0), p.NetConfig(0xC0A80133, 0x10E2D5000051),
+            p.StreamStatusReq(),
         ])
-    out = [b"\x00" + s for s in seeds()]
+    out = [b"\x00" + s for s in seeds()] + [b"\x02" + s for s in seeds()]
     for session in sessions:
-        body = b""
+        payloads = []
         for seq, msg in enumerate(session):
             wire = msg.encode(seq)[:-1]
-            raw = p.cobs_decode(wire)[:-4]  # header + body, without the CRC
-            body += bytes([len(raw)]) + raw
-        out.append(b"\x01" + body)
+            payloads.append(p.cobs_decode(wire)[:-4])  # header + body, without the CRC
+        # A command whose reply was lost comes again (same seq and bytes): answered, not re-executed.
+        repeated = payloads[:6] + [payloads[5]] + payloads[6:8] + [payloads[7], payloads[7]] + payloads[8:]
+        for frames in (payloads, repeated):
+            out.append(b"\x01" + b"".join(bytes([len(raw)]) + raw for raw in frames))
+            # On an Ethernet SoC: every command over UDP; and all but the STREAM_CONFIGs (whose
+            # destination 0 the UART refuses) every other one.
+            out.append(b"\x01" + b"".join(bytes([0x80 | len(raw)]) + raw for raw in frames))
+            out.append(b"\x01" + b"".join(bytes([(0x80 if k % 2 or raw[1] == p.MSG_STREAM_CONFIG else 0) | len(raw)])
+                                          + raw for k, raw in enumerate(frames)))
     return out
 
 

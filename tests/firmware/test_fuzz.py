@@ -3,9 +3,11 @@ under libFuzzer + ASan + UBSan with the oracles of their harnesses:
 
 - fuzz_command_parser.c: firmware/protocol.c's parser, framing and COBS;
 - fuzz_firmware_commands.c: firmware/main.c's whole command path on a fake CSR bus, against the
-  simulated SoC's generated csr.h / soc.h, without and with the measurement engine;
+  simulated SoC's generated csr.h / soc.h, without and with the measurement engine, and against those
+  of a SoC with the engine and the Ethernet link (eth_headers.py: a Colorlight i9's firmware);
 
-and proof that the oracles fail on a firmware that misreads a field or trusts a channel number."""
+and proof that the oracles fail on a firmware that misreads a field, trusts a channel number, runs a
+repeated command twice or mistakes the Ethernet commands on a rig without Ethernet."""
 
 import os
 import re
@@ -80,6 +82,14 @@ def generated_with_engine():
     return sim.build(with_engine=True) / "software" / "include"
 
 
+@pytest.fixture(scope="module")
+def generated_with_ethernet(tmp_path_factory):
+    """csr.h / soc.h of a SoC with the engine and Ethernet (headers only: seconds)."""
+    import eth_headers
+
+    return eth_headers.build(tmp_path_factory.mktemp("eth_headers"), with_engine=True)
+
+
 def test_parser_survives_a_fuzzing_run(tmp_path):
     result = fuzz(build(tmp_path, HERE / "fuzz_command_parser.c"), tmp_path, f"-max_total_time={SECONDS}")
     assert_clean(result, tmp_path, 10_000 * SECONDS // 10)
@@ -107,6 +117,34 @@ def test_firmware_engine_commands_survive_a_fuzzing_run(tmp_path, generated_with
     assert_clean(result, tmp_path, 5_000 * SECONDS // 10)
 
 
+def test_firmware_ethernet_commands_survive_a_fuzzing_run(tmp_path, generated_with_ethernet):
+    assert "CSR_ETHSTREAM_BASE" in (generated_with_ethernet / "generated" / "csr.h").read_text()
+    result = fuzz(build(tmp_path, HERE / "fuzz_firmware_commands.c", generated=generated_with_ethernet), tmp_path,
+                  f"-max_total_time={SECONDS}")
+    assert_clean(result, tmp_path, 3_000 * SECONDS // 10)
+
+
+@pytest.mark.parametrize("correct,wrong", [
+    # A reply over the link of the last HELLO instead of its command's.
+    ("    transmit(last_reply, last_reply_len, &reply_to);\n    replied = 1;",
+     "    transmit(last_reply, last_reply_len, &session_to);\n    replied = 1;"),
+    # STREAM_CONFIG's destination 0 not resolved to the command datagram's source.
+    ("stream.dst_ip = c->dst_ip ? c->dst_ip : reply_to.ip;", "stream.dst_ip = c->dst_ip;"),
+    # NET_CONFIG's new address applied before its ACK has left (the ACK would go from it).
+    ("    ack(cmd->seq, HILAT_ACK_OK, 0); /* from the old address */",
+     "    ethnet_ip_write(c->ip);\n    ack(cmd->seq, HILAT_ACK_OK, 0); /* from the old address */"),
+    # START without restarting the stream.
+    ("| FIELD(ETHSTREAM_CONTROL, RESTART, 1));", ");"),
+    # A datagram without its 0x00 left open: its frame would run into the next datagram's.
+    ("            if (c != 0)\n                n = hilat_rx_feed(&udp_rx, 0);", ""),
+])
+def test_firmware_oracles_catch_wrong_ethernet_handlers(tmp_path, generated_with_ethernet, correct, wrong):
+    firmware = mutant_firmware(tmp_path, [("main.c", correct, wrong)])
+    exe = build(tmp_path, HERE / "fuzz_firmware_commands.c", firmware, generated=generated_with_ethernet)
+    result = fuzz(exe, tmp_path, "-runs=3000000", "-max_total_time=60")
+    assert result.returncode != 0 and "deadly signal" in result.stderr, result.stderr[-2000:]
+
+
 @pytest.mark.parametrize("name,correct,wrong,symptom", [
     # A stimulus channel number trusted one too far: the CSR table is read past its end.
     ("main.c", "if (c->channel >= HILAT_N_STIMULUS)", "if (c->channel > HILAT_N_STIMULUS)",
@@ -122,6 +160,12 @@ def test_firmware_engine_commands_survive_a_fuzzing_run(tmp_path, generated_with
     # A command after HELLO answered twice.
     ("main.c", "    case HILAT_MSG_STOP: on_stop(&cmd); break;",
      "    case HILAT_MSG_STOP: on_stop(&cmd); on_stop(&cmd); break;", "deadly signal"),
+    # A repeated command (same seq and CRC: its reply was lost) executed again instead of answered
+    # with the kept reply.
+    ("main.c", "if (last_valid && cmd.seq == last_seq && cmd.crc == last_crc) {", "if (0) {", "deadly signal"),
+    # The Ethernet commands taken for unknown ones on a rig without Ethernet (ACK malformed, not refused).
+    ("main.c", 'case HILAT_MSG_NET_CONFIG: ack(cmd.seq, HILAT_ACK_REFUSED, "no Ethernet on this rig"); break;',
+     "case HILAT_MSG_NET_CONFIG:", "deadly signal"),
     # STATUS's pulse counts read without asking for a snapshot first.
     ("main.c", "csr_write_simple(FIELD(STIMULUS_CH0_FIRED_CONTROL, SNAPSHOT, 1), STIM_REG(ch, FIRED_CONTROL));",
      "(void)0;", "deadly signal"),

@@ -16,7 +16,8 @@ def identify(version=p.PROTOCOL_VERSION, n_inputs=4, samples_per_tick=1):
     return p.Identify(version=version, ts_hz=50_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=n_inputs,
                       fifo_depth=1024, pin_to_stamp_delay=17,
                       capabilities=0x3F | (p.CAP_SUBTICK if samples_per_tick > 1 else 0), firmware="fake",
-                      gateware="fake rig", channels=table, samples_per_tick=samples_per_tick)
+                      gateware="fake rig", channels=table, samples_per_tick=samples_per_tick,
+                      uart_baud=0)  # protocol 4 always has it
 
 
 class FakeRig:

@@ -76,7 +76,6 @@ def test_info_states_the_sampling_of_a_sub_tick_rig(capsys, tmp_path, monkeypatc
 @pytest.mark.parametrize("uart_baud, line", [
     (2_000_000, "link       UART 2000000 baud (the gateware's --uart-baudrate)"),
     (0, "link       no serial line (the simulator's UART is bridged to TCP)"),
-    (None, "link       UART rate not reported (gateware built before IDENTIFY carried it)"),
 ])
 def test_info_states_the_uart_rate_the_rig_was_built_for(uart_baud, line, capsys, tmp_path, monkeypatch):
     """IDENTIFY's uart_baud: the rate of the bitstream loaded (a Colorlight i5's 2 Mbaud), none on the

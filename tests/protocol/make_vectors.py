@@ -31,19 +31,27 @@ def fields_of(msg: p.Message) -> dict:
     return {f.name: conv(getattr(msg, f.name)) for f in dataclasses.fields(msg)}
 
 
-def vec(name: str, seq: int, msg: p.Message, note: str = "") -> dict:
-    wire = msg.encode(seq)
+def vec(name: str, seq: int, msg: p.Message, note: str = "", version: int | None = None) -> dict:
+    """``version``: of the frame's header, when not ours (a rig's frame from before)."""
+    wire = msg.encode(seq) if version is None else msg.encode(seq, version)
     d = {"name": name, "seq": seq, "fields": fields_of(msg), "wire": wire.hex()}
+    if version is not None:
+        d["version"] = version
     if note:
         d["note"] = note
     return d
 
 
-def crc_ok_seq(build, start: int = 0x0101) -> int:
+def vec3(name: str, seq: int, msg: p.Message, note: str = "") -> dict:
+    """A version-3 frame (a rig's from before version 4)."""
+    return vec(f"version 3: {name}", seq, msg, note, version=3)
+
+
+def crc_ok_seq(build, start: int = 0x0101, version: int = p.PROTOCOL_VERSION) -> int:
     """First seq from start whose frame, CRC included, has no 0x00 (a single COBS block)."""
     seq = start
     while True:
-        payload = p.cobs_decode(build().encode(seq)[:-1])
+        payload = p.cobs_decode(build().encode(seq, version)[:-1])
         if 0 not in payload:
             return seq
         seq += 1
@@ -53,36 +61,80 @@ CHANNELS6 = [("stim0", "stimulus"), ("stim1", "stimulus"), ("in0", "isr"), ("in1
              ("in3", "tag")]
 
 
+ETHERNET_I9 = p.EthernetInfo(ip=0xC0A80132, mac=0x10E2D5000050, command_port=5800, stream_port=5801,
+                             record_words=2, max_records=179)
+
+
 def identify() -> list[dict]:
+    """Version-4 frames, then the version-3 ones of rigs from before (their bytes as they were)."""
+    v4 = dict(version=4, ts_hz=100_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4, fifo_depth=512,
+              pin_to_stamp_delay=17, capabilities=0x3F, min_interval=4, glitch_max=15, start_margin=1000)
+    ten = CHANNELS6 + [(f"in{k}", "") for k in range(4, 8)]
+    out = [
+        vec("typical, no Ethernet", 0, p.Identify(**v4, firmware="hilat-fw 3", gateware="sim 0123456789",
+                                                  channels=CHANNELS6, uart_baud=0),
+            note="ethernet 0: a single byte after uart_baud"),
+        vec("Ethernet (a Colorlight i9: engine, 8 inputs, 2 Mbaud)", 1,
+            p.Identify(**{**v4, "n_inputs": 8, "capabilities": 0x1BF}, firmware="hilat-fw 3",
+                       gateware="colorlight_i9 0123456789", channels=ten, uart_baud=2_000_000,
+                       ethernet=ETHERNET_I9),
+            note="capability bit 8; ip 192.168.1.50, mac 10:e2:d5:00:00:50 (wire order), ports 5800/5801, "
+                 "2 words a record, 179 records a datagram"),
+        vec("Ethernet, all ones", 0xFFFF,
+            p.Identify(255, U32, U32, 1, 1, 0xFFFF, 255, U32, 0xFFFF, 255, U32, 8, "\x7f", "\x7f",
+                       [("\x7f", "\x7f")] * 2, U32, p.EthernetInfo(U32, (1 << 48) - 1, 0xFFFF, 0xFFFF, 255, 0xFFFF))),
+        vec("Ethernet, zeros", 0, p.Identify(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, "", "", [], 0,
+                                             p.EthernetInfo(0, 0, 0, 0, 0, 0)),
+            note="mostly 0x00: every COBS block is short"),
+    ]
+
+    # Max payload (250 bytes) with the Ethernet tail; every byte non-zero so the frame is one
+    # 254-byte COBS run.
+    def full4():
+        fixed = dict(v4, ts_hz=0x05F5E101, sys_hz=0x02FAF081, fifo_depth=0x0201, pin_to_stamp_delay=19,
+                     capabilities=0x0101017F, min_interval=0x0104, start_margin=0x010103E8)
+        table = sum(2 + len(n) + len(r) for n, r in CHANNELS6)
+        return p.Identify(**fixed, firmware="f" * (250 - 4 - 26 - 2 - 25 - table - 4 - 18), gateware="g" * 25,
+                          channels=CHANNELS6, uart_baud=0x01E84801,
+                          ethernet=p.EthernetInfo(0xC0A80132, 0x12E2D5010150, 5800, 5801, 2, 0x01B3))
+
+    assert len(full4().body()) + 4 == 250
+    out.append(vec("Ethernet, max size, one 254-byte COBS run", crc_ok_seq(full4), full4()))
+    return out + identify_v3()
+
+
+def identify_v3() -> list[dict]:
+    """IDENTIFY of version-3 rigs (a run's raw.bin from before): still decoded."""
     base = dict(version=3, ts_hz=100_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4,
                 fifo_depth=512, pin_to_stamp_delay=17, capabilities=0x3F, min_interval=4, glitch_max=15,
                 start_margin=1000)
     ten = CHANNELS6 + [(f"in{k}", "") for k in range(4, 8)]
+
     out = [
-        vec("typical", 0, p.Identify(**base, firmware="hilat-fw 2", gateware="sim 0123456789", channels=CHANNELS6,
+        vec3("typical", 0, p.Identify(**base, firmware="hilat-fw 2", gateware="sim 0123456789", channels=CHANNELS6,
                                      uart_baud=0), note="uart_baud 0: the simulator, no serial line"),
-        vec("empty strings", 0, p.Identify(**base, channels=[("", "")] * 6, uart_baud=3_000_000)),
-        vec("utf8 strings", 3, p.Identify(**base, firmware="µ-fw ✓", gateware="ΔT", channels=CHANNELS6,
+        vec3("empty strings", 0, p.Identify(**base, channels=[("", "")] * 6, uart_baud=3_000_000)),
+        vec3("utf8 strings", 3, p.Identify(**base, firmware="µ-fw ✓", gateware="ΔT", channels=CHANNELS6,
                                           uart_baud=115_200)),
-        vec("10 channels, 4 without a role", 4, p.Identify(**{**base, "n_inputs": 8}, firmware="hilat-fw 2",
+        vec3("10 channels, 4 without a role", 4, p.Identify(**{**base, "n_inputs": 8}, firmware="hilat-fw 2",
                                                            gateware="colorlight_i5 0123456789", channels=ten,
                                                            uart_baud=2_000_000)),
-        vec("four samples a tick (sub-tick capability)", 5,
+        vec3("four samples a tick (sub-tick capability)", 5,
             p.Identify(**{**base, "capabilities": 0x7F}, samples_per_tick=4, firmware="hilat-fw 3",
                        gateware="ulx3s 0123456789", channels=CHANNELS6, uart_baud=3_000_000)),
-        vec(
+        vec3(
             "all ones",
             0xFFFF,
             p.Identify(255, U32, U32, 1, 1, 0xFFFF, 255, U32, 0xFFFF, 255, U32, 8, "\x7f", "\x7f",
                        [("\x7f", "\x7f")] * 2, U32),
         ),
-        vec(
+        vec3(
             "zeros",
             0,
             p.Identify(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, "", "", [], 0),
             note="mostly 0x00: every COBS block is short",
         ),
-        vec("a rig built before uart_baud: the body ends with the table", 0,
+        vec3("a rig built before uart_baud: the body ends with the table", 0,
             p.Identify(**base, firmware="hilat-fw 2", gateware="sim 0123456789", channels=CHANNELS6),
             note="uart_baud null: decoded as not reported; the firmware always sends it now. The bytes of "
                  "\"typical\" before uart_baud"),
@@ -99,9 +151,9 @@ def identify() -> list[dict]:
         return p.Identify(**fixed, firmware="f" * (250 - 4 - 26 - 2 - 25 - table - 4), gateware="g" * 25,
                           channels=CHANNELS6, uart_baud=0x01E84801)
 
-    assert len(full().body()) + 4 == 250
-    seq = crc_ok_seq(full)
-    out.append(vec("max size, one 254-byte COBS run", seq, full()))
+    assert len(full().body(3)) + 4 == 250
+    seq = crc_ok_seq(full, version=3)
+    out.append(vec3("max size, one 254-byte COBS run", seq, full()))
     return out
 
 
@@ -266,9 +318,9 @@ def time_() -> list[dict]:
 
 def hello() -> list[dict]:
     return [
-        vec("version 3, seq 0", 0, p.Hello(3)),
-        vec("version 4 in the body (header stays 3)", 0, p.Hello(4)),
-        vec("seq 0xffff", 0xFFFF, p.Hello(3)),
+        vec("version 4, seq 0", 0, p.Hello(4)),
+        vec("version 5 in the body (header stays 4)", 0, p.Hello(5)),
+        vec("seq 0xffff", 0xFFFF, p.Hello(4)),
     ]
 
 
@@ -410,6 +462,41 @@ def engine_stats() -> list[dict]:
     ]
 
 
+def stream_config() -> list[dict]:
+    return [
+        vec("enable, to the command's source, defaults", 1, p.StreamConfig(1, 0x5EC0_1D01)),
+        vec("explicit destination 192.168.1.100:5900, 1 ms flush, no heartbeat", 2,
+            p.StreamConfig(1, 0x0000_0001, 0xC0A80164, 5900, 1000, 0)),
+        vec("disable", 3, p.StreamConfig(0, 0x1234_5678, 0, 0, 100, 100)),
+        vec("flush 0 (refused by the rig, not malformed)", 4, p.StreamConfig(1, 7, 0, 0, 0, 0)),
+        vec("all ones", 0xFFFF, p.StreamConfig(255, U32, U32, 0xFFFF, 0xFFFF, 0xFFFF)),
+        vec("all zeros", 0, p.StreamConfig(0, 0, 0, 0, 0, 0)),
+    ]
+
+
+def stream_status_req() -> list[dict]:
+    return [vec("seq 0", 0, p.StreamStatusReq()), vec("seq 0xffff", 0xFFFF, p.StreamStatusReq())]
+
+
+def net_config() -> list[dict]:
+    return [
+        vec("192.168.1.51, 10:e2:d5:00:00:51", 5, p.NetConfig(0xC0A80133, 0x10E2D5000051),
+            note="ip little-endian like every u32 (33 01 a8 c0), mac in wire order (10 e2 d5 00 00 51)"),
+        vec("zeros", 0, p.NetConfig(0, 0)),
+        vec("all ones", 0xFFFF, p.NetConfig(U32, (1 << 48) - 1)),
+    ]
+
+
+def stream_status() -> list[dict]:
+    return [
+        vec("disabled, link down, nothing sent", 0, p.StreamStatus(0, 0, 0, 0, 0, 0, 100, 100, 0, 0, 0, 0)),
+        vec("streaming", 12, p.StreamStatus(11, 1, p.STREAM_LINK_UP, 0x5EC0_1D01, 0xC0A80164, 40000, 100, 100,
+                                            1_234_567, 200_000_000, 1_250_000, 3)),
+        vec("all ones", 0xFFFF, p.StreamStatus(0xFFFF, 255, 255, U32, U32, 0xFFFF, 0xFFFF, 0xFFFF, U32, U64, U32,
+                                               U32)),
+    ]
+
+
 def _raw(version: int, msg_type: int, seq: int, body: bytes, crc_xor: int = 0) -> str:
     payload = bytes((version, msg_type)) + seq.to_bytes(2, "little") + body
     crc = (p.crc32(payload) ^ crc_xor).to_bytes(4, "little")
@@ -435,14 +522,30 @@ def invalid() -> list[dict]:
          "type": p.MSG_STOP, "seq": 5},
         {"name": "HELLO of a version-1 host", "wire": _raw(1, p.MSG_HELLO, 0, b"\x01"), "error": "version",
          "type": p.MSG_HELLO, "seq": 0},
-        {"name": "version 2 (the previous protocol)", "wire": _raw(2, p.MSG_STOP, 5, b"\x03"), "error": "version",
+        {"name": "version 2", "wire": _raw(2, p.MSG_STOP, 5, b"\x03"), "error": "version",
          "type": p.MSG_STOP, "seq": 5},
-        {"name": "version 4", "wire": _raw(4, p.MSG_STOP, 5, b"\x03"), "error": "version",
+        {"name": "version 3 (the previous protocol)", "wire": _raw(3, p.MSG_STOP, 5, b"\x03"), "error": "version",
+         "type": p.MSG_STOP, "seq": 5},
+        {"name": "HELLO of a version-3 host", "wire": _raw(3, p.MSG_HELLO, 0, b"\x03"), "error": "version",
+         "type": p.MSG_HELLO, "seq": 0},
+        {"name": "version 5", "wire": _raw(5, p.MSG_STOP, 5, b"\x03"), "error": "version",
          "type": p.MSG_STOP, "seq": 5},
         {"name": "version 0", "wire": _raw(0, p.MSG_HELLO, 0, b"\x01"), "error": "version",
          "type": p.MSG_HELLO, "seq": 0},
-        {"name": "unknown type 0x8b", "wire": _raw(V, 0x8B, 7, b""), "error": "unknown_type",
-         "type": 0x8B, "seq": 7},
+        {"name": "unknown type 0x8e", "wire": _raw(V, 0x8E, 7, b""), "error": "unknown_type",
+         "type": 0x8E, "seq": 7},
+        {"name": "STREAM_CONFIG one byte short", "wire": _raw(V, p.MSG_STREAM_CONFIG, 13, bytes(14)),
+         "error": "bad_length", "type": p.MSG_STREAM_CONFIG, "seq": 13},
+        {"name": "STREAM_CONFIG one byte long", "wire": _raw(V, p.MSG_STREAM_CONFIG, 13, bytes(16)),
+         "error": "bad_length", "type": p.MSG_STREAM_CONFIG, "seq": 13},
+        {"name": "STREAM_STATUS_REQ with a body byte", "wire": _raw(V, p.MSG_STREAM_STATUS_REQ, 14, b"\x00"),
+         "error": "bad_length", "type": p.MSG_STREAM_STATUS_REQ, "seq": 14},
+        {"name": "NET_CONFIG without the last MAC byte", "wire": _raw(V, p.MSG_NET_CONFIG, 15, bytes(range(1, 10))),
+         "error": "bad_length", "type": p.MSG_NET_CONFIG, "seq": 15},
+        {"name": "NET_CONFIG one byte long", "wire": _raw(V, p.MSG_NET_CONFIG, 15, bytes(range(1, 12))),
+         "error": "bad_length", "type": p.MSG_NET_CONFIG, "seq": 15},
+        {"name": "rig STREAM_STATUS sent to the rig", "wire": _raw(V, p.MSG_STREAM_STATUS, 16, bytes(38)),
+         "error": "unknown_type", "type": p.MSG_STREAM_STATUS, "seq": 16},
         {"name": "rig type sent to the rig", "wire": _raw(V, p.MSG_ACK, 8, b"\x00\x00\x00\x00"),
          "error": "unknown_type", "type": p.MSG_ACK, "seq": 8},
         {"name": "HELLO with 2 body bytes", "wire": _raw(V, p.MSG_HELLO, 1, b"\x01\x00"),
@@ -522,14 +625,20 @@ MESSAGES = {
     "ENGINE_BINS": engine_bins,
     "ENGINE_OUTLIERS": engine_outliers,
     "ENGINE_STATS": engine_stats,
+    "STREAM_CONFIG": stream_config,
+    "STREAM_STATUS_REQ": stream_status_req,
+    "NET_CONFIG": net_config,
+    "STREAM_STATUS": stream_status,
 }
 
 
 FORMAT = (
     "fields: the message's fields in spec order (str as text, lists as JSON arrays; EVENTS records as "
     "[timestamp, channels, levels] with absolute timestamps, [timestamp, channels, levels, fraction] with "
-    "fraction_bytes > 0); wire: the whole frame in hex, 0x00 "
-    "delimiter included"
+    "fraction_bytes > 0; IDENTIFY's ethernet as [ip, mac, command_port, stream_port, record_words, max_records] or "
+    "null, ip and mac as numbers: the mac's bytes, most significant first, in wire order); wire: the whole frame "
+    "in hex, 0x00 delimiter included; version, when present: the frame's protocol version, not the current one "
+    "(a rig's frame from before)"
 )
 ENGINE_FORMAT = FORMAT + (
     "; ENGINE_BINS entries as [type, kind, tag, interval, bin, count], ENGINE_OUTLIERS records as [start, flags, "

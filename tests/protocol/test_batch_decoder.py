@@ -186,7 +186,7 @@ def _damage(rng, frames, kind):
     elif kind == "replay":  # a link sends a frame again, right after or later
         frames.insert(rng.randrange(k + 1, min(k + 70, len(frames)) + 1), frames[k])
     elif kind == "version":
-        frames.insert(k, p.encode_frame(p.MSG_EVENTS, rng.randrange(1 << 16), b"\x00" * 9, version=4))
+        frames.insert(k, p.encode_frame(p.MSG_EVENTS, rng.randrange(1 << 16), b"\x00" * 9, version=5))
     elif kind == "unknown_type":
         frames.insert(k, p.encode_frame(rng.choice([0x7E, p.MSG_HELLO]), rng.randrange(1 << 16), b"abc"))
     elif kind == "truncated_record":  # CRC right, the last record lacks its level mask
@@ -335,7 +335,7 @@ def test_gap_and_replay():
 
 def test_wrong_version_unknown_type_malformed_events():
     good = [f for k in range(5) for f in _frames([(k + 1, 1, 0)], seq=k)]
-    wrong = p.encode_frame(p.MSG_EVENTS, 5, bytes(9), version=4)
+    wrong = p.encode_frame(p.MSG_EVENTS, 5, bytes(9), version=5)
     unknown = p.encode_frame(0x7E, 5, b"")
     truncated = p.encode_frame(p.MSG_EVENTS, 6, bytes(8) + b"\x01\x05\x01")
     long_uleb = p.encode_frame(p.MSG_EVENTS, 7, bytes(8) + b"\x01" + b"\x81" * 10 + b"\x01\x01\x01")
@@ -343,7 +343,7 @@ def test_wrong_version_unknown_type_malformed_events():
     d = BatchDecoder(expected_seq=0)
     batch = d.feed_batch(b"".join(good + [wrong, unknown, truncated, long_uleb] + tail))
     assert batch.ticks.tolist() == [1, 2, 3, 4, 5, 100, 101, 102]
-    assert (d.wrong_version, d.last_wrong_version, d.unknown_type, d.malformed) == (1, 4, 1, 2)
+    assert (d.wrong_version, d.last_wrong_version, d.unknown_type, d.malformed) == (1, 5, 1, 2)
     assert d.lost == 0 and d.frames_ok == 8 and d.expected_seq == 11
 
 
@@ -450,6 +450,23 @@ def test_version_2_frames_of_an_old_raw_bin_decode():
     assert list(zip(batch.ticks.tolist(), batch.channels.tolist(), batch.levels.tolist())) == records
     live = BatchDecoder(versions=(p.PROTOCOL_VERSION,))
     assert len(live.feed_batch(b"".join(v2)).ticks) == 0 and live.wrong_version == len(v2)
+
+
+def test_version_3_frames_of_an_old_raw_bin_decode():
+    """A run's raw.bin from a version-3 rig (before the Ethernet link): its IDENTIFY (no ethernet byte)
+    and EVENTS still decode, in bulk and one by one; a live session's decoder refuses them."""
+    ident = p.Identify(3, 10**8, 5 * 10**7, 1, 1, 512, 17, 0x3F, 4, 15, 1000, 1, "fw", "gw",
+                       [("s", "stimulus"), ("i", "isr")], 3_000_000)
+    records = [(7 + 3 * k, 1 << (k % 2), k & 3) for k in range(30)]
+    v3 = [ident.encode(0, 3)] + [p.encode_frame(p.MSG_EVENTS, 1 + k, e.body(), version=3)
+                                 for k, e in enumerate(p.pack_events(records))]
+    frames = p.FrameDecoder(expected_seq=0).feed(b"".join(v3))
+    assert frames[0].msg == ident and frames[0].msg.ethernet is None
+    assert [r for f in frames[1:] for r in f.msg.records] == records
+    batch = BatchDecoder(expected_seq=0).feed_batch(b"".join(v3))
+    assert list(zip(batch.ticks.tolist(), batch.channels.tolist(), batch.levels.tolist())) == records
+    live = BatchDecoder(versions=(p.PROTOCOL_VERSION,))
+    assert len(live.feed_batch(b"".join(v3)).ticks) == 0 and live.wrong_version == len(v3)
 
 
 def test_bridge_text_vectors():

@@ -1,4 +1,4 @@
-"""Wire protocol v1 (docs/protocol.md): Python codec and firmware/protocol.c against the vectors.
+"""Wire protocol v4 (docs/protocol.md): Python codec and firmware/protocol.c against the vectors.
 
 tests/vectors/*.json were generated once by make_vectors.py; test_hand_* below derive a few
 frames by hand (COBS examples from the COBS paper / Wikipedia, the CRC-32 check value and a
@@ -53,7 +53,9 @@ def from_fields(cls, fields: dict) -> p.Message:
     kw = {}
     for f in dataclasses.fields(cls):
         v = fields[f.name]
-        if isinstance(v, list):
+        if cls is p.Identify and f.name == "ethernet" and v is not None:
+            v = p.EthernetInfo(*v)
+        elif isinstance(v, list):
             v = [tuple(x) if isinstance(x, list) else x for x in v]
         kw[f.name] = v
     assert set(fields) == set(kw), "vector fields do not match the dataclass"
@@ -79,6 +81,10 @@ def tool_line(msg: p.Message, seq: int) -> str:
         if isinstance(msg, p.Identify) and f.name == "channels":
             # The C encoder takes the table as soc.h gives it: "name:role,name:role,...".
             add(",".join(f"{name}:{role}" for name, role in v))
+            continue
+        if isinstance(msg, p.Identify) and f.name == "ethernet":
+            toks.append("0" if v is None else "1")  # then the tail's fields, if any
+            add(v or [])
             continue
         if isinstance(msg, p.Events) and f.name == "records":
             # The C encoder takes every record with its fraction (ignored with fraction_bytes 0).
@@ -210,10 +216,10 @@ def test_hand_crc(tool):
 
 
 def test_hand_frame_time_req(tool):
-    # TIME_REQ, seq 0: payload 03 87 00 00; CRC-32 of it = 0xd78b7df7, little-endian f7 7d 8b d7.
-    # COBS: [03 87] 00 | [] 00 | [f7 7d 8b d7] -> 03 03 87 | 01 | 05 f7 7d 8b d7, then 00.
-    assert bitwise_crc32(bytes.fromhex("03870000")) == 0xD78B7DF7
-    wire = "0303870105f77d8bd700"
+    # TIME_REQ, seq 0: payload 04 87 00 00; CRC-32 of it = 0x4a5c454e, little-endian 4e 45 5c 4a.
+    # COBS: [04 87] 00 | [] 00 | [4e 45 5c 4a] -> 03 04 87 | 01 | 05 4e 45 5c 4a, then 00.
+    assert bitwise_crc32(bytes.fromhex("04870000")) == 0x4A5C454E
+    wire = "0304870105 4e455c4a00".replace(" ", "")
     assert p.TimeReq().encode(0).hex() == wire
     assert tool.one("time_req 0") == wire
     assert tool.one("parse " + wire[:-2]) == "time_req 0"
@@ -223,12 +229,12 @@ def test_hand_frame_time_req(tool):
 
 def test_hand_frame_events(tool):
     # EVENTS, seq 1, base 1000 (e8 03 00..), masks of 1 byte, one record: delta 0, channels 4, levels 4.
-    payload = bytes.fromhex("03020100" + "e803000000000000" + "01" + "00" + "0404")
+    payload = bytes.fromhex("04020100" + "e803000000000000" + "01" + "00" + "0404")
     crc = bitwise_crc32(payload).to_bytes(4, "little")
     assert 0 not in crc  # so the tail is one block
     # Blocks: [03 02 01] 00 | [e8 03] 00 | then 5 zeros (base bytes) as empty blocks, [01] (format:
     # masks of 1 byte, no fraction) 00 (the delta), and the last block 04 04 + CRC (6 bytes, code 07).
-    wire = bytes.fromhex("04030201" + "03e803" + "01" * 5 + "0201" + "070404") + crc + b"\x00"
+    wire = bytes.fromhex("04040201" + "03e803" + "01" * 5 + "0201" + "070404") + crc + b"\x00"
     msg = p.Events(1000, [(1000, 4, 4)])
     assert msg.encode(1) == wire
     assert tool.one("events 1 1000 1 1000 4 4 0 1 0") == wire.hex()
@@ -238,7 +244,7 @@ def test_hand_frame_events(tool):
 
 def test_hand_frame_events_two_byte_masks(tool):
     # 10 channels: masks of 2 bytes, little-endian; channel 9 rising is channels 0x0200, levels 0x0200.
-    payload = bytes.fromhex("03020200" + "0a00000000000000" + "02" + "03" + "0002" + "0002")
+    payload = bytes.fromhex("04020200" + "0a00000000000000" + "02" + "03" + "0002" + "0002")
     crc = bitwise_crc32(payload).to_bytes(4, "little")
     msg = p.Events(10, [(13, 0x0200, 0x0200)], 2)
     assert p.cobs_decode(msg.encode(2)[:-1]) == payload + crc
@@ -250,7 +256,7 @@ def test_hand_frame_events_fractions(tool):
     # Four inputs at four samples a tick: one fraction byte, input i's position at bits 2i..2i+1.
     # Format byte 0x11 (masks of 1 byte, fraction of 1); the record: delta 3, channels 0b001100
     # (in0, in1), levels 0b000100, fraction 0b0111 (in0 at sample 3, in1 at sample 1).
-    payload = bytes.fromhex("03020300" + "0a00000000000000" + "11" + "03" + "0c04" + "07")
+    payload = bytes.fromhex("04020300" + "0a00000000000000" + "11" + "03" + "0c04" + "07")
     crc = bitwise_crc32(payload).to_bytes(4, "little")
     msg = p.Events(10, [(13, 0b001100, 0b000100, 0b0111)], 1, 1)
     assert p.cobs_decode(msg.encode(3)[:-1]) == payload + crc
@@ -261,21 +267,49 @@ def test_hand_frame_events_fractions(tool):
     assert p.decode_frame(v2).msg.records == [(13, 0b001100, 0b000100)]
 
 
-def test_hand_identify_uart_baud_is_an_optional_tail():
-    # uart_baud (u32, little-endian) follows the channel table; a body that ends with the table is a
-    # rig's from before it and decodes with uart_baud None; any other tail is malformed.
+def test_hand_identify_uart_baud_is_an_optional_tail_in_version_3():
+    # Version 3: uart_baud (u32, little-endian) follows the channel table; a body that ends with the
+    # table is a rig's from before it and decodes with uart_baud None; any other tail is malformed.
     old = p.Identify(3, 10**8, 5 * 10**7, 1, 1, 512, 17, 0x3F, 4, 15, 1000, 1, "fw", "gw", [("s", "stimulus"),
                                                                                           ("i", "isr")])
-    body = old.body()
+    body = old.body(3)
     assert body.endswith(b"\x01i\x03isr")
-    assert p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, body)).msg.uart_baud is None
+    assert p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, body, 3)).msg.uart_baud is None
     # 2,000,000 = 0x001E8480.
-    new = p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, body + bytes.fromhex("80841e00"))).msg
+    new = p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, body + bytes.fromhex("80841e00"), 3)).msg
     assert new.uart_baud == 2_000_000 and dataclasses.replace(new, uart_baud=None) == old
-    assert dataclasses.replace(old, uart_baud=2_000_000).body() == body + bytes.fromhex("80841e00")
+    assert dataclasses.replace(old, uart_baud=2_000_000).body(3) == body + bytes.fromhex("80841e00")
     for tail in ("80841e", "80841e0000", "00"):
         with pytest.raises(p.MalformedFrame, match="trailing bytes"):
-            p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, body + bytes.fromhex(tail)))
+            p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, body + bytes.fromhex(tail), 3))
+    # A version-3 rig has no Ethernet tail, and a version-4 IDENTIFY always has uart_baud.
+    with pytest.raises(ValueError):
+        dataclasses.replace(old, uart_baud=0, ethernet=p.EthernetInfo(1, 2, 3, 4, 2, 5)).body(3)
+    with pytest.raises(ValueError):
+        old.encode(0)
+
+
+def test_hand_identify_ethernet_tail(tool):
+    # Version 4: after uart_baud, ethernet:u8; when 1, ip:u32 (LE) mac:6 bytes (wire order)
+    # command_port:u16 stream_port:u16 record_words:u8 max_records:u16.
+    table = [("s", "stimulus"), ("i", "isr")]
+    plain = p.Identify(4, 10**8, 5 * 10**7, 1, 1, 512, 17, 0x3F, 4, 15, 1000, 1, "fw", "gw", table, 2_000_000)
+    head = plain.body()[:-5]
+    assert plain.body() == head + bytes.fromhex("80841e00" "00")
+    eth = dataclasses.replace(plain, capabilities=0x13F, ethernet=p.EthernetInfo(0xC0A80132, 0x10E2D5000050, 5800,
+                                                                                 5801, 2, 179))
+    tail = bytes.fromhex("80841e00" "01" "3201a8c0" "10e2d5000050" "a816" "a916" "02" "b300")
+    assert eth.body()[len(head):] == tail and eth.body()[:len(head)] == dataclasses.replace(
+        plain, capabilities=0x13F).body()[:len(head)]
+    for msg in (plain, eth):
+        assert p.decode_frame(msg.encode(9)).msg == msg
+        assert tool.one(tool_line(msg, 9)) == msg.encode(9).hex()
+    # The tail is all or nothing; an ethernet byte other than 0 or 1, or a missing byte, is malformed.
+    body = eth.body()
+    for bad in (body[:-1], body + b"\x00", head + bytes.fromhex("80841e00" "02") + tail[5:], head + tail[:4],
+                plain.body() + b"\x00", head):
+        with pytest.raises(p.MalformedFrame):
+            p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, bad))
 
 
 def test_hand_frame_engine_bins(tool):
@@ -284,7 +318,7 @@ def test_hand_frame_engine_bins(tool):
     #   head 0x14 (type 0, kind 1 << 2, tag 1 << 4), 300 = ac 02, 2304 = 0x900 = 80 12, 01;
     #   head 0x05 (type 1, kind 1 << 2), ac 02.
     body = bytes.fromhex("14ac02801201" + "05ac02")
-    payload = bytes.fromhex("03070900") + body
+    payload = bytes.fromhex("04070900") + body
     wire = p.cobs_encode(payload + bitwise_crc32(payload).to_bytes(4, "little")) + b"\x00"
     msg = p.EngineBins([(0, 1, 1, 300, 2304, 1), (1, 1, 0, 300, 0, 0)])
     assert msg.encode(9) == wire
@@ -330,6 +364,33 @@ def test_hand_status_with_and_without_fired(tool):
     assert tool.one("status 7 1 2 3 0 2 5 0 2 2 1 1 300") == "err nofit"
 
 
+def test_hand_frames_of_the_ethernet_link(tool):
+    # docs/ethernet.md's field order, by hand. STREAM_CONFIG: enable u8, session u32, dst_ip u32 (the
+    # numeric value, little-endian: 192.168.1.100 = 0xC0A80164 -> 64 01 a8 c0), dst_port u16, flush_us
+    # u16, heartbeat_ms u16: 15 bytes.
+    body = bytes.fromhex("01" "01ef cdab" "6401a8c0" "0c17" "6400" "f401".replace(" ", ""))
+    msg = p.StreamConfig(1, 0xABCDEF01, 0xC0A80164, 5900, 100, 500)
+    assert msg.body() == body and p.StreamConfig.from_body(body) == msg
+    assert tool.one(f"parse {msg.encode(7)[:-1].hex()}") == tool_line(msg, 7)
+    # NET_CONFIG: ip u32 little-endian, then the MAC's 6 bytes in wire order.
+    msg = p.NetConfig(p.parse_ip("192.168.1.51"), p.parse_mac("10:e2:d5:00:00:51"))
+    assert msg.body() == bytes.fromhex("3301a8c0" "10e2d5000051")
+    assert (p.format_ip(msg.ip), p.format_mac(msg.mac)) == ("192.168.1.51", "10:e2:d5:00:00:51")
+    assert tool.one(f"parse {msg.encode(8)[:-1].hex()}") == tool_line(msg, 8)
+    # STREAM_STATUS: 38 bytes.
+    msg = p.StreamStatus(7, 1, 1, 0x01020304, 0xC0A80164, 40000, 100, 100, 5, 1 << 33, 9, 2)
+    body = bytes.fromhex("0700" "01" "01" "04030201" "6401a8c0" "409c" "6400" "6400" "05000000" "0000000002000000"
+                         "09000000" "02000000")
+    assert len(body) == 38 and msg.body() == body and p.StreamStatus.from_body(body) == msg
+    assert tool.one(tool_line(msg, 3)) == msg.encode(3).hex()
+    for bad in ("1.2.3", "1.2.3.256", "a.b.c.d"):
+        with pytest.raises(ValueError):
+            p.parse_ip(bad)
+    for bad in ("10:e2:d5:00:00", "10:e2:d5:00:00:5", "zz:e2:d5:00:00:50"):
+        with pytest.raises(ValueError):
+            p.parse_mac(bad)
+
+
 def test_hand_frame_engine_stats():
     # 28 bytes of totals and limits, then per kind 3 x u64 and 2 x (u64 u32 u32 u64): 244 bytes.
     kinds = [p.EngineKindStats(k, 2, 3, 4, 5, 6, 7, 8, p.ENGINE_MIN_NONE, 0, 0) for k in range(3)]
@@ -352,7 +413,7 @@ def test_hand_frame_engine_stats():
 def test_vector_python(cls, v):
     msg = from_fields(cls, v["fields"])
     wire = bytes.fromhex(v["wire"])
-    assert msg.encode(v["seq"]) == wire
+    assert msg.encode(v["seq"], v.get("version", p.PROTOCOL_VERSION)) == wire
     assert len(wire) <= p.MAX_WIRE and wire.index(0) == len(wire) - 1
     frame = p.decode_frame(wire)
     assert frame.seq == v["seq"] and frame.type == cls.TYPE
@@ -366,12 +427,18 @@ def test_vector_python(cls, v):
 @pytest.mark.parametrize("cls,v", MESSAGE_VECTORS)
 def test_vector_c(cls, v, tool):
     msg = from_fields(cls, v["fields"])
-    if isinstance(msg, p.Identify) and msg.uart_baud is None:
-        # A rig's IDENTIFY from before uart_baud: the firmware always sends the field now, so its
-        # frame is this one's body with uart_baud appended, every other field the same.
-        frame = p.decode_frame(bytes.fromhex(tool.one(tool_line(dataclasses.replace(msg, uart_baud=0), v["seq"]))))
-        assert frame.msg == dataclasses.replace(msg, uart_baud=0)
-        assert frame.msg.body() == msg.body() + bytes(4)
+    if v.get("version", p.PROTOCOL_VERSION) != p.PROTOCOL_VERSION:
+        # A version-3 rig's IDENTIFY (the firmware sends only its own version): the firmware's frame
+        # is this one's body with uart_baud (0 where it was missing) and the ethernet byte 0, every
+        # other field the same.
+        assert isinstance(msg, p.Identify) and v["version"] == 3
+        now = dataclasses.replace(msg, uart_baud=msg.uart_baud or 0)
+        if len(now.body()) + p.HEADER_SIZE > p.MAX_PAYLOAD:  # version 3's largest: one byte too many now
+            assert tool.one(tool_line(now, v["seq"])) == "err nofit"
+            return
+        frame = p.decode_frame(bytes.fromhex(tool.one(tool_line(now, v["seq"]))))
+        assert frame.msg == now and frame.seq == v["seq"]
+        assert frame.msg.body() == msg.body(3) + (bytes(4) if msg.uart_baud is None else b"") + b"\x00"
         return
     line = tool_line(msg, v["seq"])
     if cls.TYPE >= 0x80:  # commands: the parser gives back the same line
@@ -653,8 +720,9 @@ def rig_frames(n: int, seed: int, seq0: int = 0) -> list[tuple[int, p.Message, b
         elif kind == 4:
             msg = p.Time(rng.randrange(65536), rng.randrange(2**64))
         else:
-            msg = p.Identify(3, 10**8, 5 * 10**7, 2, 4, 512, 17, 0x3F, 4, 15, 1000, 1, "fw", "gw" * rng.randrange(40),
-                             [(f"c{i}", "role") for i in range(6)])
+            eth = p.EthernetInfo(rng.randrange(2**32), rng.randrange(2**48), 5800, 5801, 2, 179)
+            msg = p.Identify(4, 10**8, 5 * 10**7, 2, 4, 512, 17, 0x3F, 4, 15, 1000, 1, "fw", "gw" * rng.randrange(40),
+                             [(f"c{i}", "role") for i in range(6)], 0, eth if rng.random() < 0.5 else None)
         out.append((seq, msg, msg.encode(seq)))
     return out
 
@@ -743,9 +811,9 @@ def test_decoder_sequence_gaps():
     assert lost([65534, 65535, 0, 3]) == 2  # wraps at 2**16
     assert lost([65535, 1]) == 1
     assert lost([3, 4], expected=0) == 3  # right after HELLO
-    # A version-4 frame in the middle: refused, its seq not taken, so counted as lost too.
+    # A version-5 frame in the middle: refused, its seq not taken, so counted as lost too.
     dec = p.FrameDecoder()
-    dec.feed(p.Time(0, 0).encode(0) + p.encode_frame(p.MSG_TIME, 1, p.Time(0, 0).body(), version=4))
+    dec.feed(p.Time(0, 0).encode(0) + p.encode_frame(p.MSG_TIME, 1, p.Time(0, 0).body(), version=5))
     dec.feed(p.Time(0, 0).encode(2))
     assert (dec.frames_ok, dec.wrong_version, dec.lost) == (2, 1, 1)
     dec.reset_sequence(0)
@@ -926,7 +994,7 @@ def command_stream(seed: int) -> list[bytes]:
     rng = random.Random(seed)
     out = []
     for k in range(rng.randrange(5, 30)):
-        kind = rng.randrange(10)
+        kind = rng.randrange(13)
         if kind == 0:
             msg: p.Message = p.Hello(rng.randrange(1, 4))
         elif kind == 1:
@@ -949,8 +1017,15 @@ def command_stream(seed: int) -> list[bytes]:
                                  rng.randrange(2**32), rng.randrange(65536))
         elif kind == 8:
             msg = p.EngineStatsReq()
-        else:
+        elif kind == 9:
             msg = p.EngineFlush()
+        elif kind == 10:
+            msg = p.StreamConfig(rng.randrange(2), rng.randrange(2**32), rng.randrange(2**32), rng.randrange(65536),
+                                 rng.randrange(65536), rng.randrange(65536))
+        elif kind == 11:
+            msg = p.StreamStatusReq()
+        else:
+            msg = p.NetConfig(rng.randrange(2**32), rng.randrange(2**48))
         out.append(msg.encode(k))
     return out
 
@@ -964,7 +1039,7 @@ def test_c_stream_mixed(tool_checked):
         + cmds[0]
         + b"\x00\x00"  # empty frames: ignored
         + p.encode_frame(p.MSG_STOP, 50, b"\x03", version=1)
-        + p.encode_frame(0x8B, 51, b"")  # unknown
+        + p.encode_frame(0x8E, 51, b"")  # unknown
         + p.encode_frame(p.MSG_ACK, 52, b"\x00\x00\x00\x00")  # rig type
         + p.encode_frame(p.MSG_HELLO, 53, b"")  # bad length
         + cmds[1][:-3] + b"\x00"  # truncated
@@ -1009,13 +1084,14 @@ def test_c_parse_random_frames(tool_checked):
     rng = random.Random(21)
     lines, expect = [], []
     for _ in range(400):
-        msg_type = rng.choice([*p.HOST_MESSAGES, 0x80, 0x8B, 0x02])
+        msg_type = rng.choice([*p.HOST_MESSAGES, 0x80, 0x8E, 0x02])
         seq = rng.randrange(65536)
-        body = bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 2, 9, 10, 11, 17, 32, 33, 34, 35, 36])))
+        body = bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 2, 9, 10, 11, 14, 15, 16, 17, 32, 33, 34, 35,
+                                                                   36])))
         if msg_type == p.MSG_CAPTURE_CONFIG and body and rng.random() < 0.7:
             body = bytes([rng.randrange(9)]) + body[1:]
             body = body[: 1 + 2 * body[0]] + bytes(max(0, 1 + 2 * body[0] - len(body)))
-        wire = p.encode_frame(msg_type, seq, body, version=rng.choice([2, 2, 2, 3]))
+        wire = p.encode_frame(msg_type, seq, body, version=rng.choice([3, 4, 4, 4]))
         lines.append(f"parse {wire[:-1].hex()}")
         try:
             f = p.decode_frame(wire, p.HOST_MESSAGES)

@@ -7,6 +7,8 @@
  *   identify SEQ version ts_hz sys_hz n_stimulus n_inputs fifo_depth pin_to_stamp_delay
  *            capabilities min_interval glitch_max start_margin samples_per_tick FIRMWARE_HEX GATEWARE_HEX
  *            CHANNELS_HEX (the table as "name:role,name:role,...", as soc.h's HILAT_CHANNELS) uart_baud
+ *            ethernet [ip mac command_port stream_port record_words max_records] (when ethernet is 1;
+ *            mac as the 48-bit number whose bytes, most significant first, are the wire order)
  *   events   SEQ base N {timestamp channels levels fraction} x N mask_bytes fraction_bytes
  *            (absolute timestamps)
  *   overflow SEQ timestamp channels
@@ -20,13 +22,17 @@
  *   engine_bins SEQ N {type kind tag interval bin count} x N   (answer "err nofit|range INDEX" when
  *            hilat_engine_bins_add_* refuses entry INDEX)
  *   engine_outliers SEQ N {start flags value0 value1 value2} x N
+ *   stream_status SEQ command_seq enabled link session dst_ip dst_port flush_us heartbeat_ms datagrams
+ *            records rx_frames command_dropped
  *   commands, with the generic frame builder (same fields as the answer of "parse"):
  *   hello SEQ version | stim_config SEQ channel mode invert width period jitter probability
  *   burst_count burst_spacing count seed | capture_config SEQ N {flags glitch} x N |
  *   start SEQ channels at_time start | stop SEQ channels | status_req SEQ | time_req SEQ |
  *   engine_config SEQ flags start_channel start_level isr_channel isr_level task_channel task_level
  *   tag_channel tag_level deadline offset interval_shift 3 {threshold} x 3 trigger_response
- *   trigger_threshold trigger_width | engine_stats_req SEQ | engine_flush SEQ
+ *   trigger_threshold trigger_width | engine_stats_req SEQ | engine_flush SEQ |
+ *   stream_config SEQ enable session dst_ip dst_port flush_us heartbeat_ms | stream_status_req SEQ |
+ *   net_config SEQ ip mac (mac as in identify)
  * Parse (hilat_parse_command):
  *   parse WIRE_HEX (without delimiter) -> the command line as above, or "err REASON [type seq]"
  * Primitives:
@@ -172,6 +178,23 @@ static const char *err_name(int r)
 
 /* ---- encoders ---- */
 
+/* A MAC as its 48-bit number, most significant byte first on the wire. */
+static void mac_bytes(uint8_t *mac, unsigned long long v)
+{
+    unsigned i;
+    for (i = 0; i < HILAT_MAC_BYTES; i++)
+        mac[i] = (uint8_t)(v >> (8 * (HILAT_MAC_BYTES - 1 - i)));
+}
+
+static unsigned long long mac_number(const uint8_t *mac)
+{
+    unsigned long long v = 0;
+    unsigned i;
+    for (i = 0; i < HILAT_MAC_BYTES; i++)
+        v = v << 8 | mac[i];
+    return v;
+}
+
 static void do_identify(uint16_t seq)
 {
     static char fw[256], gw[256], channels[1024];
@@ -207,6 +230,18 @@ static void do_identify(uint16_t seq)
     m.channels = channels;
     NUM(v[0]);
     m.uart_baud = (uint32_t)v[0];
+    NUM(v[0]);
+    m.ethernet = (uint8_t)v[0];
+    if (m.ethernet) {
+        for (i = 0; i < 6; i++)
+            NUM(v[i]);
+        m.eth_ip = (uint32_t)v[0];
+        mac_bytes(m.eth_mac, v[1]);
+        m.eth_command_port = (uint16_t)v[2];
+        m.eth_stream_port = (uint16_t)v[3];
+        m.eth_record_words = (uint8_t)v[4];
+        m.eth_max_records = (uint16_t)v[5];
+    }
     finish(&f, hilat_msg_identify(&f, seq, &m));
 }
 
@@ -359,6 +394,28 @@ static void do_engine_stats(uint16_t seq)
     finish(&f, hilat_msg_engine_stats(&f, seq, (uint16_t)v[0], &m));
 }
 
+static void do_stream_status(uint16_t seq)
+{
+    unsigned long long v[12];
+    hilat_stream_status_t m;
+    hilat_frame_t f;
+    unsigned i;
+    for (i = 0; i < 12; i++)
+        NUM(v[i]);
+    m.enabled = (uint8_t)v[1];
+    m.link = (uint8_t)v[2];
+    m.session = (uint32_t)v[3];
+    m.dst_ip = (uint32_t)v[4];
+    m.dst_port = (uint16_t)v[5];
+    m.flush_us = (uint16_t)v[6];
+    m.heartbeat_ms = (uint16_t)v[7];
+    m.datagrams = (uint32_t)v[8];
+    m.records = v[9];
+    m.rx_frames = (uint32_t)v[10];
+    m.command_dropped = (uint32_t)v[11];
+    finish(&f, hilat_msg_stream_status(&f, seq, (uint16_t)v[0], &m));
+}
+
 /* engine_bins SEQ N {type kind tag interval bin count} x N */
 static void do_engine_bins(uint16_t seq)
 {
@@ -413,6 +470,7 @@ static void do_command(uint8_t type, uint16_t seq)
     static const uint8_t stim[] = {1, 1, 1, 4, 4, 4, 4, 2, 4, 4, 4};
     /* ENGINE_CONFIG; 3: the thresholds' count, not sent */
     static const uint8_t engine[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 2, 1, 3, 4, 4, 4, 1, 4, 2};
+    static const uint8_t stream[] = {1, 4, 4, 2, 2, 2}; /* STREAM_CONFIG */
     unsigned long long v, n, i;
     hilat_frame_t f;
     int ok = 1;
@@ -424,9 +482,11 @@ static void do_command(uint8_t type, uint16_t seq)
         ok = hilat_frame_put_u8(&f, (uint8_t)v);
         break;
     case HILAT_MSG_STIM_CONFIG:
-    case HILAT_MSG_ENGINE_CONFIG: {
-        const uint8_t *widths = type == HILAT_MSG_STIM_CONFIG ? stim : engine;
-        size_t count = type == HILAT_MSG_STIM_CONFIG ? sizeof stim : sizeof engine;
+    case HILAT_MSG_ENGINE_CONFIG:
+    case HILAT_MSG_STREAM_CONFIG: {
+        const uint8_t *widths = type == HILAT_MSG_STIM_CONFIG ? stim : type == HILAT_MSG_STREAM_CONFIG ? stream : engine;
+        size_t count = type == HILAT_MSG_STIM_CONFIG ? sizeof stim : type == HILAT_MSG_STREAM_CONFIG ? sizeof stream
+                                                                                                  : sizeof engine;
         for (i = 0; i < count; i++) {
             NUM(v);
             if (widths[i] == 3) {
@@ -459,7 +519,16 @@ static void do_command(uint8_t type, uint16_t seq)
         NUM(v);
         ok &= hilat_frame_put_u64(&f, v);
         break;
-    default: /* STATUS_REQ, TIME_REQ, ENGINE_STATS_REQ, ENGINE_FLUSH: no body */
+    case HILAT_MSG_NET_CONFIG: {
+        uint8_t mac[HILAT_MAC_BYTES];
+        NUM(v);
+        ok &= hilat_frame_put_u32(&f, (uint32_t)v);
+        NUM(v);
+        mac_bytes(mac, v);
+        ok &= hilat_frame_put_bytes(&f, mac, sizeof mac);
+        break;
+    }
+    default: /* STATUS_REQ, TIME_REQ, ENGINE_STATS_REQ, ENGINE_FLUSH, STREAM_STATUS_REQ: no body */
         break;
     }
     finish(&f, ok);
@@ -514,6 +583,18 @@ static void print_command(const hilat_command_t *c)
         break;
     case HILAT_MSG_ENGINE_FLUSH:
         printf("engine_flush %u", c->seq);
+        break;
+    case HILAT_MSG_STREAM_CONFIG: {
+        const hilat_stream_config_t *s = &c->u.stream_config;
+        printf("stream_config %u %u %lu %lu %u %u %u", c->seq, s->enable, (unsigned long)s->session,
+               (unsigned long)s->dst_ip, s->dst_port, s->flush_us, s->heartbeat_ms);
+        break;
+    }
+    case HILAT_MSG_STREAM_STATUS_REQ:
+        printf("stream_status_req %u", c->seq);
+        break;
+    case HILAT_MSG_NET_CONFIG:
+        printf("net_config %u %lu %llu", c->seq, (unsigned long)c->u.net_config.ip, mac_number(c->u.net_config.mac));
         break;
     default:
         printf("? %u", c->seq);
@@ -689,6 +770,8 @@ int main(void)
         {"stop", HILAT_MSG_STOP},             {"status_req", HILAT_MSG_STATUS_REQ},
         {"time_req", HILAT_MSG_TIME_REQ},     {"engine_config", HILAT_MSG_ENGINE_CONFIG},
         {"engine_stats_req", HILAT_MSG_ENGINE_STATS_REQ}, {"engine_flush", HILAT_MSG_ENGINE_FLUSH},
+        {"stream_config", HILAT_MSG_STREAM_CONFIG}, {"stream_status_req", HILAT_MSG_STREAM_STATUS_REQ},
+        {"net_config", HILAT_MSG_NET_CONFIG},
     };
     while (fgets(line, sizeof line, stdin)) {
         char *kind;
@@ -729,6 +812,8 @@ int main(void)
             do_engine_bins((uint16_t)seq);
         } else if (strcmp(kind, "engine_outliers") == 0) {
             do_engine_outliers((uint16_t)seq);
+        } else if (strcmp(kind, "stream_status") == 0) {
+            do_stream_status((uint16_t)seq);
         } else {
             for (k = 0; k < sizeof commands / sizeof commands[0]; k++)
                 if (strcmp(kind, commands[k].name) == 0)
