@@ -23,7 +23,7 @@ from migen import ClockDomain, Signal
 from gateware import channels
 from gateware.clocking import EdgeClock
 from gateware.sampler import SAMPLES_PER_TICK
-from gateware.soc import RigBuilder, git_identity
+from gateware.soc import RigBuilder
 from gateware.standalone import _add_csr_bus, engine_cost, lut4_equivalent, sampling_cost, synthesized_cells
 from targets import build_report, compiler_cache, open_toolchain
 
@@ -449,7 +449,8 @@ def _report(soc, board, board_file, log, nextpnr_report, builder, seed):
     if eth_phy is not None:
         report["ethernet"] = ethernet_entry(soc, eth_phy)
     report.update({
-        "git": git_identity(),
+        # The identity the SoC baked in when it was built (a commit made during the build moves HEAD).
+        "git": soc.gateware_identity.rsplit(" ", 1)[1],
         "gateware_identity": soc.gateware_identity,
         "source_hash": source_hash(board_file),
         "toolchain": open_toolchain.toolchain_versions(),
