@@ -104,6 +104,18 @@ class EthernetLink(LiteXModule):
 ETH_BANKS = ["timebase", "stimulus", "capture", "ethstream", "ethcmd"]
 
 
+def _bring_out(module, endpoint, prefix, sink):
+    """``endpoint``'s signals as ports of ``module`` (added to ``module.ios``): driven from outside
+    when ``sink`` (the module reads the endpoint), else read out; ``ready`` the other way."""
+    names = ["valid", "last"] + [f for f, _ in endpoint.description.payload_layout] + \
+            [f for f, _ in endpoint.description.param_layout]
+    for name in names + ["ready"]:
+        port = Signal(len(getattr(endpoint, name)), name=f"{prefix}_{name}")
+        inward = (name != "ready") == sink
+        module.comb += getattr(endpoint, name).eq(port) if inward else port.eq(getattr(endpoint, name))
+        module.ios.add(port)
+
+
 class EthernetCores(LiteXModule):
     """The timing cores as gateware/standalone.py's ``TimingCores`` builds them (records read through
     CSRs), with EthStream and EthCommandBridge on them, all CSRs on one bus, and the two UDP user
@@ -111,9 +123,13 @@ class EthernetCores(LiteXModule):
 
     ``records_from_port`` (an input): 1 feeds EthStream from the ``rec_*`` ports instead of the
     capture (tests of ticks the timebase takes too long to reach: offsets beyond 32 bits, the wrap).
+
+    ``with_link``: the UDP ports go to an EthernetLink on LiteEth's PHY model instead (frames as
+    bytes on ``phy_rx_*`` / ``phy_tx_*``, no preamble or CRC; ``eth_rx``/``eth_tx`` run on ``sys``):
+    what the rig puts on the wire, ARP and IP included.
     """
     def __init__(self, fifo_depth=64, n_stimulus=2, n_inputs=4, glitch_max=4, sys_clk_freq=100e6,
-                 ts_clk_freq=100e6):
+                 ts_clk_freq=100e6, with_link=False):
         from litex.soc.interconnect import stream
 
         from gateware.capture import EdgeCapture
@@ -153,27 +169,37 @@ class EthernetCores(LiteXModule):
         self.comb += [self.ts.eq(self.timebase.ts), self.stim_pins.eq(Cat(*self.stimulus.pins))]
         self.ios = {self.cd_sys.clk, self.cd_sys.rst, self.cd_ts.clk, self.cd_ts.rst, self.ts, self.stim_pins,
                     self.inputs, self.records_from_port}
-        self._bring_out(records, "rec", sink=True)
-        self._bring_out(self.ethstream.udp, "stream", sink=False)
-        self._bring_out(self.ethcmd.udp.source, "cmd_in", sink=True)
-        self._bring_out(self.ethcmd.udp.sink, "cmd_out", sink=False)
-        self.ios |= _add_csr_bus(self, lambda name, memory: ETH_BANKS.index(name) if name in ETH_BANKS else None)
+        _bring_out(self, records, "rec", sink=True)
+        if with_link:
+            self._add_link(sys_clk_freq)
+        else:
+            _bring_out(self, self.ethstream.udp, "stream", sink=False)
+            _bring_out(self, self.ethcmd.udp.source, "cmd_in", sink=True)
+            _bring_out(self, self.ethcmd.udp.sink, "cmd_out", sink=False)
+        banks = ETH_BANKS + ["ethnet"]
+        self.ios |= _add_csr_bus(self, lambda name, memory: banks.index(name) if name in banks else None)
         self.parameters = dict(n_stimulus=n_stimulus, n_inputs=n_inputs, fifo_depth=fifo_depth,
             glitch_max=glitch_max, event_port="csr", n_channels=capture.n_channels,
             pin_to_stamp_delay=capture.PIN_TO_STAMP_DELAY, record_delay=capture.RECORD_DELAY,
             record_words=self.ethstream.words, max_records=self.ethstream.max_records,
             heartbeat_depth=self.ethstream.depth, quiet_cycles=quiet_cycles)
 
-    def _bring_out(self, endpoint, prefix, sink):
-        """``endpoint``'s signals as ports: driven from outside when ``sink`` (this unit reads the
-        endpoint), else read out; ``ready`` the other way."""
-        names = ["valid", "last"] + [f for f, _ in endpoint.description.payload_layout] + \
-                [f for f, _ in endpoint.description.param_layout]
-        for name in names + ["ready"]:
-            port = Signal(len(getattr(endpoint, name)), name=f"{prefix}_{name}")
-            inward = (name != "ready") == sink
-            self.comb += getattr(endpoint, name).eq(port) if inward else port.eq(getattr(endpoint, name))
-            self.ios.add(port)
+    def _add_link(self, sys_clk_freq):
+        from types import SimpleNamespace
+
+        from liteeth.phy.model import LiteEthPHYModel
+
+        pads = SimpleNamespace(**{f"{side}_{what}": Signal(8 if what == "data" else 1, name=f"phy_{side}_{what}")
+                                  for side in ("source", "sink") for what in ("valid", "data")})
+        self.phy = phy = LiteEthPHYModel(pads)
+        self.ethnet = link = EthernetLink(phy, sys_clk_freq)
+        ethcmd = self.ethcmd.udp
+        self.comb += [
+            self.ethstream.udp.connect(link.stream_port.sink),
+            link.command_port.source.connect(ethcmd.source),
+            ethcmd.sink.connect(link.command_port.sink),
+        ]
+        self.ios |= set(vars(pads).values())
 
     def csr_map(self):
         from gateware.standalone import TimingCores
@@ -193,3 +219,85 @@ def export(build_dir, name="hilat_ethernet_cores", **params):
     with open(os.path.join(build_dir, f"{name}.json"), "w") as f:
         json.dump(dict(parameters=top.parameters, csr=top.csr_map()), f, indent=1, sort_keys=True)
     return os.path.join(build_dir, f"{name}.v")
+
+
+class _PHYStub(LiteXModule):
+    """A PHY as 8-bit streams in ``eth_tx`` / ``eth_rx`` (its I/O cells are no fabric): the MAC
+    adds and checks preamble and CRC as it does for ``LiteEthPHYRGMII``."""
+    dw = 8
+
+    def __init__(self):
+        from liteeth.common import eth_phy_description
+        from litex.soc.interconnect import stream
+        self.sink   = stream.Endpoint(eth_phy_description(8))
+        self.source = stream.Endpoint(eth_phy_description(8))
+
+
+class CostUnit(LiteXModule):
+    """One part of the Ethernet path by itself, with its CSR bank, its streams as ports: what
+    synthesis of this costs is the part's cost on a board. ``part``: ``ethstream`` (for records
+    of ``n_channels`` and ``fraction_width``), ``ethcmd`` or ``ethnet`` (the LiteEth stack with
+    the two UDP ports, on a PHY stub)."""
+    def __init__(self, part, n_channels=6, fraction_width=8, with_icmp=False):
+        from gateware.capture import record_layout
+        from gateware.ethcmd import EthCommandBridge
+        from gateware.ethstream import EthStream
+        from gateware.standalone import _add_csr_bus
+
+        self.cd_sys = ClockDomain()
+        self.ios = {self.cd_sys.clk, self.cd_sys.rst}
+        if part == "ethstream":
+            self.cd_ts = ClockDomain()
+            tick = Signal(64)
+            core = EthStream(record_layout(n_channels, fraction_width), tick, depth=10)
+            self.ios |= {self.cd_ts.clk, self.cd_ts.rst, tick}
+            _bring_out(self, core.sink, "rec", sink=True)
+            _bring_out(self, core.udp, "udp", sink=False)
+        elif part == "ethcmd":
+            core = EthCommandBridge()
+            _bring_out(self, core.udp.source, "udp_in", sink=True)
+            _bring_out(self, core.udp.sink, "udp_out", sink=False)
+        else:
+            assert part == "ethnet"
+            self.cd_eth_rx = ClockDomain()
+            self.cd_eth_tx = ClockDomain()
+            self.ios |= {self.cd_eth_rx.clk, self.cd_eth_rx.rst, self.cd_eth_tx.clk, self.cd_eth_tx.rst}
+            self.phy = phy = _PHYStub()
+            core = EthernetLink(phy, 100e6, with_icmp=with_icmp)
+            _bring_out(self, phy.sink, "phy_tx", sink=False)
+            _bring_out(self, phy.source, "phy_rx", sink=True)
+            for name, port in (("command", core.command_port), ("stream", core.stream_port)):
+                _bring_out(self, port.sink, f"{name}_out", sink=True)
+                _bring_out(self, port.source, f"{name}_in", sink=False)
+        setattr(self, part, core)
+        self.ios |= _add_csr_bus(self, lambda name, memory: 0 if name == part else None)
+
+
+COST_PARTS = ("ethstream", "ethcmd", "ethnet")
+
+
+def ethernet_cost(build_dir, n_channels=6, fraction_width=8, with_icmp=False, parts=COST_PARTS, yosys=None):
+    """Synthesize each part of the Ethernet path for ECP5 (yosys synth_ecp5, gateware/standalone.py's
+    ``synthesized_cells``) and return, per part and in total: LUT4-equivalents, flip-flops, block
+    RAMs (DP16KD), distributed RAMs; with the raw cell counts. The RGMII PHY's I/O cells (IDDR,
+    ODDR, DELAYG) are not fabric and not counted. ``parts``: a subset of ``COST_PARTS`` (the LiteEth
+    stack's synthesis, ``ethnet``, takes YoWASP's yosys tens of minutes on 2 shared cores; the other
+    two about a minute each)."""
+    from gateware.standalone import lut4_equivalent, synthesized_cells
+
+    costs = {}
+    for part in parts:
+        unit = CostUnit(part, n_channels, fraction_width, with_icmp)
+        cells = synthesized_cells(unit, f"cost_{part}", build_dir, yosys)
+        costs[part] = {
+            "lut4_equivalent": lut4_equivalent(cells),
+            "flip_flops": cells["TRELLIS_FF"],
+            "block_rams": cells.get("DP16KD", 0),
+            "distributed_rams": cells.get("TRELLIS_DPR16X4", 0),
+            "cells": dict(sorted(cells.items())),
+        }
+    total = {k: sum(p[k] for p in costs.values())
+             for k in ("lut4_equivalent", "flip_flops", "block_rams", "distributed_rams")}
+    return dict(total, parts=costs, method=(
+        "yosys synth_ecp5 of each part alone with its CSRs (gateware.ethernet.CostUnit): " +
+        ", ".join(parts) + (" (LiteEth with ICMP)" if with_icmp and "ethnet" in parts else "")))

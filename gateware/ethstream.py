@@ -316,11 +316,12 @@ class EthStream(LiteXModule):
     ``timebase_ts``    the timebase's tick, in ``ts_domain``; ``depth``: ticks from a record's tick to
                        its write into the capture FIFO (``EdgeCapture.FIFO_WRITE_DELAY``).
     ``quiet_cycles``   ``sys`` cycles the record stream must stay quiet after the timebase is read
-                       before a heartbeat goes (see ``_HeartbeatBound``).
+                       before a heartbeat goes (see ``_HeartbeatBound``, ``quiet_cycles_for``).
+    ``sys_clk_freq``   sets the flush time's reset value to 100 us.
     ``sink``           the record stream, in ``sys``.
     """
     def __init__(self, record_layout, timebase_ts, depth, udp=None, ts_domain="ts", quiet_cycles=64,
-                 with_csr=True):
+                 sys_clk_freq=None, with_csr=True):
         self.words = words = record_words(record_layout)
         self.max_records = limit = max_records(words)
         # The datagram being filled always fits beside nothing else: no deadlock with the sender.
@@ -328,6 +329,9 @@ class EthStream(LiteXModule):
         self.sink = stream.Endpoint(record_layout)
         self.udp  = udp if udp is not None else stream.Endpoint(_udp_user_layout())
         self.depth = depth
+        # Reset of the flush time: docs/ethernet.md's default, 100 us (without a clock: one datagram a
+        # record until the firmware sets it).
+        self.flush_cycles_reset = int(100e-6 * sys_clk_freq) if sys_clk_freq else 0
 
         # # #
 
@@ -363,8 +367,9 @@ class EthStream(LiteXModule):
         self._dst_ip = CSRStorage(32, description=
             "Destination IPv4 address, numeric (192.168.1.100 = 0xC0A80164).")
         self._dst_port = CSRStorage(16, description="Destination UDP port.")
-        self._flush_cycles = CSRStorage(32, reset=2**32 - 1, description=
-            "``sys`` cycles a datagram's first record may wait before the datagram is sent.")
+        self._flush_cycles = CSRStorage(32, reset=self.flush_cycles_reset, description=
+            "``sys`` cycles a datagram's first record may wait (from its arrival here) before the "
+            "datagram is sent.")
         self._heartbeat_cycles = CSRStorage(32, description=
             "``sys`` cycles between heartbeats on a quiet stream (0: no heartbeats).")
         self._datagrams = CSRStatus(32, description="Datagrams sent since the restart, heartbeats included.")

@@ -143,7 +143,7 @@ class RigSoC(SoCCore):
 
         self.ethnet = EthernetLink(phy, sys_clk_freq, ip or IP_DEFAULT, mac or MAC_DEFAULT, with_icmp=with_icmp)
         self.ethstream = EthStream(self.capture.layout, self.timebase.ts, heartbeat_depth(self.capture),
-                                   udp=self.ethnet.stream_port.sink,
+                                   udp=self.ethnet.stream_port.sink, sys_clk_freq=sys_clk_freq,
                                    quiet_cycles=EthStream.quiet_cycles_for(sys_clk_freq, ts_clk_freq))
         self.ethcmd = EthCommandBridge(self.ethnet.command_port)
         to_csr = stream.Endpoint(self.capture.layout)

@@ -130,6 +130,23 @@ class EthTB(TB):
         await self.write_fields("ethstream_control", enable=enable, restart=int(restart))
 
 
+async def receive_all(tb):
+    """Every datagram waiting, read byte by byte through the CSRs: [(bytes, ip, port)]."""
+    datagrams, current = [], bytearray()
+    while True:
+        status = await tb.read_fields("ethcmd_rx_status")
+        if not status["pending"]:
+            assert not current, "a datagram's bytes ended without its last byte"
+            return datagrams
+        if not current:
+            source = (await tb.read("ethcmd_rx_src_ip"), await tb.read("ethcmd_rx_src_port"))
+        current.append(await tb.read("ethcmd_rx_data"))
+        await tb.write_fields("ethcmd_rx_pop", pop=1)
+        if status["last"]:
+            datagrams.append((bytes(current), *source))
+            current = bytearray()
+
+
 def check_stream(datagrams, session, first_seq=0, first_index=0, max_records=None):
     """Header fields across consecutive datagrams of one session: seq consecutive, first_index the
     records before, base the first record's tick; returns the records in order."""
@@ -153,19 +170,21 @@ def check_stream(datagrams, session, first_seq=0, first_index=0, max_records=Non
 _built = {}
 
 
-def ethernet_simulator():
-    """(runner, build directory) of EthernetCores, exported and built once per session."""
-    if "ethernet" not in _built:
+def ethernet_simulator(with_link=False):
+    """(runner, build directory) of EthernetCores (``with_link``: on LiteEth and its PHY model),
+    exported and built once per session."""
+    variant = "ethernet_link" if with_link else "ethernet"
+    if variant not in _built:
         from tb import verilator_build
 
         from gateware.ethernet import export
-        build_dir = HERE / "sim_build" / "ethernet"
-        verilog = export(build_dir, TOPLEVEL, **BUILD_CLOCKS)
-        _built["ethernet"] = verilator_build(verilog, TOPLEVEL, build_dir), build_dir
-    return _built["ethernet"]
+        build_dir = HERE / "sim_build" / variant
+        verilog = export(build_dir, TOPLEVEL, with_link=with_link, **BUILD_CLOCKS)
+        _built[variant] = verilator_build(verilog, TOPLEVEL, build_dir), build_dir
+    return _built[variant]
 
 
-def run_ethernet_cocotb(test_file):
-    runner, build_dir = ethernet_simulator()
+def run_ethernet_cocotb(test_file, with_link=False):
+    runner, build_dir = ethernet_simulator(with_link)
     env = {"HILAT_TB_INFO": str(build_dir / f"{TOPLEVEL}.json")}
     return run_tests(runner, TOPLEVEL, build_dir, test_file, env, "EthernetCores")

@@ -9,7 +9,7 @@ import random
 
 import cocotb
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
-from eth_tb import EthTB, run_ethernet_cocotb
+from eth_tb import EthTB, receive_all, run_ethernet_cocotb
 from tb import CLOCKS
 
 
@@ -38,23 +38,6 @@ async def send(tb, payload, ip, port, junk_words=0, rng=None):
                 break
     await FallingEdge(dut.sys_clk)
     dut.cmd_in_valid.value = 0
-
-
-async def receive_all(tb):
-    """Every datagram waiting, read byte by byte through the CSRs: [(bytes, ip, port)]."""
-    datagrams, current = [], bytearray()
-    while True:
-        status = await tb.read_fields("ethcmd_rx_status")
-        if not status["pending"]:
-            assert not current, "a datagram's bytes ended without its last byte"
-            return datagrams
-        if not current:
-            source = (await tb.read("ethcmd_rx_src_ip"), await tb.read("ethcmd_rx_src_port"))
-        current.append(await tb.read("ethcmd_rx_data"))
-        await tb.write_fields("ethcmd_rx_pop", pop=1)
-        if status["last"]:
-            datagrams.append((bytes(current), *source))
-            current = bytearray()
 
 
 @cocotb.test()
