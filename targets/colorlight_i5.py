@@ -83,7 +83,7 @@ class _CRG(board_flow.PllCRG):
 class BaseSoC(RigSoC):
     """The rig on a Colorlight module with the extension board; ``board``/``module``: the i5 or the i9
     (targets/colorlight_i9.py). ``with_ethernet``: the RGMII PHY on ``eth_phy`` (litex-boards' index,
-    docs/wiring.md, "Ethernet") handed to the rig SoC with ``eth_kwargs`` (address, MAC)."""
+    docs/wiring.md, "Ethernet") handed to the rig SoC with ``eth_kwargs`` (address, MAC, ping)."""
     def __init__(self, sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=None, toolchain="trellis", n_inputs=None,
                  samples_per_tick=1, board=BOARD, module=MODULE, with_ethernet=ETHERNET_DEFAULT, eth_phy=0,
                  eth_kwargs=None, **kwargs):
