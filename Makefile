@@ -22,7 +22,7 @@ demo-cpus: setup
 
 # Bitstream for a real board with the open toolchain (YoWASP, from PyPI), with a build report in
 # build/boards/$(BOARD)/build_report.json; fails when a clock misses its requested frequency.
-BOARDS ?= colorlight_i5 ulx3s
+BOARDS ?= colorlight_i5 colorlight_i9 ulx3s
 BOARD  ?= colorlight_i5
 bitstream: setup
 	@case " $(BOARDS) " in *" $(BOARD) "*) ;; *) echo "BOARD must be one of: $(BOARDS)" >&2; exit 2;; esac

@@ -23,8 +23,8 @@ from migen import ClockDomain, Signal
 from gateware import channels
 from gateware.clocking import EdgeClock
 from gateware.sampler import SAMPLES_PER_TICK
-from gateware.soc import RigBuilder, git_identity
-from gateware.standalone import engine_cost, sampling_cost
+from gateware.soc import RigBuilder
+from gateware.standalone import _add_csr_bus, engine_cost, lut4_equivalent, sampling_cost, synthesized_cells
 from targets import build_report, compiler_cache, open_toolchain
 
 ROOT = open_toolchain.ROOT
@@ -140,6 +140,120 @@ def _ball(platform, where):
     return platform.constraint_manager.connector_manager.connector_table[connector][int(index)]
 
 
+# Ethernet ----------------------------------------------------------------------------------------
+
+# RGMII at 1000BASE-T: the PHY's receive clock. LiteEth's ECP5 RGMII PHY clocks eth_tx from that same
+# net (and sends it back as GTXCLK), so the two domains are one clock net in nextpnr.
+ETH_CLK_FREQ = 125e6
+ETH_PHYS = (0, 1)   # litex-boards' eth / eth_clocks indices on the Colorlight modules (docs/wiring.md)
+
+
+def rgmii_phy(platform, index):
+    """LiteEth's ECP5 RGMII PHY on the module's PHY ``index`` (litex-boards' numbering).
+
+    tx_delay 0: the B50612D delays TXD against GTXCLK itself by about 1.9 ns (its default, register 1Ch
+    shadow 00011 bit 9), which is the RGMII skew; the FPGA's DELAYG adding 2 ns more puts the data
+    outside the window (what litex-boards' Colorlight targets do). rx_delay stays LiteEth's 2 ns.
+    The platform constrains ``eth_clocks:rx`` to 125 MHz (litex-boards' do_finalize)."""
+    from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
+
+    if index not in ETH_PHYS:
+        raise SystemExit(f"--eth-phy {index}: one of {', '.join(map(str, ETH_PHYS))}")
+    return LiteEthPHYRGMII(clock_pads=platform.request("eth_clocks", index), pads=platform.request("eth", index),
+                           tx_delay=0)
+
+
+def eth_settings(args):
+    """The rig SoC's Ethernet settings from --ip / --mac / --icmp (None: the SoC's defaults)."""
+    return {"ip": args.ip, "mac": args.mac, "with_icmp": args.icmp}
+
+
+def ethernet_kwargs(phy, settings=None):
+    """RigSoC's arguments for an Ethernet rig on ``phy`` (docs/ethernet.md)."""
+    kwargs = {"ethernet_phy": phy}
+    for name, value in (settings or {}).items():
+        if value is not None:
+            kwargs[f"eth_{name}"] = value
+    return kwargs
+
+
+class _PHYPorts(LiteXModule):
+    """A PHY's interface to the MAC as ports: what the stack sees of LiteEthPHYRGMII, whose own fabric
+    is a few registers (its I/O cells, DDR registers and delays are not fabric)."""
+    dw = 8
+    tx_clk_freq = rx_clk_freq = ETH_CLK_FREQ
+
+    def __init__(self):
+        from liteeth.common import eth_phy_description
+        from litex.soc.interconnect import stream
+
+        self.cd_eth_rx = ClockDomain()
+        self.cd_eth_tx = ClockDomain()
+        self.sink   = stream.Endpoint(eth_phy_description(8))
+        self.source = stream.Endpoint(eth_phy_description(8))
+
+
+class _EthernetAlone(LiteXModule):
+    """The Ethernet part of an Ethernet rig by itself, as RigSoC builds it (gateware/soc.py,
+    ``_add_ethernet``): the UDP/IP stack on the PHY's ports, the record stream fed by a record port,
+    the command bridge, with their CSR bank. What synthesis of this costs is the Ethernet's cost on a
+    board (plus the PHY's few registers)."""
+    def __init__(self, soc):
+        from gateware.ethcmd import EthCommandBridge
+        from gateware.ethernet import EthernetLink
+        from gateware.ethstream import EthStream
+
+        self.cd_sys = ClockDomain()
+        self.cd_ts  = ClockDomain()
+        ts = Signal(64)
+        self.phy = phy = _PHYPorts()
+        self.ethnet = EthernetLink(phy, soc.sys_clk_freq, soc.ethnet.ip_default, soc.ethnet.mac_default,
+                                   with_icmp=hasattr(soc.ethnet.core, "icmp"))
+        self.ethstream = EthStream(soc.capture.layout, ts, soc.ethstream.depth, udp=self.ethnet.stream_port.sink,
+                                   quiet_cycles=EthStream.quiet_cycles_for(soc.sys_clk_freq, soc.ts_clk_freq))
+        self.ethcmd = EthCommandBridge(self.ethnet.command_port)
+        sink = self.ethstream.sink
+        self.ios = {ts, sink.valid, sink.ready, *[getattr(sink, name) for name, _ in soc.capture.layout],
+                    *phy.sink.flatten(), *phy.source.flatten()}
+        for cd in (self.cd_sys, self.cd_ts, phy.cd_eth_rx, phy.cd_eth_tx):
+            self.ios |= {cd.clk, cd.rst}
+        self.ios |= _add_csr_bus(self, lambda name, memory: {"ethnet": 0, "ethstream": 1, "ethcmd": 2}.get(name))
+
+
+def ethernet_cost(build_dir, soc):
+    """What the Ethernet part of ``soc`` costs: ``_EthernetAlone`` synthesized for ECP5 (yosys
+    synth_ecp5), like the engine's cost (gateware/standalone.py)."""
+    cells = synthesized_cells(_EthernetAlone(soc), "ethernet_alone", build_dir)
+    return {
+        "lut4_equivalent": lut4_equivalent(cells),
+        "flip_flops": cells["TRELLIS_FF"],
+        "block_rams": cells.get("DP16KD", 0),
+        "distributed_rams": cells.get("TRELLIS_DPR16X4", 0),
+        "cells": dict(sorted(cells.items())),
+        "method": "yosys synth_ecp5 of the Ethernet part alone with its CSRs (targets.board_flow._EthernetAlone: "
+                  "LiteEth UDP/IP on the PHY's ports, EthStream, EthCommandBridge; the RGMII PHY's own fabric, "
+                  "a few registers, left out)",
+    }
+
+
+def ethernet_entry(soc, eth_phy):
+    """The report's ``ethernet`` entry: which PHY, the build's addresses and ports, ping, the datagram's
+    records (docs/ethernet.md)."""
+    ip, mac = soc.ethnet.ip_default, soc.ethnet.mac_default
+    return {"phy": eth_phy, "rx_clock_port": eth_clock_net(eth_phy),
+            "ip": ".".join(str(ip >> s & 0xFF) for s in (24, 16, 8, 0)),
+            "mac": ":".join(f"{mac >> s & 0xFF:02x}" for s in range(40, -8, -8)),
+            "icmp": hasattr(soc.ethnet.core, "icmp"),
+            "command_port": soc.constants["HILAT_ETH_COMMAND_PORT"],
+            "stream_port": soc.constants["HILAT_ETH_STREAM_PORT"],
+            "record_words": soc.ethstream.words, "max_records": soc.ethstream.max_records}
+
+
+def eth_clock_net(index):
+    """The top-level port of PHY ``index``'s receive clock, which names its clock net in nextpnr."""
+    return f"eth_clocks{index}_rx"
+
+
 # Clocks ------------------------------------------------------------------------------------------
 
 class PllCRG(LiteXModule):
@@ -176,9 +290,11 @@ class PllCRG(LiteXModule):
 # Command line ------------------------------------------------------------------------------------
 
 def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, programmer_board, uart_baudrate,
-                engine_default=True, engine_default_text=None):
+                engine_default=True, engine_default_text=None, ethernet_default=None, icmp_default=False):
     """The board's command line; ``uart_baudrate`` (the board's UART_BAUDRATE: the rate its USB-serial
-    bridge carries, docs/boards.md) is --uart-baudrate's default."""
+    bridge carries, docs/boards.md) is --uart-baudrate's default. ``ethernet_default``: None on a board
+    without Ethernet (no --ethernet option), else the default of --ethernet / --no-ethernet;
+    ``icmp_default``: whether its Ethernet answers ping by default."""
     from litex.build.parser import LiteXArgumentParser
 
     parser = LiteXArgumentParser(platform=platform_cls, description=description)
@@ -202,6 +318,19 @@ def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, pro
     parser.add_target_argument("--engine", action=argparse.BooleanOptionalAction, default=engine_default, help=
         "Build in the on-rig measurement engine (docs/engine.md); without it: raw edges only, 32 KiB "
         "of ROM (default: " + (engine_default_text or "%(default)s on this board") + ").")
+    if ethernet_default is not None:
+        parser.add_target_argument("--ethernet", action=argparse.BooleanOptionalAction, default=ethernet_default,
+            help="Gigabit Ethernet (docs/ethernet.md): records stream as UDP datagrams, commands over UDP "
+                 "beside the serial link; --no-ethernet: UART only (default: %(default)s on this board).")
+        parser.add_target_argument("--eth-phy", default=0, type=int, choices=ETH_PHYS, help=
+            "Which of the module's two PHYs, litex-boards' index: 0 is the pairs named ETH2 on the extension "
+            "board's P1 header, 1 those named ETH1 (docs/wiring.md, \"Ethernet\") (default %(default)d).")
+        parser.add_target_argument("--ip", default=None,
+                                   help="The rig's IPv4 address (default 192.168.1.50, docs/ethernet.md).")
+        parser.add_target_argument("--mac", default=None,
+                                   help="The rig's MAC address (default 10:e2:d5:00:00:50, docs/ethernet.md).")
+        parser.add_target_argument("--icmp", action=argparse.BooleanOptionalAction, default=icmp_default,
+                                   help="Answer ping (LiteEth's ICMP echo) (default: %(default)s on this board).")
     parser.add_target_argument("--flash", action="store_true",
                                help="Write the bitstream to the configuration flash (openFPGALoader).")
     parser.add_target_argument("--cable", default=None,
@@ -229,10 +358,13 @@ def rig_soc_kwargs(parser):
 # Build -------------------------------------------------------------------------------------------
 
 def source_hash(board_file):
-    """Hash of everything a board's bitstream depends on (for reusing a build in tests)."""
+    """Hash of everything a board's bitstream depends on (for reusing a build in tests); ``board_file``:
+    the board's target file, or a tuple of them (the i9's reuses the i5's)."""
+    board_files = [Path(f) for f in (board_file if isinstance(board_file, tuple) else (board_file,))]
     files = sorted(list((ROOT / "gateware").glob("*.py")) + list((ROOT / "firmware").glob("*.[chS]"))
-                   + [ROOT / "firmware" / "Makefile", Path(board_file), Path(__file__),
-                      ROOT / "targets" / "open_toolchain.py", ROOT / "requirements.txt"])
+                   + board_files + [ROOT / "firmware" / "Makefile", Path(__file__),
+                                    ROOT / "targets" / "build_report.py", ROOT / "targets" / "open_toolchain.py",
+                                    ROOT / "requirements.txt"])
     h = hashlib.sha256()
     for f in files:
         if f.is_file():
@@ -275,6 +407,10 @@ def build(soc, board, board_file, parser, args):
         # What the engine costs, from a synthesis of it alone with its CSRs (a whole build without it
         # would take as long again).
         report["engine_cost"] = engine_cost(out / "engine_alone", soc.engine.n_channels)
+    if getattr(soc, "ethnet", None) is not None:
+        # The same way: the Ethernet part synthesized alone (the with/without difference of two whole
+        # builds is docs/boards.md's cross-check, at the price of a second build).
+        report["ethernet_cost"] = ethernet_cost(out / "ethernet_alone", soc)
     samples_per_tick = soc.capture.samples_per_tick
     if samples_per_tick > 1:
         # The same way: the timing cores synthesized at S and at 1 (two builds differ by placement noise).
@@ -298,6 +434,11 @@ def _report(soc, board, board_file, log, nextpnr_report, builder, seed):
     # The edge clock (S = 4) is no domain here: it clocks only the I/O cells and CLKDIVF, whose paths
     # nextpnr does not time; the report states it against the I/O cells' limit instead.
     requested = {"sys": soc.sys_clk_freq, "ts": soc.ts_clk_freq}
+    eth_phy = getattr(soc, "eth_phy", None)
+    if eth_phy is not None:
+        # Matched by the net's name, not only its frequency: ts is 125 MHz too at four samples a tick.
+        # eth_tx is the same net (LiteEth's ECP5 PHY clocks TX from the RX clock): listed for the table.
+        requested["eth_rx"] = requested["eth_tx"] = (ETH_CLK_FREQ, eth_clock_net(eth_phy))
     limit = {2: IDDRX1F_SCLK_MAX_HZ, 4: IDDRX2F_ECLK_MAX_HZ}.get(samples_per_tick)
     report = build_report.make(
         board=board, device=soc.platform.device, requested_hz=requested,
@@ -305,8 +446,11 @@ def _report(soc, board, board_file, log, nextpnr_report, builder, seed):
         nextpnr_report=json.loads(nextpnr_report.read_text()) if nextpnr_report.exists() else None,
         bitstream=bitstream, root=ROOT, sampling=build_report.sampling(samples_per_tick, soc.ts_clk_freq, limit),
         uart=build_report.uart(soc.uart_baudrate, soc.sys_clk_freq, *getattr(soc, "uart_bridge", (None, None))))
+    if eth_phy is not None:
+        report["ethernet"] = ethernet_entry(soc, eth_phy)
     report.update({
-        "git": git_identity(),
+        # The identity the SoC baked in when it was built (a commit made during the build moves HEAD).
+        "git": soc.gateware_identity.rsplit(" ", 1)[1],
         "gateware_identity": soc.gateware_identity,
         "source_hash": source_hash(board_file),
         "toolchain": open_toolchain.toolchain_versions(),

@@ -60,6 +60,13 @@ def domain_nets(requested_mhz, fmax, tolerance=2e-4):
                   if abs(f["constraint_mhz"] - requested_mhz) <= tolerance * requested_mhz)
 
 
+def _port_nets(port, fmax):
+    """nextpnr's clock nets driven from the top-level port ``port`` (a clock coming in on a pin, e.g.
+    an RGMII receive clock): ``$glbnet$eth_clocks0_rx$TRELLIS_IO_IN`` and the like."""
+    pattern = re.compile(rf"(^|\$){re.escape(port)}($|\$)")
+    return sorted(net for net in fmax if pattern.search(net))
+
+
 def sha256(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -117,12 +124,21 @@ def uart_line(uart):
 
 def make(board, device, requested_hz, nextpnr_log, bitstream, root, nextpnr_report=None, sampling=None,
          uart=None):
-    """The report as a dict (see ``problems`` for what makes it a failure); ``sampling``: see ``sampling``;
-    ``uart``: see ``uart``."""
+    """The report as a dict (see ``problems`` for what makes it a failure). ``requested_hz``: {domain:
+    Hz} for a domain matched by frequency (a PLL output), or {domain: (Hz, port)} for a clock that
+    comes in on the top-level port ``port`` (matched by the net's name and frequency; its nets are
+    then no other domain's). ``sampling``: see ``sampling``; ``uart``: see ``uart``."""
     fmax = parse_fmax(nextpnr_log)
+    named_by_port = {domain: (hz_port[0], _port_nets(hz_port[1], fmax))
+                     for domain, hz_port in requested_hz.items() if isinstance(hz_port, tuple)}
+    claimed = {net for _, nets in named_by_port.values() for net in nets}
     clocks = {}
     for domain, hz in requested_hz.items():
-        nets = domain_nets(hz / 1e6, fmax)
+        if domain in named_by_port:
+            hz, nets = named_by_port[domain]
+            nets = [n for n in nets if n in domain_nets(hz / 1e6, fmax)]
+        else:
+            nets = [n for n in domain_nets(hz / 1e6, fmax) if n not in claimed]
         entry = {"requested_mhz": round(hz / 1e6, 6), "nets": nets, "achieved_mhz": None, "met": False}
         if nets:
             achieved = min(fmax[n]["achieved_mhz"] for n in nets)
@@ -190,7 +206,8 @@ def summary(report):
     lines = [f"{report['board']} ({report['device']}): timing {'met' if report['timing_met'] else 'NOT MET'}"]
     for domain, c in report["clocks"].items():
         achieved = "n/a" if c["achieved_mhz"] is None else f"{c['achieved_mhz']:.2f}"
-        lines.append(f"  {domain:4} requested {c['requested_mhz']:8.3f} MHz, achieved Fmax {achieved} MHz")
+        verdict = "PASS" if c["met"] else "FAIL"
+        lines.append(f"  {domain:6} requested {c['requested_mhz']:8.3f} MHz, achieved Fmax {achieved} MHz  {verdict}")
     if report.get("sampling"):
         lines.append("  " + sampling_line(report["sampling"]))
     if report.get("uart"):
@@ -203,6 +220,15 @@ def summary(report):
     if report.get("engine_cost"):
         e = report["engine_cost"]
         lines.append(f"  engine: {e['lut4_equivalent']} LUT4-equivalents, {e['flip_flops']} FF, "
+                     f"{e['block_rams']} DP16KD, {e['distributed_rams']} LUT RAMs (synthesized alone)")
+    if report.get("ethernet"):
+        e = report["ethernet"]
+        ping = "on" if e["icmp"] else "off"
+        lines.append(f"  Ethernet: PHY {e['phy']} ({e['rx_clock_port']}), {e['ip']} {e['mac']}, UDP "
+                     f"{e['command_port']} (commands) / {e['stream_port']} (stream), ping {ping}")
+    if report.get("ethernet_cost"):
+        e = report["ethernet_cost"]
+        lines.append(f"  Ethernet cost: {e['lut4_equivalent']} LUT4-equivalents, {e['flip_flops']} FF, "
                      f"{e['block_rams']} DP16KD, {e['distributed_rams']} LUT RAMs (synthesized alone)")
     if report.get("sampling_cost"):
         c = report["sampling_cost"]

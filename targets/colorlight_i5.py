@@ -9,7 +9,10 @@ openFPGALoader through the extension board's CMSIS-DAP USB port, which also carr
     python -m targets.colorlight_i5 --flash          # configuration flash
 
 Rig signals are on connector P3 (litex-boards' ``pmode``); with ``--samples-per-tick 4`` the inputs are
-on ``pmodf`` (bank 7, where IDDRX2F is); see docs/wiring.md.
+on ``pmodf`` (bank 7, where IDDRX2F is); see docs/wiring.md. Gigabit Ethernet (docs/ethernet.md) is
+on by default, the measurement engine off: the LFE5U-25F holds one of the two (docs/boards.md).
+The Colorlight i9 (targets/colorlight_i9.py) is the same module with an LFE5U-45F: its target
+reuses this one with the engine on as well.
 """
 
 from litex_boards.platforms import colorlight_i5
@@ -19,6 +22,7 @@ from targets import board_flow
 
 BOARD = "colorlight_i5"
 PROGRAMMER_BOARD = "colorlight-i5"
+MODULE = ("i5", "7.0")    # litex-boards' Platform(board=, revision=)
 SYS_CLK_FREQ = 50e6
 TS_CLK_FREQ  = 140e6  # 7.14 ns ticks, exact from the PLL (VCO 700 MHz, with sys 50 MHz)
 # The extension board's serial port is DAPLink on an STM32F103: its USART2 (36 MHz APB1, 16x
@@ -59,6 +63,13 @@ PINS_FOUR_SAMPLES = {
 TRIGGER = ("pmodf:2", "`pmodf` pin 3")
 
 
+# Ethernet on by default, the engine off: on the LFE5U-25F the rig with both takes 94 % of the LUTs
+# (docs/boards.md, "Colorlight i5: Ethernet or the engine"). No ping by default: the build stays the
+# one measured to close timing (--icmp adds it).
+ETHERNET_DEFAULT = True
+ICMP_DEFAULT = False
+
+
 # CRG ----------------------------------------------------------------------------------------------
 
 class _CRG(board_flow.PllCRG):
@@ -70,11 +81,16 @@ class _CRG(board_flow.PllCRG):
 # BaseSoC ------------------------------------------------------------------------------------------
 
 class BaseSoC(RigSoC):
+    """The rig on a Colorlight module with the extension board; ``board``/``module``: the i5 or the i9
+    (targets/colorlight_i9.py). ``with_ethernet``: the RGMII PHY on ``eth_phy`` (litex-boards' index,
+    docs/wiring.md, "Ethernet") handed to the rig SoC with ``eth_kwargs`` (address, MAC, ping)."""
     def __init__(self, sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=None, toolchain="trellis", n_inputs=None,
-                 samples_per_tick=1, **kwargs):
+                 samples_per_tick=1, board=BOARD, module=MODULE, with_ethernet=ETHERNET_DEFAULT, eth_phy=0,
+                 eth_kwargs=None, **kwargs):
         ts_clk_freq, n_inputs = board_flow.sampling_settings(samples_per_tick, ts_clk_freq, n_inputs, TS_CLK_FREQ)
         kwargs.setdefault("uart_baudrate", UART_BAUDRATE)
-        platform = colorlight_i5.Platform(board="i5", revision="7.0", toolchain=toolchain)
+        platform = colorlight_i5.Platform(board=module[0], revision=module[1], toolchain=toolchain)
+        platform.name = board    # the build's file names (litex-boards names both modules colorlight_i5)
         platform.add_extension(board_flow.rig_io(board_flow.board_pins(samples_per_tick, PINS, PINS_FOUR_SAMPLES),
                                                  n_inputs))
 
@@ -85,27 +101,33 @@ class BaseSoC(RigSoC):
         stimulus_pads, capture_pads = board_flow.request_rig_pads(platform, n_inputs)
         if kwargs.get("with_engine"):
             kwargs["trigger_pad"] = board_flow.request_trigger_pad(platform, TRIGGER)
+        if with_ethernet:
+            self.ethphy = board_flow.rgmii_phy(platform, eth_phy)   # the SoC's UDP/IP stack runs on it
+            kwargs.update(board_flow.ethernet_kwargs(self.ethphy, eth_kwargs))
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
-                        board=BOARD, samples_per_tick=samples_per_tick,
+                        board=board, samples_per_tick=samples_per_tick,
                         edge_clock_domain="eclk" if samples_per_tick == 4 else None, **kwargs)
         self.uart_bridge = UART_BRIDGE     # for the build report: (name, highest rate)
+        self.eth_phy = eth_phy if with_ethernet else None   # for the build report's eth_rx / eth_tx
 
 
 # Build --------------------------------------------------------------------------------------------
 
-def make_parser():
-    # With the engine the LFE5U-25F does not route at 140 MHz yet (docs/engine.md, "Room on the
-    # FPGA"): off by default.
-    return board_flow.make_parser(colorlight_i5.Platform, BOARD, "hilat rig on Colorlight i5",
-                                  SYS_CLK_FREQ, TS_CLK_FREQ, PROGRAMMER_BOARD, UART_BAUDRATE, engine_default=False)
+def make_parser(board=BOARD, description="hilat rig on Colorlight i5", programmer_board=PROGRAMMER_BOARD,
+                engine_default=False, ethernet_default=ETHERNET_DEFAULT, icmp_default=ICMP_DEFAULT):
+    return board_flow.make_parser(colorlight_i5.Platform, board, description, SYS_CLK_FREQ, TS_CLK_FREQ,
+                                  programmer_board, UART_BAUDRATE, engine_default=engine_default,
+                                  ethernet_default=ethernet_default, icmp_default=icmp_default)
 
 
-def build_soc(args, parser):
+def build_soc(args, parser, board=BOARD, module=MODULE):
     kwargs = board_flow.rig_soc_kwargs(parser)
     cpu_variant = kwargs.pop("cpu_variant", None) or "standard"
     return BaseSoC(sys_clk_freq=args.sys_clk_freq, ts_clk_freq=args.ts_clk_freq, toolchain=args.toolchain,
                    fifo_depth=args.fifo_depth, n_inputs=args.inputs, samples_per_tick=args.samples_per_tick,
-                   cpu_variant=cpu_variant, with_engine=args.engine, **kwargs)
+                   cpu_variant=cpu_variant, with_engine=args.engine, board=board, module=module,
+                   with_ethernet=args.ethernet, eth_phy=args.eth_phy, eth_kwargs=board_flow.eth_settings(args),
+                   **kwargs)
 
 
 def main():

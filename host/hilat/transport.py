@@ -50,7 +50,7 @@ def _lock_path(url):
 # The rate each board's gateware is built with by default: what its USB-serial bridge carries
 # (targets/<board>.py UART_BAUDRATE, a test keeps the two equal; docs/boards.md, "Serial link"). The
 # Colorlight i5's DAPLink bridge cannot make 3 Mbaud.
-BOARD_BAUDRATES = {"colorlight_i5": 2_000_000, "ulx3s": 3_000_000}
+BOARD_BAUDRATES = {"colorlight_i5": 2_000_000, "colorlight_i9": 2_000_000, "ulx3s": 3_000_000}
 # Without --board or --baud: the ULX3S's rate, the fastest link (a rig built with another
 # --uart-baudrate is reached with --baud). socket:// (the simulator) has no baud rate.
 DEFAULT_BAUDRATE = BOARD_BAUDRATES["ulx3s"]

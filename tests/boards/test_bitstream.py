@@ -1,4 +1,5 @@
-"""The Colorlight i5 bitstream builds with the open toolchain and meets timing at its requested clocks.
+"""The Colorlight i5 bitstream (its default: Gigabit Ethernet, no engine) builds with the open toolchain
+and meets timing at its requested clocks, eth_rx / eth_tx included.
 
 The build (several minutes) is reused when ``build/boards/colorlight_i5`` holds a report whose source
 hash matches the current sources and whose bitstream still has the recorded hash; otherwise it runs
@@ -73,7 +74,12 @@ def build():
 def test_timing_met_at_requested_clocks(build):
     out, report = build
     assert report["timing_met"] and build_report.problems(report) == []
-    assert set(report["clocks"]) == {"sys", "ts"}
+    assert set(report["clocks"]) == {"sys", "ts", "eth_rx", "eth_tx"}
+    # The PHY's receive clock, timed at 125 MHz on the net of its own pin; eth_tx is that net too.
+    eth_nets = report["clocks"]["eth_rx"]["nets"]
+    assert eth_nets and all(board_flow.eth_clock_net(0) in net for net in eth_nets)
+    assert report["clocks"]["eth_tx"]["nets"] == eth_nets
+    assert report["clocks"]["eth_rx"]["requested_mhz"] == board_flow.ETH_CLK_FREQ / 1e6
     assert report["clocks"]["sys"]["requested_mhz"] == colorlight_i5.SYS_CLK_FREQ / 1e6
     assert report["clocks"]["ts"]["requested_mhz"] == colorlight_i5.TS_CLK_FREQ / 1e6
     # Built for the rate its DAPLink bridge carries, stated with LiteX's divider (docs/boards.md).
@@ -107,6 +113,19 @@ def test_bitstream_matches_report_and_device(build):
     assert build_report.sha256(bit) == report["bitstream"]["sha256"]
     assert IDCODE_LFE5U_25F in data[:4096], "bitstream is not for an LFE5U-25F"
     assert report["device"] == "LFE5U-25F-6BG381C"
+
+
+def test_ethernet_stated(build):
+    _, report = build
+    assert report["ethernet"] == {"phy": 0, "rx_clock_port": "eth_clocks0_rx", "ip": "192.168.1.50",
+                                  "mac": "10:e2:d5:00:00:50", "icmp": False, "command_port": 5800,
+                                  "stream_port": 5801, "record_words": 2, "max_records": 179}
+    cost = report["ethernet_cost"]
+    # Synthesized alone: the UDP/IP stack, the stream and the command bridge take thousands of LUT4s and
+    # some block RAM, and less than the whole rig does.
+    assert 1000 < cost["lut4_equivalent"] < report["resources"]["TRELLIS_COMB"]["used"]
+    assert 0 < cost["flip_flops"] < report["resources"]["TRELLIS_FF"]["used"]
+    assert 0 < cost["block_rams"] <= report["resources"]["DP16KD"]["used"]
 
 
 def test_resources_plausible(build):

@@ -8,9 +8,9 @@ import re
 import pytest
 from hilat.transport import BOARD_BAUDRATES, DEFAULT_BAUDRATE
 
-from targets import board_flow, build_report, colorlight_i5, ulx3s
+from targets import board_flow, build_report, colorlight_i5, colorlight_i9, ulx3s
 
-BOARDS = {"colorlight_i5": colorlight_i5, "ulx3s": ulx3s}
+BOARDS = {"colorlight_i5": colorlight_i5, "colorlight_i9": colorlight_i9, "ulx3s": ulx3s}
 
 
 def test_the_host_knows_each_boards_rate():

@@ -36,7 +36,8 @@ def test_silence_on_a_serial_port_names_the_rate_and_the_boards():
     the rate tried and each board's."""
     with PtyRig(lambda receive, send: receive() and receive()) as rig, Transport(rig.url) as t:
         with pytest.raises(RigError, match=r"no answer to HELLO from /dev/\S+ within 0.5 s at 3000000 baud "
-                                           r"\(--board colorlight_i5 is 2000000, --board ulx3s is 3000000; "
+                                           r"\(--board colorlight_i5 is 2000000, --board colorlight_i9 is 2000000, "
+                                           r"--board ulx3s is 3000000; "
                                            r"or --baud\)"):
             Rig(t, hello_timeout=0.5).hello()
 

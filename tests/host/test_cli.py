@@ -105,8 +105,8 @@ def test_board_sets_the_baud_of_every_command_that_opens_a_rig(command, monkeypa
 
 def test_board_must_be_known(capsys):
     with pytest.raises(SystemExit) as e:
-        main(["info", "/dev/ttyUSB0", "--board", "colorlight_i9"])
-    assert e.value.code == 2 and "invalid choice: 'colorlight_i9'" in capsys.readouterr().err
+        main(["info", "/dev/ttyUSB0", "--board", "colorlight_i7"])
+    assert e.value.code == 2 and "invalid choice: 'colorlight_i7'" in capsys.readouterr().err
 
 
 def _refuse():
