@@ -99,6 +99,23 @@ class EthernetLink(LiteXModule):
         ]
 
 
+def add_ethernet_path(module, phy, record_layout, ts, heartbeat_depth, sys_clk_freq, ts_clk_freq,
+                      ip_address=IP_DEFAULT, mac_address=MAC_DEFAULT, with_icmp=False):
+    """The Ethernet path of a rig on ``module`` (docs/ethernet.md): ``ethnet`` (the UDP/IP stack on
+    ``phy``), ``ethstream`` (records of ``record_layout`` into datagrams on the stream port, its
+    heartbeats bounded by the timebase ``ts`` and ``heartbeat_depth``) and ``ethcmd`` (the command
+    port). RigSoC and the boards' cost synthesis (targets/board_flow.py) both build it here, so what
+    is costed is what is built. The records' source is the caller's to connect to ``ethstream.sink``."""
+    from gateware.ethcmd import EthCommandBridge
+    from gateware.ethstream import EthStream
+
+    module.ethnet = EthernetLink(phy, sys_clk_freq, ip_address, mac_address, with_icmp=with_icmp)
+    module.ethstream = EthStream(record_layout, ts, heartbeat_depth, udp=module.ethnet.stream_port.sink,
+                                 sys_clk_freq=sys_clk_freq,
+                                 quiet_cycles=EthStream.quiet_cycles_for(sys_clk_freq, ts_clk_freq))
+    module.ethcmd = EthCommandBridge(module.ethnet.command_port)
+
+
 # Units without a CPU: what the gateware tests simulate and the cost synthesis measures --------------
 
 ETH_BANKS = ["timebase", "stimulus", "capture", "ethstream", "ethcmd"]

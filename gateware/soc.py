@@ -138,19 +138,16 @@ class RigSoC(SoCCore):
         otherwise) and the command bridge, with their soc.h constants."""
         from litex.soc.interconnect import stream
 
-        from gateware.ethcmd import COMMAND_PORT, EthCommandBridge
-        from gateware.ethernet import IP_DEFAULT, MAC_DEFAULT, EthernetLink
-        from gateware.ethstream import STREAM_PORT, EthStream, heartbeat_depth, route_records
+        from gateware.ethcmd import COMMAND_PORT
+        from gateware.ethernet import IP_DEFAULT, MAC_DEFAULT, add_ethernet_path
+        from gateware.ethstream import STREAM_PORT, heartbeat_depth, route_records
 
         # LiteEth only connects the PHY's streams: the PHY is the SoC's `ethphy` (CSRs `ethphy_*`), unless
         # the target added it already (LiteX targets do, as `self.ethphy`; doing so after this is a no-op).
         if not any(m is phy for _, m in self._submodules):
             self.ethphy = phy
-        self.ethnet = EthernetLink(phy, sys_clk_freq, ip or IP_DEFAULT, mac or MAC_DEFAULT, with_icmp=with_icmp)
-        self.ethstream = EthStream(self.capture.layout, self.timebase.ts, heartbeat_depth(self.capture),
-                                   udp=self.ethnet.stream_port.sink, sys_clk_freq=sys_clk_freq,
-                                   quiet_cycles=EthStream.quiet_cycles_for(sys_clk_freq, ts_clk_freq))
-        self.ethcmd = EthCommandBridge(self.ethnet.command_port)
+        add_ethernet_path(self, phy, self.capture.layout, self.timebase.ts, heartbeat_depth(self.capture),
+                          sys_clk_freq, ts_clk_freq, ip or IP_DEFAULT, mac or MAC_DEFAULT, with_icmp)
         to_csr = stream.Endpoint(self.capture.layout)
         self.capture.add_csr_reader(to_csr)
         self.comb += route_records(self.capture.source, self.ethstream.sink, to_csr, self.ethstream.enable)

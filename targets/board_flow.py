@@ -194,24 +194,19 @@ class _PHYPorts(LiteXModule):
 
 
 class _EthernetAlone(LiteXModule):
-    """The Ethernet part of an Ethernet rig by itself, as RigSoC builds it (gateware/soc.py,
-    ``_add_ethernet``): the UDP/IP stack on the PHY's ports, the record stream fed by a record port,
-    the command bridge, with their CSR bank. What synthesis of this costs is the Ethernet's cost on a
-    board (plus the PHY's few registers)."""
+    """The Ethernet part of an Ethernet rig by itself, built as RigSoC builds it
+    (``gateware.ethernet.add_ethernet_path``): the UDP/IP stack on the PHY's ports, the record stream
+    fed by a record port, the command bridge, with their CSR bank. What synthesis of this costs is the
+    Ethernet's cost on a board (plus the PHY's few registers)."""
     def __init__(self, soc):
-        from gateware.ethcmd import EthCommandBridge
-        from gateware.ethernet import EthernetLink
-        from gateware.ethstream import EthStream
+        from gateware.ethernet import add_ethernet_path
 
         self.cd_sys = ClockDomain()
         self.cd_ts  = ClockDomain()
         ts = Signal(64)
         self.phy = phy = _PHYPorts()
-        self.ethnet = EthernetLink(phy, soc.sys_clk_freq, soc.ethnet.ip_default, soc.ethnet.mac_default,
-                                   with_icmp=hasattr(soc.ethnet.core, "icmp"))
-        self.ethstream = EthStream(soc.capture.layout, ts, soc.ethstream.depth, udp=self.ethnet.stream_port.sink,
-                                   quiet_cycles=EthStream.quiet_cycles_for(soc.sys_clk_freq, soc.ts_clk_freq))
-        self.ethcmd = EthCommandBridge(self.ethnet.command_port)
+        add_ethernet_path(self, phy, soc.capture.layout, ts, soc.ethstream.depth, soc.sys_clk_freq, soc.ts_clk_freq,
+                          soc.ethnet.ip_default, soc.ethnet.mac_default, with_icmp=hasattr(soc.ethnet.core, "icmp"))
         sink = self.ethstream.sink
         self.ios = {ts, sink.valid, sink.ready, *[getattr(sink, name) for name, _ in soc.capture.layout],
                     *phy.sink.flatten(), *phy.source.flatten()}
