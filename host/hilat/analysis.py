@@ -245,16 +245,37 @@ def edges_from_records(records, fractions=None, subticks=None):
         rec_ticks, masks, lv = arr[:, 0], arr[:, 1], arr[:, 2]
         if arr.shape[1] == 4 and fractions is None:
             fractions = arr[:, 3]
-    masks = np.ascontiguousarray(masks, dtype="<u2")
+    masks = np.asarray(masks).astype(np.uint16, copy=False)
     lv = np.asarray(lv, dtype=np.uint16)
-    # Masks of up to 16 channels (protocol v2): the two little-endian bytes of each, bit by bit.
-    bits = np.unpackbits(masks.view(np.uint8).reshape(-1, 2), axis=1, bitorder="little")  # (records, 16)
-    rows, chans = np.nonzero(bits)
-    levels = (lv[rows] >> chans.astype(np.uint16)) & 1
+    count, first, table = _mask_bits()
+    # Each record gives count[mask] edges, its set bits in ascending order: table[first[mask] + j].
+    per_record = count[masks]
+    rows = np.repeat(np.arange(len(masks), dtype=np.intp), per_record)
+    # table index of edge e: first[mask] of its record + (e - the record's first edge).
+    start = first[masks].astype(np.int64) - (np.cumsum(per_record, dtype=np.int64) - per_record)
+    chans = table[np.repeat(start, per_record) + np.arange(len(rows), dtype=np.int64)]
+    levels = ((lv[rows] >> chans) & 1).astype(np.uint8)
     times = np.asarray(rec_ticks, dtype=np.uint64)[rows]
     if subticks is not None:
         times = subticks.place(times, chans, None if fractions is None else np.asarray(fractions)[rows])
-    return times, chans.astype(np.uint8), levels.astype(np.uint8)
+    return times, chans.astype(np.uint8), levels
+
+
+_MASK_BITS = None
+
+
+def _mask_bits():
+    """For every 16-bit channel mask: its number of set bits (uint8), where its bits start in
+    ``table`` (int64), and ``table``: every mask's set bits in ascending order (uint16), mask after
+    mask (524,288 entries; built once)."""
+    global _MASK_BITS
+    if _MASK_BITS is None:
+        bits = np.unpackbits(np.arange(1 << 16, dtype="<u2").view(np.uint8).reshape(-1, 2), axis=1,
+                             bitorder="little")
+        count = bits.sum(axis=1, dtype=np.uint8)
+        first = np.concatenate(([0], np.cumsum(count, dtype=np.int64)[:-1]))
+        _MASK_BITS = (count, first, np.nonzero(bits)[1].astype(np.uint16))
+    return _MASK_BITS
 
 
 def in_subticks(units_per_tick, offset_ticks, deadline_ticks, measures=()):
