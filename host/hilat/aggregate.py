@@ -15,6 +15,8 @@ the tag's level before it. A response pulse longer than two stimulus intervals l
 (counted as missing).
 """
 
+import copy
+
 import numpy as np
 
 from hilat import analysis
@@ -76,13 +78,19 @@ class StreamingAggregator:
         self._start_edges = ([(roles.stimulus, roles.stimulus_active)] if builtin else []) + [
             (m.start.channel, m.start.level) for m in self.measures]
         keys = [(s, k) for s in SUBSET_NAMES for k in self.kinds]
-        self.hist = {key: HdrHistogram(1, highest, significant_figures) for key in keys}
+        # Until the first window a tag touches, the untagged subset is every sample: its histogram
+        # and exact statistics are the same objects as the "all" ones (recorded once), copied apart
+        # then (_split_untagged).
+        self.hist = {("all", k): HdrHistogram(1, highest, significant_figures) for k in self.kinds}
+        self.hist.update({("untagged", k): self.hist[("all", k)] for k in self.kinds})
+        self._untagged_shared = True
         # A kind the calibrated offset is subtracted from can hold a response sooner than the rig's
         # own delay, down to -offset: its histograms count value + offset (shifted back at output).
         offset_kinds = ({"stim_to_isr", "stim_to_task"} if builtin else set()) | {
             m.name for m in self.measures if m.subtract_offset}
         self.shift = {k: max(self.offset_ticks, 0) if k in offset_kinds else 0 for k in self.kinds}
-        self.exact = {key: _Exact() for key in keys}
+        self.exact = {("all", k): _Exact() for k in self.kinds}
+        self.exact.update({("untagged", k): self.exact[("all", k)] for k in self.kinds})
         self.starts = dict.fromkeys(keys, 0)
         self.misses = dict.fromkeys(keys, 0)
         self.unknown = dict.fromkeys(keys, 0)    # windows a gap touched: neither samples nor misses
@@ -181,6 +189,8 @@ class StreamingAggregator:
         if self.builtin:
             self.stimuli += len(found.series[analysis.KINDS[0][0]])
             self.task_before_isr += found.task_before_isr
+        if self._untagged_shared and any((found.series[k].tag_in_window != 0).any() for k in self.kinds):
+            self._split_untagged()
         for kind in self.kinds:
             first_index = self.starts[("all", kind)]
             self._check_range(kind, found.series[kind], first_index)
@@ -188,10 +198,15 @@ class StreamingAggregator:
                 self.on_samples(kind, found.series[kind])
             self.tagged[kind] += int((found.series[kind].tag_in_window == 1).sum())
             for subset in SUBSET_NAMES:
+                key = (subset, kind)
+                if subset != "all" and self._untagged_shared:
+                    # No window tagged (nor hidden) so far: the untagged samples are all of them.
+                    for counter in (self.starts, self.duplicates, self.misses, self.unknown):
+                        counter[key] = counter[("all", kind)]
+                    continue
                 sel = found.subset(kind, subset)
                 lat = sel.values
                 v = sel.valid()
-                key = (subset, kind)
                 self.starts[key] += len(sel)
                 self.duplicates[key] += int(sel.duplicates.sum())
                 self.misses[key] += sel.n_misses
@@ -204,6 +219,14 @@ class StreamingAggregator:
                     if best is None or lat[i] > best["ticks"]:
                         self.worst[kind] = {"index": first_index + i, "start_tick": int(sel.start_tick[i]),
                                             "ticks": int(lat[i]), "tagged": bool(sel.tag_in_window[i])}
+
+    def _split_untagged(self):
+        """The first tagged window: the untagged subset gets its own histograms and statistics, copies
+        of the "all" ones so far (every sample until now was untagged)."""
+        for kind in self.kinds:
+            self.hist[("untagged", kind)] = copy.deepcopy(self.hist[("all", kind)])
+            self.exact[("untagged", kind)] = copy.copy(self.exact[("all", kind)])
+        self._untagged_shared = False
 
     def _check_range(self, kind, series, first_index):
         """Every measured value of ``series`` fits the kind's histograms, else SampleOutOfRange."""
