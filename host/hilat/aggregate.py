@@ -110,6 +110,7 @@ class StreamingAggregator:
         # was, the level before the tail's first tag edge is the opposite of that edge's, as on disk.
         self._tag_level = None
         self._finished = False
+        self._complete_before = np.iinfo(np.int64).min   # advance(): every edge before it was fed
 
     # ---- feeding ----------------------------------------------------------------------------------
 
@@ -128,8 +129,8 @@ class StreamingAggregator:
         """One chunk of edges; chunks must follow each other in tick order."""
         ticks = np.asarray(ticks, dtype=np.int64)
         chans, levels = np.asarray(chans, dtype=np.uint8), np.asarray(levels, dtype=np.uint8)
-        if len(self._tail[0]) and len(ticks) and ticks[0] < self._tail[0][-1]:
-            raise ValueError("chunks must be fed in tick order")
+        if len(ticks) and ((len(self._tail[0]) and ticks[0] < self._tail[0][-1]) or ticks[0] < self._complete_before):
+            raise ValueError("chunks must be fed in tick order (and none before a tick advance() was given)")
         self.edges += len(ticks)
         t = np.concatenate((self._tail[0], ticks))
         c = np.concatenate((self._tail[1], chans))
@@ -149,6 +150,47 @@ class StreamingAggregator:
         start = int(np.searchsorted(t, cut, side="left"))
         if start:
             self._account(self._measure(t, c, lv, int(t[-1]) + 1).take_before(cut))
+        self._tail = self._trim(t, c, lv, start)
+
+    def advance(self, tick):
+        """Every edge before ``tick`` has been fed (a heartbeat of the stream: docs/ethernet.md): the
+        built-in kinds' windows that ``tick`` closes are judged now, without waiting for the next
+        stimuli. Final: a window before the last stimulus, and the last one when its deadline lies at
+        or before ``tick``; a sample whose pulse has not fallen yet (its duration still open) waits,
+        and so does every one after it. Defined measures keep their own cut (the feed's rule). The
+        samples are those the whole run's pairing gives; later edges must not lie before ``tick``."""
+        tick = int(tick)
+        self._complete_before = max(self._complete_before, tick)
+        t, c, lv = self._tail
+        if self._finished or not self.builtin or not len(t):
+            return
+        # The feed's cut for the defined measures (their windows are theirs to close).
+        cut = None
+        for channel, level in self._start_edges[1:]:
+            idx = np.flatnonzero((c == channel) & (lv == level))
+            if len(idx):
+                m_cut = int(t[idx[-2]] if len(idx) >= 3 else t[idx[0]])
+                cut = m_cut if cut is None else min(cut, m_cut)
+        # The tail's last window ends at ``tick`` at the latest (end_tick + 1); it is final only if its
+        # deadline ends it sooner, else the next stimulus (at ``tick`` or later) may.
+        found = self._measure(t, c, lv, max(tick - 1, int(t[-1]) + 1))
+        series = found.series
+        starts = series["stim_to_isr"].start_tick
+        if not len(starts):
+            return
+        final = np.ones(len(starts), bool)
+        final[-1] = self.deadline is not None and int(starts[-1]) + int(self.deadline) <= tick
+        for response, duration in (("stim_to_isr", "isr_duration"), ("stim_to_task", "task_duration")):
+            d = series[duration]
+            still_high = (series[response].values != analysis.MISSING) & (d.values == analysis.MISSING)
+            final &= ~(still_high & (d.unknown == 0))
+        waiting = np.flatnonzero(~final)
+        b_cut = int(starts[waiting[0]]) if len(waiting) else tick
+        cut = b_cut if cut is None else min(cut, b_cut)
+        start = int(np.searchsorted(t, cut, side="left"))
+        if not start:
+            return
+        self._account(found.take_before(cut))
         self._tail = self._trim(t, c, lv, start)
 
     def _trim(self, t, c, lv, start):

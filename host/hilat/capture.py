@@ -303,6 +303,7 @@ class _Stream:
         self.last_tick = None
         self.records = 0
         self.out_of_order = 0        # edges behind the previous one (a rig never sends them: counted, dropped)
+        self.advanced = None         # the last heartbeat's tick given to the pairing, in the edges' unit
         self.shown_max = {}
         self.responses_before_offset = 0
         # The kinds the offset is subtracted from, whose negative values are "before the offset".
@@ -335,8 +336,9 @@ class _Stream:
         self._close_gaps(self.gaps.records(rec_ticks))
         ticks, chans, lv = analysis.edges_from_records((rec_ticks, masks, levels), fractions, self.subticks)
         ticks = ticks.astype(np.int64)
-        if self.last_tick is not None and len(ticks) and (ticks[0] < self.last_tick or (np.diff(ticks) < 0).any()):
-            keep = ticks >= np.maximum.accumulate(np.concatenate(([self.last_tick], ticks)))[:-1]
+        floor = self.last_tick if self.advanced is None else max(self.advanced, self.last_tick or self.advanced)
+        if floor is not None and len(ticks) and (ticks[0] < floor or (np.diff(ticks) < 0).any()):
+            keep = ticks >= np.maximum.accumulate(np.concatenate(([floor], ticks)))[:-1]
             self.out_of_order += int((~keep).sum())
             ticks, chans, lv = ticks[keep], chans[keep], lv[keep]
         if not len(ticks):
@@ -350,6 +352,19 @@ class _Stream:
             self.paced += len(paced)
             self.last_paced = int(ticks[paced[-1]])
         self.aggregator.feed(ticks, chans, lv)
+        self._new_maxima()
+
+    def advance(self, complete_before):
+        """A heartbeat of the stream: every record before tick ``complete_before`` has arrived or is
+        in a gap. With no gap open (a hole's end is not known yet) the pairing closes the windows it
+        ends (``StreamingAggregator.advance``): a quiet DUT's last stimuli are judged now."""
+        if complete_before is None or self.gaps.open:
+            return
+        units = int(complete_before) * (self.subticks.units_per_tick if self.subticks is not None else 1)
+        if self.advanced is not None and units <= self.advanced:
+            return
+        self.advanced = units
+        self.aggregator.advance(units)
         self._new_maxima()
 
     def _samples(self, kind, series):

@@ -8,6 +8,7 @@ from hilat import analysis
 from hilat.aggregate import StreamingAggregator
 from hilat.cli import main
 from hilat.hdr import HdrHistogram
+from hilat.measures import parse as parse_measure
 from hilat.runs import load_run
 from synth import ROLES, dut_edges, measures_json, random_run, write_run
 
@@ -119,3 +120,82 @@ def test_a_response_sooner_than_the_offset_is_in_the_streamed_figures():
     assert ref["min"] == st["min"] == -40 and ref["median"] == st["median"] == 50.0
     assert st["percentiles"]["p50"] == ref["percentiles"]["p50"] == 50
     assert agg.hist[("all", "stim_to_isr")].out_of_range == 0
+
+
+def _collector():
+    got = {}
+
+    def on_samples(kind, series):
+        got.setdefault(kind, []).append(series)
+    return got, on_samples
+
+
+def _joined(parts):
+    return {name: np.concatenate([getattr(s, name) for s in parts])
+            for name in ("start_tick", "window_end", "values", "duplicates", "tag_in_window", "unknown")}
+
+
+@pytest.mark.parametrize("definitions", [(), MEASURES[1:]])
+@pytest.mark.parametrize("chunk", [1, 5, 333])
+def test_heartbeats_close_windows_as_the_exact_pairing(chunk, definitions):
+    """advance(T) after every chunk (T: the next chunk's first tick, as a heartbeat says): every
+    sample, of every kind, equals the whole run's pairing, in order and to the tick (defined
+    measures keep their own cut, which holds the built-in kinds' too)."""
+    rng = np.random.default_rng(5)
+    stim = (np.cumsum(rng.integers(4000, 6000, 300)) + 1000).tolist()
+    isr = [None if i % 11 == 0 else int(v) for i, v in enumerate(rng.integers(40, 2500, 300))]
+    task = [None if i % 13 == 0 else int(v) for i, v in enumerate(rng.integers(100, 3500, 300))]
+    tags = [(int(s) + 30, int(s) + 4500) for s in stim[40:300:37]]
+    edges = dut_edges(stim, isr, task, tag_spans=tags, isr_width=1200)   # some past the deadline
+    t, c, lv = (np.array(x) for x in zip(*edges))
+    c, lv = c.astype(np.uint8), lv.astype(np.uint8)
+    end = int(t[-1]) + 1
+    measures = [parse_measure(m, ROLES) for m in definitions]
+    exact = analysis.measure(t, c, lv, ROLES, measures, deadline=3000, end_tick=end)
+    got, on_samples = _collector()
+    agg = StreamingAggregator(ROLES, deadline=3000, measures=measures, on_samples=on_samples)
+    for i in range(0, len(t), chunk):
+        agg.feed(t[i:i + chunk], c[i:i + chunk], lv[i:i + chunk])
+        agg.advance(int(t[i + chunk]) if i + chunk < len(t) else end)
+    agg.finish(end)
+    for kind in exact.kinds:
+        mine, ref = _joined(got[kind]), exact.series[kind]
+        for name, values in mine.items():
+            assert np.array_equal(values, getattr(ref, name)), (kind, name)
+    assert agg.stimuli == exact.stimuli == 300 and agg.tagged["stim_to_isr"] > 0
+
+
+def test_a_heartbeat_judges_a_quiet_duts_last_stimuli():
+    """Three stimuli, then silence: the feed alone keeps the last two (a window needs the next
+    stimulus); a heartbeat past their deadlines judges them, exactly. One whose ISR pulse has not
+    fallen yet waits for its fall (its duration is still open), and so do the ones after it."""
+    edges = dut_edges([1000, 5000, 9000], [60, 70, 80], [150, None, 170], isr_width=20)
+    t, c, lv = (np.array(x) for x in zip(*edges))
+    c, lv = c.astype(np.uint8), lv.astype(np.uint8)
+    got, on_samples = _collector()
+    agg = StreamingAggregator(ROLES, deadline=2000, on_samples=on_samples)
+    agg.feed(t, c, lv)
+    assert _joined(got["stim_to_isr"])["values"].tolist() == [60]
+    agg.advance(10_999)             # the last window ends at 11,000: not closed yet
+    assert _joined(got["stim_to_isr"])["values"].tolist() == [60, 70]
+    agg.advance(11_000)
+    isr = _joined(got["stim_to_isr"])
+    assert isr["start_tick"].tolist() == [1000, 5000, 9000] and isr["values"].tolist() == [60, 70, 80]
+    assert _joined(got["stim_to_task"])["values"].tolist() == [150, analysis.MISSING, 170]
+    assert _joined(got["isr_duration"])["values"].tolist() == [20, 20, 20]
+    assert agg.stimuli == 3 and agg.misses[("all", "stim_to_task")] == 1
+    # An ISR pulse still high at a heartbeat past its window's end: that sample waits for its fall.
+    edges = dut_edges([1000, 5000, 9000], [60, 70, 80], [150, None, 170], isr_width=3000)
+    t, c, lv = (np.array(x) for x in zip(*edges))
+    c, lv = c.astype(np.uint8), lv.astype(np.uint8)
+    got, on_samples = _collector()
+    agg = StreamingAggregator(ROLES, deadline=2000, on_samples=on_samples)
+    keep = t < 11_500               # the third ISR pulse falls at 12,080
+    agg.feed(t[keep], c[keep], lv[keep])
+    agg.advance(11_500)
+    assert _joined(got["isr_duration"])["start_tick"].tolist() == [1000, 5000]
+    agg.feed(t[~keep], c[~keep], lv[~keep])
+    agg.advance(20_000)
+    assert _joined(got["isr_duration"])["values"].tolist() == [3000, 3000, 3000]
+    with pytest.raises(ValueError, match="advance"):
+        agg.feed(np.array([19_999]), np.array([2], np.uint8), np.array([1], np.uint8))
