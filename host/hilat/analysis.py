@@ -632,11 +632,12 @@ class Measurements:
     """Every kind of one capture, by name: the built-in stimulus kinds (when a stimulus fired) and
     the measurement definitions, each a :class:`measures.Series` with its own start edges."""
 
-    def __init__(self, titles, series, stimuli, task_before_isr=0):
+    def __init__(self, titles, series, stimuli, task_before_isr=0, task_before_isr_each=None):
         self.titles = titles       # {kind: title}, in report order
         self.series = series       # {kind: Series}
         self.stimuli = stimuli     # stimuli of the built-in kinds (0: none fired)
         self.task_before_isr = task_before_isr  # task rises before their window's ISR (late tasks)
+        self.task_before_isr_each = task_before_isr_each   # the same per stimulus (None: not known)
 
     @property
     def kinds(self):
@@ -661,8 +662,12 @@ class Measurements:
 
     def take_before(self, tick):
         """Only the samples whose start edge lies before ``tick``."""
+        each, late = self.task_before_isr_each, self.task_before_isr
+        if each is not None:   # only the stimuli kept (a streamed tail's others are counted later)
+            each = each[self.series[KINDS[0][0]].start_tick < tick]
+            late = int(each.sum())
         return Measurements(self.titles, {k: s.take(np.flatnonzero(s.start_tick < tick))
-                                          for k, s in self.series.items()}, self.stimuli, self.task_before_isr)
+                                          for k, s in self.series.items()}, self.stimuli, late, each)
 
 
 def kind_titles(roles, measures=(), builtin=True):
@@ -699,7 +704,8 @@ def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=Non
             gaps=gaps)
         tag_at, tag_window = _tag_flags(groups, roles, starts, window_end, tag_level, gaps)
         series[m.name] = Series(starts, window_end, values, duplicates, tag_at, tag_window, unknown)
-    return Measurements(kind_titles(roles, measures, builtin), series, stimuli, task_before_isr)
+    return Measurements(kind_titles(roles, measures, builtin), series, stimuli, task_before_isr,
+                        p.task_before_isr if builtin and p.task_before_isr is not None else None)
 
 
 def percentile_rank(n, p):

@@ -199,3 +199,18 @@ def test_a_heartbeat_judges_a_quiet_duts_last_stimuli():
     assert _joined(got["isr_duration"])["values"].tolist() == [3000, 3000, 3000]
     with pytest.raises(ValueError, match="advance"):
         agg.feed(np.array([19_999]), np.array([2], np.uint8), np.array([1], np.uint8))
+
+
+@pytest.mark.parametrize("chunk", [7, 10**6])
+def test_late_tasks_are_counted_once(chunk):
+    """Task rises before their window's ISR rise (late tasks): the streamed count equals the exact
+    one at any chunk size (before, the tail's stimuli were counted again at every feed)."""
+    edges = dut_edges([1000 * (i + 1) for i in range(50)], [100] * 50, [50] * 50)
+    t, c, lv = (np.array(x) for x in zip(*edges))
+    c, lv = c.astype(np.uint8), lv.astype(np.uint8)
+    exact = analysis.measure(t, c, lv, ROLES, end_tick=int(t[-1]) + 1)
+    agg = StreamingAggregator(ROLES)
+    for i in range(0, len(t), chunk):
+        agg.feed(t[i:i + chunk], c[i:i + chunk], lv[i:i + chunk])
+    agg.finish(int(t[-1]) + 1)
+    assert agg.task_before_isr == exact.task_before_isr == 50
