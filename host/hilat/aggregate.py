@@ -58,6 +58,22 @@ class _Exact:
         return (self.m2 / (self.n - 1)) ** 0.5 if self.n > 1 else 0.0
 
 
+def _start_cut(t, c, lv, channel, level, look_back=4096):
+    """The tick of a kind's second-to-last start edge (``channel`` at ``level``) when it has three or
+    more, else of its first (None: none). The last ``look_back`` edges are searched first: in a long
+    chunk they hold the last starts, and the whole array is not scanned."""
+    if len(t) > look_back:
+        tail = len(t) - look_back
+        idx = np.flatnonzero((c[tail:] == channel) & (lv[tail:] == level))
+        # Three or more in all: three inside the look-back, or two and one before it.
+        if len(idx) >= 3 or (len(idx) == 2 and ((c[:tail] == channel) & (lv[:tail] == level)).any()):
+            return int(t[tail + idx[-2]])
+    idx = np.flatnonzero((c == channel) & (lv == level))
+    if not len(idx):
+        return None
+    return int(t[idx[-2]] if len(idx) >= 3 else t[idx[0]])
+
+
 class StreamingAggregator:
     """``measures``/``builtin``: the kinds, as in ``analysis.measure``."""
 
@@ -140,9 +156,8 @@ class StreamingAggregator:
         # starts holds the cut at its first.
         cut = None
         for channel, level in self._start_edges:
-            idx = np.flatnonzero((c == channel) & (lv == level))
-            if len(idx):
-                tick = int(t[idx[-2]] if len(idx) >= 3 else t[idx[0]])
+            tick = _start_cut(t, c, lv, channel, level)
+            if tick is not None:
                 cut = tick if cut is None else min(cut, tick)
         if cut is None:
             self._tail = self._trim(t, c, lv, len(t))
@@ -167,9 +182,8 @@ class StreamingAggregator:
         # The feed's cut for the defined measures (their windows are theirs to close).
         cut = None
         for channel, level in self._start_edges[1:]:
-            idx = np.flatnonzero((c == channel) & (lv == level))
-            if len(idx):
-                m_cut = int(t[idx[-2]] if len(idx) >= 3 else t[idx[0]])
+            m_cut = _start_cut(t, c, lv, channel, level)
+            if m_cut is not None:
                 cut = m_cut if cut is None else min(cut, m_cut)
         # The tail's last window ends at ``tick`` at the latest (end_tick + 1); it is final only if its
         # deadline ends it sooner, else the next stimulus (at ``tick`` or later) may.
@@ -235,7 +249,8 @@ class StreamingAggregator:
             self._split_untagged()
         for kind in self.kinds:
             first_index = self.starts[("all", kind)]
-            self._check_range(kind, found.series[kind], first_index)
+            valid_all = found.series[kind].valid()
+            self._check_range(kind, found.series[kind], first_index, valid_all)
             if self.on_samples is not None:
                 self.on_samples(kind, found.series[kind])
             self.tagged[kind] += int((found.series[kind].tag_in_window == 1).sum())
@@ -248,7 +263,7 @@ class StreamingAggregator:
                     continue
                 sel = found.subset(kind, subset)
                 lat = sel.values
-                v = sel.valid()
+                v = valid_all if subset == "all" else sel.valid()
                 self.starts[key] += len(sel)
                 self.duplicates[key] += int(sel.duplicates.sum())
                 self.misses[key] += sel.n_misses
@@ -270,9 +285,9 @@ class StreamingAggregator:
             self.exact[("untagged", kind)] = copy.copy(self.exact[("all", kind)])
         self._untagged_shared = False
 
-    def _check_range(self, kind, series, first_index):
-        """Every measured value of ``series`` fits the kind's histograms, else SampleOutOfRange."""
-        v = series.valid()
+    def _check_range(self, kind, series, first_index, v):
+        """Every measured value of ``series`` (``v``: its valid ones) fits the kind's histograms, else
+        SampleOutOfRange."""
         if not len(v):
             return
         shift, top = self.shift[kind], self.hist[("all", kind)].highest_recordable

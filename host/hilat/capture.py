@@ -335,7 +335,8 @@ class _Stream:
         self.records += len(rec_ticks)
         self._close_gaps(self.gaps.records(rec_ticks))
         ticks, chans, lv = analysis.edges_from_records((rec_ticks, masks, levels), fractions, self.subticks)
-        ticks = ticks.astype(np.int64)
+        # A new array: reinterpreted in place (ticks < 2^63), not copied.
+        ticks = ticks.view(np.int64) if ticks.dtype == np.uint64 else ticks.astype(np.int64)
         floor = self.last_tick if self.advanced is None else max(self.advanced, self.last_tick or self.advanced)
         if floor is not None and len(ticks) and (ticks[0] < floor or (np.diff(ticks) < 0).any()):
             keep = ticks >= np.maximum.accumulate(np.concatenate(([floor], ticks)))[:-1]
