@@ -666,8 +666,21 @@ class Measurements:
         if each is not None:   # only the stimuli kept (a streamed tail's others are counted later)
             each = each[self.series[KINDS[0][0]].start_tick < tick]
             late = int(each.sum())
-        return Measurements(self.titles, {k: s.take(np.flatnonzero(s.start_tick < tick))
-                                          for k, s in self.series.items()}, self.stimuli, late, each)
+        return Measurements(self.titles, {k: _series_before(s, tick) for k, s in self.series.items()},
+                            self.stimuli, late, each)
+
+
+def _series_before(series, tick):
+    """The samples of ``series`` whose start lies before ``tick``: a prefix (starts in order) as views,
+    not copies."""
+    from hilat.measures import Series
+
+    idx = np.flatnonzero(series.start_tick < tick)
+    if len(idx) and idx[-1] != len(idx) - 1:
+        return series.take(idx)
+    n = len(idx)
+    return Series(series.start_tick[:n], series.window_end[:n], series.values[:n], series.duplicates[:n],
+                  series.tag_at_start[:n], series.tag_in_window[:n], series.unknown[:n])
 
 
 def kind_titles(roles, measures=(), builtin=True):
