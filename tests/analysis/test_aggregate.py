@@ -214,3 +214,41 @@ def test_late_tasks_are_counted_once(chunk):
         agg.feed(t[i:i + chunk], c[i:i + chunk], lv[i:i + chunk])
     agg.finish(int(t[-1]) + 1)
     assert agg.task_before_isr == exact.task_before_isr == 50
+
+
+class _Sink:
+    """A run writer that keeps what the capture's stream gives it."""
+
+    def __init__(self):
+        self.samples_of, self.closed = {}, []
+
+    def edges(self, ticks, chans, levels):
+        pass
+
+    def gaps(self, closed):
+        self.closed += closed
+
+    def samples(self, kind, series):
+        self.samples_of.setdefault(kind, []).extend(series.start_tick.tolist())
+
+
+def test_the_capture_advances_on_a_heartbeat_only_with_no_gap_open():
+    """capture._Stream: a heartbeat (complete_before) closes the windows it ends; while frames lost
+    on the link wait for the next record (the gap's end), it does nothing."""
+    from hilat.capture import _Stream
+
+    edges = dut_edges([1000, 5000, 9000], [60, 70, 80], [150, 160, 170])
+    t, c, lv = (np.array(x) for x in zip(*edges))
+    masks, levels = (1 << c).astype(np.uint16), (lv << c).astype(np.uint16)
+    sink = _Sink()
+    stream = _Stream(sink, ROLES, [], True, 2000, 0, (0, 1), 50e6)
+    stream(t.astype(np.uint64), masks, levels, np.zeros(len(t), np.uint16))
+    assert sink.samples_of["stim_to_isr"] == [1000]
+    stream.on_gap(1)                  # frames lost after the last record: a gap open
+    stream.advance(12_000)
+    assert sink.samples_of["stim_to_isr"] == [1000] and stream.advanced is None
+    stream(np.array([20_000], np.uint64), np.array([1 << 2], np.uint16), np.array([1 << 2], np.uint16),
+           np.zeros(1, np.uint16))    # the next record closes the gap [9201, 20000) on every channel
+    assert [g[:2] for g in sink.closed] == [(9201, 20_000)]
+    stream.advance(20_001)
+    assert sink.samples_of["stim_to_isr"] == [1000, 5000, 9000] and stream.advanced == 20_001
