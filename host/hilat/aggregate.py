@@ -15,6 +15,8 @@ the tag's level before it. A response pulse longer than two stimulus intervals l
 (counted as missing).
 """
 
+import copy
+
 import numpy as np
 
 from hilat import analysis
@@ -56,6 +58,22 @@ class _Exact:
         return (self.m2 / (self.n - 1)) ** 0.5 if self.n > 1 else 0.0
 
 
+def _start_cut(t, c, lv, channel, level, look_back=4096):
+    """The tick of a kind's second-to-last start edge (``channel`` at ``level``) when it has three or
+    more, else of its first (None: none). The last ``look_back`` edges are searched first: in a long
+    chunk they hold the last starts, and the whole array is not scanned."""
+    if len(t) > look_back:
+        tail = len(t) - look_back
+        idx = np.flatnonzero((c[tail:] == channel) & (lv[tail:] == level))
+        # Three or more in all: three inside the look-back, or two and one before it.
+        if len(idx) >= 3 or (len(idx) == 2 and ((c[:tail] == channel) & (lv[:tail] == level)).any()):
+            return int(t[tail + idx[-2]])
+    idx = np.flatnonzero((c == channel) & (lv == level))
+    if not len(idx):
+        return None
+    return int(t[idx[-2]] if len(idx) >= 3 else t[idx[0]])
+
+
 class StreamingAggregator:
     """``measures``/``builtin``: the kinds, as in ``analysis.measure``."""
 
@@ -76,13 +94,19 @@ class StreamingAggregator:
         self._start_edges = ([(roles.stimulus, roles.stimulus_active)] if builtin else []) + [
             (m.start.channel, m.start.level) for m in self.measures]
         keys = [(s, k) for s in SUBSET_NAMES for k in self.kinds]
-        self.hist = {key: HdrHistogram(1, highest, significant_figures) for key in keys}
+        # Until the first window a tag touches, the untagged subset is every sample: its histogram
+        # and exact statistics are the same objects as the "all" ones (recorded once), copied apart
+        # then (_split_untagged).
+        self.hist = {("all", k): HdrHistogram(1, highest, significant_figures) for k in self.kinds}
+        self.hist.update({("untagged", k): self.hist[("all", k)] for k in self.kinds})
+        self._untagged_shared = True
         # A kind the calibrated offset is subtracted from can hold a response sooner than the rig's
         # own delay, down to -offset: its histograms count value + offset (shifted back at output).
         offset_kinds = ({"stim_to_isr", "stim_to_task"} if builtin else set()) | {
             m.name for m in self.measures if m.subtract_offset}
         self.shift = {k: max(self.offset_ticks, 0) if k in offset_kinds else 0 for k in self.kinds}
-        self.exact = {key: _Exact() for key in keys}
+        self.exact = {("all", k): _Exact() for k in self.kinds}
+        self.exact.update({("untagged", k): self.exact[("all", k)] for k in self.kinds})
         self.starts = dict.fromkeys(keys, 0)
         self.misses = dict.fromkeys(keys, 0)
         self.unknown = dict.fromkeys(keys, 0)    # windows a gap touched: neither samples nor misses
@@ -102,6 +126,7 @@ class StreamingAggregator:
         # was, the level before the tail's first tag edge is the opposite of that edge's, as on disk.
         self._tag_level = None
         self._finished = False
+        self._complete_before = np.iinfo(np.int64).min   # advance(): every edge before it was fed
 
     # ---- feeding ----------------------------------------------------------------------------------
 
@@ -120,8 +145,8 @@ class StreamingAggregator:
         """One chunk of edges; chunks must follow each other in tick order."""
         ticks = np.asarray(ticks, dtype=np.int64)
         chans, levels = np.asarray(chans, dtype=np.uint8), np.asarray(levels, dtype=np.uint8)
-        if len(self._tail[0]) and len(ticks) and ticks[0] < self._tail[0][-1]:
-            raise ValueError("chunks must be fed in tick order")
+        if len(ticks) and ((len(self._tail[0]) and ticks[0] < self._tail[0][-1]) or ticks[0] < self._complete_before):
+            raise ValueError("chunks must be fed in tick order (and none before a tick advance() was given)")
         self.edges += len(ticks)
         t = np.concatenate((self._tail[0], ticks))
         c = np.concatenate((self._tail[1], chans))
@@ -131,9 +156,8 @@ class StreamingAggregator:
         # starts holds the cut at its first.
         cut = None
         for channel, level in self._start_edges:
-            idx = np.flatnonzero((c == channel) & (lv == level))
-            if len(idx):
-                tick = int(t[idx[-2]] if len(idx) >= 3 else t[idx[0]])
+            tick = _start_cut(t, c, lv, channel, level)
+            if tick is not None:
                 cut = tick if cut is None else min(cut, tick)
         if cut is None:
             self._tail = self._trim(t, c, lv, len(t))
@@ -141,6 +165,46 @@ class StreamingAggregator:
         start = int(np.searchsorted(t, cut, side="left"))
         if start:
             self._account(self._measure(t, c, lv, int(t[-1]) + 1).take_before(cut))
+        self._tail = self._trim(t, c, lv, start)
+
+    def advance(self, tick):
+        """Every edge before ``tick`` has been fed (a heartbeat of the stream: docs/ethernet.md): the
+        built-in kinds' windows that ``tick`` closes are judged now, without waiting for the next
+        stimuli. Final: a window before the last stimulus, and the last one when its deadline lies at
+        or before ``tick``; a sample whose pulse has not fallen yet (its duration still open) waits,
+        and so does every one after it. Defined measures keep their own cut (the feed's rule). The
+        samples are those the whole run's pairing gives; later edges must not lie before ``tick``."""
+        tick = int(tick)
+        self._complete_before = max(self._complete_before, tick)
+        t, c, lv = self._tail
+        if self._finished or not self.builtin or not len(t):
+            return
+        # The feed's cut for the defined measures (their windows are theirs to close).
+        cut = None
+        for channel, level in self._start_edges[1:]:
+            m_cut = _start_cut(t, c, lv, channel, level)
+            if m_cut is not None:
+                cut = m_cut if cut is None else min(cut, m_cut)
+        # The tail's last window ends at ``tick`` at the latest (end_tick + 1); it is final only if its
+        # deadline ends it sooner, else the next stimulus (at ``tick`` or later) may.
+        found = self._measure(t, c, lv, max(tick - 1, int(t[-1]) + 1))
+        series = found.series
+        starts = series["stim_to_isr"].start_tick
+        if not len(starts):
+            return
+        final = np.ones(len(starts), bool)
+        final[-1] = self.deadline is not None and int(starts[-1]) + int(self.deadline) <= tick
+        for response, duration in (("stim_to_isr", "isr_duration"), ("stim_to_task", "task_duration")):
+            d = series[duration]
+            still_high = (series[response].values != analysis.MISSING) & (d.values == analysis.MISSING)
+            final &= ~(still_high & (d.unknown == 0))
+        waiting = np.flatnonzero(~final)
+        b_cut = int(starts[waiting[0]]) if len(waiting) else tick
+        cut = b_cut if cut is None else min(cut, b_cut)
+        start = int(np.searchsorted(t, cut, side="left"))
+        if not start:
+            return
+        self._account(found.take_before(cut))
         self._tail = self._trim(t, c, lv, start)
 
     def _trim(self, t, c, lv, start):
@@ -181,17 +245,25 @@ class StreamingAggregator:
         if self.builtin:
             self.stimuli += len(found.series[analysis.KINDS[0][0]])
             self.task_before_isr += found.task_before_isr
+        if self._untagged_shared and any((found.series[k].tag_in_window != 0).any() for k in self.kinds):
+            self._split_untagged()
         for kind in self.kinds:
             first_index = self.starts[("all", kind)]
-            self._check_range(kind, found.series[kind], first_index)
+            valid_all = found.series[kind].valid()
+            self._check_range(kind, found.series[kind], first_index, valid_all)
             if self.on_samples is not None:
                 self.on_samples(kind, found.series[kind])
             self.tagged[kind] += int((found.series[kind].tag_in_window == 1).sum())
             for subset in SUBSET_NAMES:
+                key = (subset, kind)
+                if subset != "all" and self._untagged_shared:
+                    # No window tagged (nor hidden) so far: the untagged samples are all of them.
+                    for counter in (self.starts, self.duplicates, self.misses, self.unknown):
+                        counter[key] = counter[("all", kind)]
+                    continue
                 sel = found.subset(kind, subset)
                 lat = sel.values
-                v = sel.valid()
-                key = (subset, kind)
+                v = valid_all if subset == "all" else sel.valid()
                 self.starts[key] += len(sel)
                 self.duplicates[key] += int(sel.duplicates.sum())
                 self.misses[key] += sel.n_misses
@@ -205,9 +277,17 @@ class StreamingAggregator:
                         self.worst[kind] = {"index": first_index + i, "start_tick": int(sel.start_tick[i]),
                                             "ticks": int(lat[i]), "tagged": bool(sel.tag_in_window[i])}
 
-    def _check_range(self, kind, series, first_index):
-        """Every measured value of ``series`` fits the kind's histograms, else SampleOutOfRange."""
-        v = series.valid()
+    def _split_untagged(self):
+        """The first tagged window: the untagged subset gets its own histograms and statistics, copies
+        of the "all" ones so far (every sample until now was untagged)."""
+        for kind in self.kinds:
+            self.hist[("untagged", kind)] = copy.deepcopy(self.hist[("all", kind)])
+            self.exact[("untagged", kind)] = copy.copy(self.exact[("all", kind)])
+        self._untagged_shared = False
+
+    def _check_range(self, kind, series, first_index, v):
+        """Every measured value of ``series`` (``v``: its valid ones) fits the kind's histograms, else
+        SampleOutOfRange."""
         if not len(v):
             return
         shift, top = self.shift[kind], self.hist[("all", kind)].highest_recordable

@@ -245,16 +245,37 @@ def edges_from_records(records, fractions=None, subticks=None):
         rec_ticks, masks, lv = arr[:, 0], arr[:, 1], arr[:, 2]
         if arr.shape[1] == 4 and fractions is None:
             fractions = arr[:, 3]
-    masks = np.ascontiguousarray(masks, dtype="<u2")
+    masks = np.asarray(masks).astype(np.uint16, copy=False)
     lv = np.asarray(lv, dtype=np.uint16)
-    # Masks of up to 16 channels (protocol v2): the two little-endian bytes of each, bit by bit.
-    bits = np.unpackbits(masks.view(np.uint8).reshape(-1, 2), axis=1, bitorder="little")  # (records, 16)
-    rows, chans = np.nonzero(bits)
-    levels = (lv[rows] >> chans.astype(np.uint16)) & 1
+    count, first, table = _mask_bits()
+    # Each record gives count[mask] edges, its set bits in ascending order: table[first[mask] + j].
+    per_record = count[masks]
+    rows = np.repeat(np.arange(len(masks), dtype=np.intp), per_record)
+    # table index of edge e: first[mask] of its record + (e - the record's first edge).
+    start = first[masks].astype(np.int64) - (np.cumsum(per_record, dtype=np.int64) - per_record)
+    chans = table[np.repeat(start, per_record) + np.arange(len(rows), dtype=np.int64)]
+    levels = ((lv[rows] >> chans) & 1).astype(np.uint8)
     times = np.asarray(rec_ticks, dtype=np.uint64)[rows]
     if subticks is not None:
         times = subticks.place(times, chans, None if fractions is None else np.asarray(fractions)[rows])
-    return times, chans.astype(np.uint8), levels.astype(np.uint8)
+    return times, chans.astype(np.uint8), levels
+
+
+_MASK_BITS = None
+
+
+def _mask_bits():
+    """For every 16-bit channel mask: its number of set bits (uint8), where its bits start in
+    ``table`` (int64), and ``table``: every mask's set bits in ascending order (uint16), mask after
+    mask (524,288 entries; built once)."""
+    global _MASK_BITS
+    if _MASK_BITS is None:
+        bits = np.unpackbits(np.arange(1 << 16, dtype="<u2").view(np.uint8).reshape(-1, 2), axis=1,
+                             bitorder="little")
+        count = bits.sum(axis=1, dtype=np.uint8)
+        first = np.concatenate(([0], np.cumsum(count, dtype=np.int64)[:-1]))
+        _MASK_BITS = (count, first, np.nonzero(bits)[1].astype(np.uint16))
+    return _MASK_BITS
 
 
 def in_subticks(units_per_tick, offset_ticks, deadline_ticks, measures=()):
@@ -611,11 +632,12 @@ class Measurements:
     """Every kind of one capture, by name: the built-in stimulus kinds (when a stimulus fired) and
     the measurement definitions, each a :class:`measures.Series` with its own start edges."""
 
-    def __init__(self, titles, series, stimuli, task_before_isr=0):
+    def __init__(self, titles, series, stimuli, task_before_isr=0, task_before_isr_each=None):
         self.titles = titles       # {kind: title}, in report order
         self.series = series       # {kind: Series}
         self.stimuli = stimuli     # stimuli of the built-in kinds (0: none fired)
         self.task_before_isr = task_before_isr  # task rises before their window's ISR (late tasks)
+        self.task_before_isr_each = task_before_isr_each   # the same per stimulus (None: not known)
 
     @property
     def kinds(self):
@@ -640,8 +662,25 @@ class Measurements:
 
     def take_before(self, tick):
         """Only the samples whose start edge lies before ``tick``."""
-        return Measurements(self.titles, {k: s.take(np.flatnonzero(s.start_tick < tick))
-                                          for k, s in self.series.items()}, self.stimuli, self.task_before_isr)
+        each, late = self.task_before_isr_each, self.task_before_isr
+        if each is not None:   # only the stimuli kept (a streamed tail's others are counted later)
+            each = each[self.series[KINDS[0][0]].start_tick < tick]
+            late = int(each.sum())
+        return Measurements(self.titles, {k: _series_before(s, tick) for k, s in self.series.items()},
+                            self.stimuli, late, each)
+
+
+def _series_before(series, tick):
+    """The samples of ``series`` whose start lies before ``tick``: a prefix (starts in order) as views,
+    not copies."""
+    from hilat.measures import Series
+
+    idx = np.flatnonzero(series.start_tick < tick)
+    if len(idx) and idx[-1] != len(idx) - 1:
+        return series.take(idx)
+    n = len(idx)
+    return Series(series.start_tick[:n], series.window_end[:n], series.values[:n], series.duplicates[:n],
+                  series.tag_at_start[:n], series.tag_in_window[:n], series.unknown[:n])
 
 
 def kind_titles(roles, measures=(), builtin=True):
@@ -678,7 +717,8 @@ def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=Non
             gaps=gaps)
         tag_at, tag_window = _tag_flags(groups, roles, starts, window_end, tag_level, gaps)
         series[m.name] = Series(starts, window_end, values, duplicates, tag_at, tag_window, unknown)
-    return Measurements(kind_titles(roles, measures, builtin), series, stimuli, task_before_isr)
+    return Measurements(kind_titles(roles, measures, builtin), series, stimuli, task_before_isr,
+                        p.task_before_isr if builtin and p.task_before_isr is not None else None)
 
 
 def percentile_rank(n, p):

@@ -303,6 +303,7 @@ class _Stream:
         self.last_tick = None
         self.records = 0
         self.out_of_order = 0        # edges behind the previous one (a rig never sends them: counted, dropped)
+        self.advanced = None         # the last heartbeat's tick given to the pairing, in the edges' unit
         self.shown_max = {}
         self.responses_before_offset = 0
         # The kinds the offset is subtracted from, whose negative values are "before the offset".
@@ -334,9 +335,11 @@ class _Stream:
         self.records += len(rec_ticks)
         self._close_gaps(self.gaps.records(rec_ticks))
         ticks, chans, lv = analysis.edges_from_records((rec_ticks, masks, levels), fractions, self.subticks)
-        ticks = ticks.astype(np.int64)
-        if self.last_tick is not None and len(ticks) and (ticks[0] < self.last_tick or (np.diff(ticks) < 0).any()):
-            keep = ticks >= np.maximum.accumulate(np.concatenate(([self.last_tick], ticks)))[:-1]
+        # A new array: reinterpreted in place (ticks < 2^63), not copied.
+        ticks = ticks.view(np.int64) if ticks.dtype == np.uint64 else ticks.astype(np.int64)
+        floor = self.last_tick if self.advanced is None else max(self.advanced, self.last_tick or self.advanced)
+        if floor is not None and len(ticks) and (ticks[0] < floor or (np.diff(ticks) < 0).any()):
+            keep = ticks >= np.maximum.accumulate(np.concatenate(([floor], ticks)))[:-1]
             self.out_of_order += int((~keep).sum())
             ticks, chans, lv = ticks[keep], chans[keep], lv[keep]
         if not len(ticks):
@@ -352,14 +355,31 @@ class _Stream:
         self.aggregator.feed(ticks, chans, lv)
         self._new_maxima()
 
+    def advance(self, complete_before):
+        """A heartbeat of the stream: every record before tick ``complete_before`` has arrived or is
+        in a gap. With no gap open (a hole's end is not known yet) the pairing closes the windows it
+        ends (``StreamingAggregator.advance``): a quiet DUT's last stimuli are judged now."""
+        if complete_before is None or self.gaps.open:
+            return
+        units = int(complete_before) * (self.subticks.units_per_tick if self.subticks is not None else 1)
+        if self.advanced is not None and units <= self.advanced:
+            return
+        self.advanced = units
+        self.aggregator.advance(units)
+        self._new_maxima()
+
     def _samples(self, kind, series):
         self.writer.samples(kind, series)
         ok = series.values != analysis.MISSING
         if kind in self._offset_kinds:
             self.responses_before_offset += int((series.values[ok] < 0).sum())
         if self.hlog is not None and ok.any():
-            self.hlog.samples(kind, series.start_tick[ok],
-                              np.round(series.values[ok] * self.tick_ns).astype(np.int64))
+            values = series.values[ok]
+            # A whole number of ns a unit (20 ns at 50 MHz): an integer product, the same as the
+            # rounded float one below 2^53 ns, without the float pass.
+            exact = float(self.tick_ns).is_integer() and int(np.abs(values).max()) * int(self.tick_ns) < 1 << 53
+            ns = values * int(self.tick_ns) if exact else np.round(values * self.tick_ns).astype(np.int64)
+            self.hlog.samples(kind, series.start_tick[ok], ns)
 
     def _new_maxima(self):
         for kind, worst in self.aggregator.worst.items():

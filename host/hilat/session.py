@@ -309,6 +309,9 @@ class Session:
         n = self._deliver(consumer, batch.ticks, batch.channels, batch.levels, batch.fractions, batch.marks)
         if self.stream is not None:
             self.complete_before = self.stream.decoder.complete_before
+            advance = getattr(consumer, "advance", None)   # capture._Stream: heartbeats close windows
+            if advance is not None:
+                advance(self.complete_before)
             if n:
                 self.stream.last_processed = time.monotonic()
         return n

@@ -8,6 +8,7 @@ from hilat import analysis
 from hilat.aggregate import StreamingAggregator
 from hilat.cli import main
 from hilat.hdr import HdrHistogram
+from hilat.measures import parse as parse_measure
 from hilat.runs import load_run
 from synth import ROLES, dut_edges, measures_json, random_run, write_run
 
@@ -119,3 +120,135 @@ def test_a_response_sooner_than_the_offset_is_in_the_streamed_figures():
     assert ref["min"] == st["min"] == -40 and ref["median"] == st["median"] == 50.0
     assert st["percentiles"]["p50"] == ref["percentiles"]["p50"] == 50
     assert agg.hist[("all", "stim_to_isr")].out_of_range == 0
+
+
+def _collector():
+    got = {}
+
+    def on_samples(kind, series):
+        got.setdefault(kind, []).append(series)
+    return got, on_samples
+
+
+def _joined(parts):
+    return {name: np.concatenate([getattr(s, name) for s in parts])
+            for name in ("start_tick", "window_end", "values", "duplicates", "tag_in_window", "unknown")}
+
+
+@pytest.mark.parametrize("definitions", [(), MEASURES[1:]])
+@pytest.mark.parametrize("chunk", [1, 5, 333])
+def test_heartbeats_close_windows_as_the_exact_pairing(chunk, definitions):
+    """advance(T) after every chunk (T: the next chunk's first tick, as a heartbeat says): every
+    sample, of every kind, equals the whole run's pairing, in order and to the tick (defined
+    measures keep their own cut, which holds the built-in kinds' too)."""
+    rng = np.random.default_rng(5)
+    stim = (np.cumsum(rng.integers(4000, 6000, 300)) + 1000).tolist()
+    isr = [None if i % 11 == 0 else int(v) for i, v in enumerate(rng.integers(40, 2500, 300))]
+    task = [None if i % 13 == 0 else int(v) for i, v in enumerate(rng.integers(100, 3500, 300))]
+    tags = [(int(s) + 30, int(s) + 4500) for s in stim[40:300:37]]
+    edges = dut_edges(stim, isr, task, tag_spans=tags, isr_width=1200)   # some past the deadline
+    t, c, lv = (np.array(x) for x in zip(*edges))
+    c, lv = c.astype(np.uint8), lv.astype(np.uint8)
+    end = int(t[-1]) + 1
+    measures = [parse_measure(m, ROLES) for m in definitions]
+    exact = analysis.measure(t, c, lv, ROLES, measures, deadline=3000, end_tick=end)
+    got, on_samples = _collector()
+    agg = StreamingAggregator(ROLES, deadline=3000, measures=measures, on_samples=on_samples)
+    for i in range(0, len(t), chunk):
+        agg.feed(t[i:i + chunk], c[i:i + chunk], lv[i:i + chunk])
+        agg.advance(int(t[i + chunk]) if i + chunk < len(t) else end)
+    agg.finish(end)
+    for kind in exact.kinds:
+        mine, ref = _joined(got[kind]), exact.series[kind]
+        for name, values in mine.items():
+            assert np.array_equal(values, getattr(ref, name)), (kind, name)
+    assert agg.stimuli == exact.stimuli == 300 and agg.tagged["stim_to_isr"] > 0
+
+
+def test_a_heartbeat_judges_a_quiet_duts_last_stimuli():
+    """Three stimuli, then silence: the feed alone keeps the last two (a window needs the next
+    stimulus); a heartbeat past their deadlines judges them, exactly. One whose ISR pulse has not
+    fallen yet waits for its fall (its duration is still open), and so do the ones after it."""
+    edges = dut_edges([1000, 5000, 9000], [60, 70, 80], [150, None, 170], isr_width=20)
+    t, c, lv = (np.array(x) for x in zip(*edges))
+    c, lv = c.astype(np.uint8), lv.astype(np.uint8)
+    got, on_samples = _collector()
+    agg = StreamingAggregator(ROLES, deadline=2000, on_samples=on_samples)
+    agg.feed(t, c, lv)
+    assert _joined(got["stim_to_isr"])["values"].tolist() == [60]
+    agg.advance(10_999)             # the last window ends at 11,000: not closed yet
+    assert _joined(got["stim_to_isr"])["values"].tolist() == [60, 70]
+    agg.advance(11_000)
+    isr = _joined(got["stim_to_isr"])
+    assert isr["start_tick"].tolist() == [1000, 5000, 9000] and isr["values"].tolist() == [60, 70, 80]
+    assert _joined(got["stim_to_task"])["values"].tolist() == [150, analysis.MISSING, 170]
+    assert _joined(got["isr_duration"])["values"].tolist() == [20, 20, 20]
+    assert agg.stimuli == 3 and agg.misses[("all", "stim_to_task")] == 1
+    # An ISR pulse still high at a heartbeat past its window's end: that sample waits for its fall.
+    edges = dut_edges([1000, 5000, 9000], [60, 70, 80], [150, None, 170], isr_width=3000)
+    t, c, lv = (np.array(x) for x in zip(*edges))
+    c, lv = c.astype(np.uint8), lv.astype(np.uint8)
+    got, on_samples = _collector()
+    agg = StreamingAggregator(ROLES, deadline=2000, on_samples=on_samples)
+    keep = t < 11_500               # the third ISR pulse falls at 12,080
+    agg.feed(t[keep], c[keep], lv[keep])
+    agg.advance(11_500)
+    assert _joined(got["isr_duration"])["start_tick"].tolist() == [1000, 5000]
+    agg.feed(t[~keep], c[~keep], lv[~keep])
+    agg.advance(20_000)
+    assert _joined(got["isr_duration"])["values"].tolist() == [3000, 3000, 3000]
+    with pytest.raises(ValueError, match="advance"):
+        agg.feed(np.array([19_999]), np.array([2], np.uint8), np.array([1], np.uint8))
+
+
+@pytest.mark.parametrize("chunk", [7, 10**6])
+def test_late_tasks_are_counted_once(chunk):
+    """Task rises before their window's ISR rise (late tasks): the streamed count equals the exact
+    one at any chunk size (before, the tail's stimuli were counted again at every feed)."""
+    edges = dut_edges([1000 * (i + 1) for i in range(50)], [100] * 50, [50] * 50)
+    t, c, lv = (np.array(x) for x in zip(*edges))
+    c, lv = c.astype(np.uint8), lv.astype(np.uint8)
+    exact = analysis.measure(t, c, lv, ROLES, end_tick=int(t[-1]) + 1)
+    agg = StreamingAggregator(ROLES)
+    for i in range(0, len(t), chunk):
+        agg.feed(t[i:i + chunk], c[i:i + chunk], lv[i:i + chunk])
+    agg.finish(int(t[-1]) + 1)
+    assert agg.task_before_isr == exact.task_before_isr == 50
+
+
+class _Sink:
+    """A run writer that keeps what the capture's stream gives it."""
+
+    def __init__(self):
+        self.samples_of, self.closed = {}, []
+
+    def edges(self, ticks, chans, levels):
+        pass
+
+    def gaps(self, closed):
+        self.closed += closed
+
+    def samples(self, kind, series):
+        self.samples_of.setdefault(kind, []).extend(series.start_tick.tolist())
+
+
+def test_the_capture_advances_on_a_heartbeat_only_with_no_gap_open():
+    """capture._Stream: a heartbeat (complete_before) closes the windows it ends; while frames lost
+    on the link wait for the next record (the gap's end), it does nothing."""
+    from hilat.capture import _Stream
+
+    edges = dut_edges([1000, 5000, 9000], [60, 70, 80], [150, 160, 170])
+    t, c, lv = (np.array(x) for x in zip(*edges))
+    masks, levels = (1 << c).astype(np.uint16), (lv << c).astype(np.uint16)
+    sink = _Sink()
+    stream = _Stream(sink, ROLES, [], True, 2000, 0, (0, 1), 50e6)
+    stream(t.astype(np.uint64), masks, levels, np.zeros(len(t), np.uint16))
+    assert sink.samples_of["stim_to_isr"] == [1000]
+    stream.on_gap(1)                  # frames lost after the last record: a gap open
+    stream.advance(12_000)
+    assert sink.samples_of["stim_to_isr"] == [1000] and stream.advanced is None
+    stream(np.array([20_000], np.uint64), np.array([1 << 2], np.uint16), np.array([1 << 2], np.uint16),
+           np.zeros(1, np.uint16))    # the next record closes the gap [9201, 20000) on every channel
+    assert [g[:2] for g in sink.closed] == [(9201, 20_000)]
+    stream.advance(20_001)
+    assert sink.samples_of["stim_to_isr"] == [1000, 5000, 9000] and stream.advanced == 20_001

@@ -207,8 +207,10 @@ class HdrHistogram:
             if v.size == 0:
                 return
             lo, hi = int(v.min()), int(v.max())
-        # bincount is ~10x faster than np.add.at; the counts array is small (tens of thousands).
-        self._counts += np.bincount(self.counts_array_index(v), minlength=self.counts_len)
+        # bincount is ~10x faster than np.add.at; counted only up to the highest index present (a
+        # few thousand bins for latencies), not over the whole counts array (tens of thousands).
+        counts = np.bincount(self.counts_array_index(v))
+        self._counts[:len(counts)] += counts
         self._total += int(v.size)
         self._min_recorded = lo if self._min_recorded is None else min(self._min_recorded, lo)
         self._max_recorded = hi if self._max_recorded is None else max(self._max_recorded, hi)
