@@ -289,3 +289,49 @@ def link_errors(sim_log):
     the rig (preamble, frame check sequence, bus error, length)."""
     text = Path(sim_log).read_text(errors="replace")
     return [line for line in text.splitlines() if line.startswith("[gmii_ethernet]:")]
+
+
+def _icmp_checksum(data):
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def ping(address, ident, seq, payload, timeout):
+    """One ICMP echo request to ``address``; the reply's payload (a raw socket: root in the namespace)."""
+    header = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
+    request = struct.pack("!BBHHH", 8, 0, _icmp_checksum(header + payload), ident, seq) + payload
+    with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP) as s:
+        s.settimeout(timeout)
+        s.sendto(request, (address, 0))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            packet, _ = s.recvfrom(2048)
+            icmp = packet[(packet[0] & 0x0F) * 4:]
+            kind, _, _, got_ident, got_seq = struct.unpack("!BBHHH", icmp[:8])
+            if kind == 0 and (got_ident, got_seq) == (ident, seq):
+                return icmp[8:]
+    raise TimeoutError(f"no echo reply from {address}")
+
+
+class BadFrame(ValueError):
+    """A frame of the link that tshark finds malformed, warns about, or whose IPv4 checksum is bad."""
+
+
+def checked_frames(pcap):
+    """(kind, frame) of every frame of ``pcap`` as tshark reads it (kind: "arp", or the protocol on IPv4:
+    "udp", "icmp"), once it passed what every frame must: not malformed, no warning or error of tshark's,
+    and on IPv4 a header checksum tshark validated as good (else ``BadFrame``)."""
+    for frame in tshark_frames(pcap):
+        protocols = frame["frame.protocols"]
+        kind = "arp" if protocols == "eth:ethertype:arp" else protocols.split(":")[3] if protocols.startswith(
+            "eth:ethertype:ip:") else protocols
+        severities = [int(s) for s in frame["_ws.expert.severity"].split(",") if s]
+        if frame["_ws.malformed"] != "" or max(severities, default=0) >= WARN_SEVERITY:
+            raise BadFrame(f"tshark: {frame}")
+        if kind != "arp" and frame["ip.checksum.status"] != "1":
+            raise BadFrame(f"IPv4 header checksum not good: {frame}")
+        yield kind, frame
