@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hilat import kernels
+
 # (key, title, measured from the stimulus?)  Keys are stable: they name columns and JSON fields.
 KINDS = [
     ("stim_to_isr", "stimulus -> ISR entry"),
@@ -248,6 +250,15 @@ def edges_from_records(records, fractions=None, subticks=None):
     masks = np.asarray(masks).astype(np.uint16, copy=False)
     lv = np.asarray(lv, dtype=np.uint16)
     count, first, table = _mask_bits()
+    # The fractions matter only to a rig that samples its inputs more than once a tick.
+    fractions_used = subticks is not None and fractions is not None and subticks.units_per_tick != 1 \
+        and subticks.samples_per_tick != 1
+    if not fractions_used and kernels.available():
+        # One compiled pass (hilat.kernels): the same edges as the table's below.
+        times, chans, levels = kernels.edges_from_records(rec_ticks, masks, lv, int(count[masks].sum(dtype=np.int64)))
+        if subticks is not None:
+            times = subticks.place(times, chans, None)
+        return times, chans, levels
     # Each record gives count[mask] edges, its set bits in ascending order: table[first[mask] + j].
     per_record = count[masks]
     rows = np.repeat(np.arange(len(masks), dtype=np.intp), per_record)
@@ -524,7 +535,7 @@ def _tag_flags(groups, roles, starts, window_end, tag_level=None, gaps=None):
         initial = 1 - int(tag_levels[tag_order[0]]) if len(tag_order) else 0
     tag_at = _level_at(tag_ticks[tag_order], tag_levels[tag_order], starts, initial=initial)
     # Active at any time in [S, end): active at S, or a rise inside the window.
-    rise_inside = np.searchsorted(tag_rises, window_end, "left") > np.searchsorted(tag_rises, starts, "left")
+    rise_inside = kernels.searchsorted(tag_rises, window_end, "left") > kernels.searchsorted(tag_rises, starts, "left")
     tag_window = ((tag_at == 1) | rise_inside).astype(np.uint8)
     if gaps is not None and len(gaps):
         sorted_ticks = tag_ticks[tag_order]
@@ -571,15 +582,15 @@ def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks
     def first_in_window(rises, falls, after):
         """The first rise at or after ``after`` (per window) and before the window's end, the rises
         after it in the window, and the pulse's duration."""
-        lo = np.searchsorted(rises, after, side="left")
-        hi = np.searchsorted(rises, window_end, side="left")
+        lo = kernels.searchsorted(rises, after, side="left")
+        hi = kernels.searchsorted(rises, window_end, side="left")
         found = hi > lo
         at = np.full(n, MISSING, dtype=np.int64)
         at[found] = rises[lo[found]]
         # Duration: the first fall after the matched rise (MISSING if the capture ended first).
         duration = np.full(n, MISSING, dtype=np.int64)
         if found.any() and len(falls):
-            fi = np.searchsorted(falls, at[found], side="right")
+            fi = kernels.searchsorted(falls, at[found], side="right")
             has_fall = fi < len(falls)
             idx = np.flatnonzero(found)[has_fall]
             duration[idx] = falls[fi[has_fall]] - at[idx]
@@ -592,8 +603,8 @@ def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks
     task_from = (np.where(isr_at != MISSING, isr_at, window_end) if roles.isr is not None and task_after_isr
                  else stim)
     task_at, task_dup, task_duration = first_in_window(task_rise, task_fall, task_from)
-    task_before_isr = (np.searchsorted(task_rise, np.minimum(task_from, window_end), side="left")
-                       - np.searchsorted(task_rise, stim, side="left")).astype(np.int64)
+    task_before_isr = (kernels.searchsorted(task_rise, np.minimum(task_from, window_end), side="left")
+                       - kernels.searchsorted(task_rise, stim, side="left")).astype(np.int64)
     isr_latency = np.where(isr_at != MISSING, isr_at - stim - offset_ticks, MISSING)
     task_latency = np.where(task_at != MISSING, task_at - stim - offset_ticks, MISSING)
     both = (isr_at != MISSING) & (task_at != MISSING)

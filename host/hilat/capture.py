@@ -233,16 +233,23 @@ class _RollingHlog:
         # A response sooner than the rig's own delay (a value below 0 once the calibrated offset is
         # subtracted) has no place in a log of latencies >= 0: counted (meta.json), the calibration's
         # warning says why; the summary keeps it.
-        below = values_ns < 0
-        if below.any():
-            self.below_zero += int(below.sum())
+        if values_ns.min() < 0:
+            below = values_ns < 0
+            self.below_zero += int(np.count_nonzero(below))
             start_ticks, values_ns = start_ticks[~below], values_ns[~below]
             if not len(start_ticks):
                 return
-        idx = (start_ticks - self.origin) // self.interval_ticks
-        bounds = np.flatnonzero(np.diff(idx)) + 1
-        for part_idx, part in zip(np.split(idx, bounds), np.split(values_ns, bounds)):
-            start = self.origin + int(part_idx[0]) * self.interval_ticks
+        # The samples come in start order: when the first and the last lie in one interval (a chunk
+        # is much shorter than an interval), so do all, and no interval index per sample is needed.
+        first, last = ((int(start_ticks[i]) - self.origin) // self.interval_ticks for i in (0, -1))
+        if first == last:
+            parts = [(first, values_ns)]
+        else:
+            idx = (start_ticks - self.origin) // self.interval_ticks
+            bounds = np.flatnonzero(np.diff(idx)) + 1
+            parts = zip((int(i[0]) for i in np.split(idx, bounds)), np.split(values_ns, bounds))
+        for part_idx, part in parts:
+            start = self.origin + part_idx * self.interval_ticks
             current = self.open[kind]
             if current is not None and start > current[0]:
                 self._close(kind)
@@ -370,16 +377,20 @@ class _Stream:
 
     def _samples(self, kind, series):
         self.writer.samples(kind, series)
-        ok = series.values != analysis.MISSING
+        values, starts = series.values, series.start_tick
+        ok = values != analysis.MISSING
+        measured = int(np.count_nonzero(ok))
         if kind in self._offset_kinds:
-            self.responses_before_offset += int((series.values[ok] < 0).sum())
-        if self.hlog is not None and ok.any():
-            values = series.values[ok]
+            self.responses_before_offset += int(np.count_nonzero((values < 0) & ok))
+        if self.hlog is not None and measured:
+            if measured < len(values):
+                values, starts = values[ok], starts[ok]
             # A whole number of ns a unit (20 ns at 50 MHz): an integer product, the same as the
             # rounded float one below 2^53 ns, without the float pass.
-            exact = float(self.tick_ns).is_integer() and int(np.abs(values).max()) * int(self.tick_ns) < 1 << 53
+            exact = (float(self.tick_ns).is_integer()
+                     and max(-int(values.min()), int(values.max())) * int(self.tick_ns) < 1 << 53)
             ns = values * int(self.tick_ns) if exact else np.round(values * self.tick_ns).astype(np.int64)
-            self.hlog.samples(kind, series.start_tick[ok], ns)
+            self.hlog.samples(kind, starts, ns)
 
     def _new_maxima(self):
         for kind, worst in self.aggregator.worst.items():

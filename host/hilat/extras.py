@@ -11,6 +11,7 @@ EXTRAS = {
     "gateware": "the simulated rig and the gateware (LiteX, Migen, the VexRiscv CPU and its C library)",
     "boards": "bitstreams for the boards with the open toolchain (YoWASP) and openFPGALoader",
     "labgrid": "the labgrid driver hilat.labgrid.HilatDriver (labgrid; its pyserial-labgrid serves serial ports)",
+    "fast": "compiled loops of the streaming capture (numba); without it the same results from numpy, slower",
 }
 
 

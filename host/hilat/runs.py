@@ -138,7 +138,8 @@ class StoreAppender:
 
     def append(self, items):
         if len(items):
-            self.file.write(items.tobytes())
+            # The array's own bytes (no copy as tobytes makes), contiguous as it always is here.
+            self.file.write(memoryview(np.ascontiguousarray(items)).cast("B"))
             self.count += len(items)
 
     def flush(self):

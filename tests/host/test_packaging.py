@@ -54,7 +54,7 @@ def _packages_distributions(venv):
 
 
 @pytest.mark.parametrize("folder,allowed", [("host/hilat", ("dependencies", "serial", "pytest", "report", "gateware",
-                                                           "labgrid")),
+                                                           "labgrid", "fast")),
                                             ("targets", ("dependencies", "gateware", "boards")),
                                             ("gateware", ("dependencies", "gateware"))])
 def test_every_import_is_declared(folder, allowed):

@@ -207,10 +207,18 @@ class HdrHistogram:
             if v.size == 0:
                 return
             lo, hi = int(v.min()), int(v.max())
-        # bincount is ~10x faster than np.add.at; counted only up to the highest index present (a
-        # few thousand bins for latencies), not over the whole counts array (tens of thousands).
-        counts = np.bincount(self.counts_array_index(v))
-        self._counts[:len(counts)] += counts
+        if hi - lo < v.size:
+            # Dense (latencies span a few dozen ticks): each value counted once by bincount, then only
+            # the values present go to their buckets; the same counts without a bucket index per sample.
+            per_value = np.bincount(v) if hi < v.size else np.bincount(v - lo)
+            present = np.flatnonzero(per_value)
+            values = present if hi < v.size else present + lo
+            np.add.at(self._counts, self.counts_array_index(values), per_value[present])
+        else:
+            # bincount is ~10x faster than np.add.at; counted only up to the highest index present (a
+            # few thousand bins for latencies), not over the whole counts array (tens of thousands).
+            counts = np.bincount(self.counts_array_index(v))
+            self._counts[:len(counts)] += counts
         self._total += int(v.size)
         self._min_recorded = lo if self._min_recorded is None else min(self._min_recorded, lo)
         self._max_recorded = hi if self._max_recorded is None else max(self._max_recorded, hi)
