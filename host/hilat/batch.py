@@ -38,6 +38,9 @@ class RecordBatch(NamedTuple):
     # Where the stream was disturbed, in arrival order: (records before it in this batch, what) with
     # what a Frame of another type than EVENTS or an int (frames lost on the link, a sequence gap).
     marks: list = []
+    # The records' edges when the link worked them out already (its decode thread, hilat.kernels
+    # .edges_with_offsets: ticks, channels, levels, first_edge), else None.
+    edges: tuple | None = None
 
 
 class _Events(NamedTuple):

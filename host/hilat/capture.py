@@ -320,10 +320,18 @@ class _Stream:
     # tens of MiB however much one read of the link brings.
     DEFAULT_CHUNK = 1 << 16
 
-    def __call__(self, ticks, masks, levels, fractions):
+    # Records may come with their edges worked out (the Ethernet stream's decode thread): ``edges=``.
+    takes_edges = True
+
+    def __call__(self, ticks, masks, levels, fractions, edges=None):
         step = self.chunk_records or self.DEFAULT_CHUNK
         for i in range(0, len(ticks), step):
-            self._records(ticks[i:i + step], masks[i:i + step], levels[i:i + step], fractions[i:i + step])
+            j = min(i + step, len(ticks))
+            part = None
+            if edges is not None:
+                a, b = int(edges[3][i]), int(edges[3][j])
+                part = (edges[0][a:b], edges[1][a:b], edges[2][a:b])
+            self._records(ticks[i:j], masks[i:j], levels[i:j], fractions[i:j], part)
 
     def on_gap(self, what):
         """A hole in the stream, before the records that follow: an OVERFLOW marker, or a number of
@@ -338,10 +346,15 @@ class _Stream:
             self.aggregator.add_gap(start, end, channels)
         self.writer.gaps(closed)
 
-    def _records(self, rec_ticks, masks, levels, fractions):
+    def _records(self, rec_ticks, masks, levels, fractions, edges=None):
         self.records += len(rec_ticks)
         self._close_gaps(self.gaps.records(rec_ticks))
-        ticks, chans, lv = analysis.edges_from_records((rec_ticks, masks, levels), fractions, self.subticks)
+        if edges is None:
+            ticks, chans, lv = analysis.edges_from_records((rec_ticks, masks, levels), fractions, self.subticks)
+        else:   # the kernel's edges (no sub-tick positions): placed as edges_from_records places them
+            ticks, chans, lv = edges
+            if self.subticks is not None:
+                ticks = self.subticks.place(ticks, chans, None)
         # A new array: reinterpreted in place (ticks < 2^63), not copied.
         ticks = ticks.view(np.int64) if ticks.dtype == np.uint64 else ticks.astype(np.int64)
         floor = self.last_tick if self.advanced is None else max(self.advanced, self.last_tick or self.advanced)
@@ -376,6 +389,11 @@ class _Stream:
         self._new_maxima()
 
     def _samples(self, kind, series):
+        # Written on the run writer's thread (its file writes and the log's histograms do not hold
+        # up the pairing); the arrays are final and not changed after.
+        self.writer.later(lambda: self._write_samples(kind, series))
+
+    def _write_samples(self, kind, series):
         self.writer.samples(kind, series)
         values, starts = series.values, series.start_tick
         ok = values != analysis.MISSING
@@ -595,9 +613,10 @@ class Capture:
         self.live.update()
         now = time.monotonic()
         if now - self._last_flush >= 1.0:
-            # Decoded data reaches the disk within a second (raw.bin is unbuffered anyway).
+            # Decoded data reaches the disk within a second (raw.bin is unbuffered anyway), written
+            # behind: the decoding does not wait for it.
             self._last_flush = now
-            self.writer.flush()
+            self.writer.flush(wait=False)
         if self._interim_requested:
             self._interim_requested = False
             self.write_interim()
@@ -980,10 +999,12 @@ class Capture:
             self.observed_end = self._observed_end()
             try:
                 self.stream.finish(self.observed_end, cut_short=self.interrupted or self.error is not None)
+                self.writer.flush()   # the samples' jobs done (a log's error raised here)
             except SampleOutOfRange as e:
                 self.error = self.error or f"run {self.run_dir}: {e}"
                 log.error("%s", self.error)
         if self.hlog is not None:
+            self.writer.flush()   # every sample in the log (the writer's thread) before it closes
             self.hlog.close((self.stream.last_tick or 0) + 1)
         if self.rig_histograms is not None:
             self.writer.write_json("engine.json", {**self.rig_histograms.finish().to_json(),
@@ -1020,6 +1041,7 @@ class Capture:
         intervals cut at the last edge; the capture goes on."""
         self.interim_summaries += 1
         if self.hlog is not None and self.stream.last_tick is not None:
+            self.writer.flush()
             self.hlog.cut(self.stream.last_tick + 1)
         if self.rig_histograms is not None:  # the closed intervals' bins, the engine's totals so far
             self.rig_histograms.feed(self.session.engine_stats())

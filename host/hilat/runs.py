@@ -33,6 +33,8 @@ edges, so they reflect the pairing rules and the calibration, not what an older 
 
 import json
 import os
+import queue
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -127,26 +129,101 @@ def _read_store(path, magic, dtype):
     return parts[0] if parts else np.zeros(0, dtype)
 
 
-class StoreAppender:
-    """One store file written item array by item array (buffered; ``flush`` makes it readable)."""
+class _WriteBehind:
+    """One thread that does a run's bulk writing in the order it was given: item arrays for the
+    appenders, and jobs (``later``: the capture's samples and interval log). A write (and the
+    kernel's dirty-page throttling) then waits there, not in the decoding and pairing. Bounded:
+    ``put`` blocks once ``depth`` jobs wait. A failed job (a full disk, a sample no log holds) is
+    kept and raised by the next ``put``/``sync``; the jobs after it are not done."""
 
-    def __init__(self, path, magic, dtype):
+    def __init__(self, depth=64):
+        self._queue = queue.Queue(maxsize=depth)
+        self.failed = None      # the first failure: no job after it is done
+        self._unraised = None   # that failure until raised once on the capture's thread
+        self._thread = threading.Thread(target=self._run, name="hilat-run-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while True:
+            job = self._queue.get()
+            try:
+                if job is None:
+                    return
+                if self.failed is None:
+                    f, data = job
+                    if f is None:
+                        data()
+                    elif data is None:
+                        f.flush()
+                    else:
+                        f.write(data)
+            except Exception as e:   # noqa: BLE001 - raised on the capture's thread (_raise)
+                self.failed = self._unraised = e
+            finally:
+                self._queue.task_done()
+
+    @property
+    def here(self):
+        """Whether this is the writer's own thread (a job appending writes at once)."""
+        return threading.current_thread() is self._thread
+
+    def _raise(self):
+        if self._unraised is not None:
+            error, self._unraised = self._unraised, None
+            raise error
+
+    def put(self, f, data):
+        """``data`` (bytes-like, not changed after) appended to ``f``; None: ``f`` flushed; ``f`` None:
+        ``data()`` called."""
+        self._raise()
+        self._queue.put((f, data))
+
+    def sync(self):
+        """Every job given so far done (or its error raised)."""
+        self._queue.join()
+        self._raise()
+
+    def stop(self):
+        self._queue.put(None)
+        self._thread.join()
+
+
+class StoreAppender:
+    """One store file written item array by item array (buffered; ``flush`` makes it readable).
+    With ``behind`` (a ``_WriteBehind``) the writes happen on its thread; ``flush(wait=False)`` only
+    asks for one."""
+
+    def __init__(self, path, magic, dtype, behind=None):
         self.dtype = dtype
         self.file = open(path, "wb", buffering=1 << 20)
         self.file.write(_store_header(magic, dtype))
         self.count = 0
+        self._behind = behind
 
     def append(self, items):
         if len(items):
             # The array's own bytes (no copy as tobytes makes), contiguous as it always is here.
-            self.file.write(memoryview(np.ascontiguousarray(items)).cast("B"))
+            data = memoryview(np.ascontiguousarray(items)).cast("B")
+            if self._behind is None or self._behind.here:
+                self.file.write(data)
+            else:
+                self._behind.put(self.file, data)
             self.count += len(items)
 
-    def flush(self):
-        self.file.flush()
+    def flush(self, wait=True):
+        if self._behind is None or self._behind.here:
+            self.file.flush()
+            return
+        self._behind.put(self.file, None)
+        if wait:
+            self._behind.sync()
 
     def close(self):
-        self.file.close()
+        try:
+            if self._behind is not None:
+                self._behind.sync()
+        finally:
+            self.file.close()
 
 
 class RunWriter:
@@ -157,7 +234,9 @@ class RunWriter:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self._raw = open(self.path / "raw.bin", "ab", buffering=0)
-        self._edges = StoreAppender(self.path / "edges.bin", EDGES_MAGIC, EDGE_DTYPE)
+        # Edges and samples are written behind (the bulk of a fast stream's bytes); gaps at once.
+        self._behind = _WriteBehind()
+        self._edges = StoreAppender(self.path / "edges.bin", EDGES_MAGIC, EDGE_DTYPE, self._behind)
         self._gaps = StoreAppender(self.path / "gaps.bin", GAPS_MAGIC, GAP_DTYPE)
         self._samples = {}
         self.raw_bytes = 0
@@ -169,7 +248,8 @@ class RunWriter:
             (self.path / "samples").mkdir(exist_ok=True)
         for kind in kinds:
             if kind not in self._samples:
-                self._samples[kind] = StoreAppender(self.path / "samples" / f"{kind}.bin", SAMPLES_MAGIC, SAMPLE_DTYPE)
+                self._samples[kind] = StoreAppender(self.path / "samples" / f"{kind}.bin", SAMPLES_MAGIC, SAMPLE_DTYPE,
+                                                    self._behind)
 
     def raw(self, data):
         # A short write (the disk filling up) is followed by one that raises: every byte counted is
@@ -222,10 +302,18 @@ class RunWriter:
             raise
         tmp.replace(self.path / name)
 
-    def flush(self):
-        self._edges.flush()
-        for appender in self._samples.values():
-            appender.flush()
+    def later(self, job):
+        """``job()`` on the writer's thread, after the writes given before it (its errors are raised
+        by a later call here, as a write's)."""
+        self._behind.put(None, job)
+
+    def flush(self, wait=True):
+        """Edges and samples readable by another process; ``wait=False``: soon (the writer thread's
+        next job), without waiting for it."""
+        for appender in [self._edges, *self._samples.values()]:
+            appender.flush(wait=False)
+        if wait:
+            self._behind.sync()
 
     def close(self):
         """Every file closed, even when one cannot write its buffer (disk full); then that error."""
@@ -235,6 +323,7 @@ class RunWriter:
                 f.close()
             except OSError as e:
                 error = error or e
+        self._behind.stop()
         if error is not None:
             raise error
 

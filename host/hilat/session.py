@@ -306,9 +306,10 @@ class Session:
             if not isinstance(what, int):
                 self.overflows += 1
                 self._warn_overflow(what.msg)
-        n = self._deliver(consumer, batch.ticks, batch.channels, batch.levels, batch.fractions, batch.marks)
+        n = self._deliver(consumer, batch.ticks, batch.channels, batch.levels, batch.fractions, batch.marks,
+                          batch.edges)
         if self.stream is not None:
-            self.complete_before = self.stream.decoder.complete_before
+            self.complete_before = self.stream.complete_before
             advance = getattr(consumer, "advance", None)   # capture._Stream: heartbeats close windows
             if advance is not None:
                 advance(self.complete_before)
@@ -316,21 +317,34 @@ class Session:
                 self.stream.last_processed = time.monotonic()
         return n
 
-    def _deliver(self, consumer, ticks, masks, levels, fractions, marks):
-        """Records to ``consumer``, split at the holes among them (``on_gap``); returns how many."""
+    def _deliver(self, consumer, ticks, masks, levels, fractions, marks, edges=None):
+        """Records to ``consumer``, split at the holes among them (``on_gap``); returns how many.
+        ``edges``: the records' edges worked out already (``RecordBatch.edges``), given to a consumer
+        that takes them (``takes_edges``) as ``edges=`` beside each piece's records."""
         from hilat.batch import holes, segments
 
         n = len(ticks)
         on_gap = getattr(consumer, "on_gap", None)
+        if edges is not None and not getattr(consumer, "takes_edges", False):
+            edges = None
+
+        def give(lo, hi):
+            if edges is None:
+                consumer(ticks[lo:hi], masks[lo:hi], levels[lo:hi], fractions[lo:hi])
+            else:
+                a, b = int(edges[3][lo]), int(edges[3][hi])
+                consumer(ticks[lo:hi], masks[lo:hi], levels[lo:hi], fractions[lo:hi],
+                         edges=(edges[0][a:b], edges[1][a:b], edges[2][a:b], edges[3][lo:hi + 1] - a))
+
         gaps = holes(marks)
         if on_gap is not None and gaps:
             for lo, hi, what in segments(n, gaps):
                 if what is None:
-                    consumer(ticks[lo:hi], masks[lo:hi], levels[lo:hi], fractions[lo:hi])
+                    give(lo, hi)
                 else:
                     on_gap(what if isinstance(what, int) else what.msg)
         elif n:
-            consumer(ticks, masks, levels, fractions)
+            give(0, n)
         if n:
             self.last_tick = int(ticks[-1])
         return n

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hilat import kernels
 from hilat import protocol as p
 from hilat.batch import RecordBatch
 
@@ -331,6 +332,17 @@ class StreamDecoder:
             recv = head["recv_ns"][data]
             self.first_data_ns = int(recv[0]) if self.first_data_ns is None else self.first_data_ns
             self.last_data_ns = max(self.last_data_ns or 0, int(recv.max()))
+        fast = self._fast_records(rows, head, count)
+        if fast is not None:   # no overflow marker among them (the usual case): one compiled pass
+            ticks, channels, levels, fractions = fast
+            self.counts["records"] += len(ticks)
+            if len(ticks):
+                self.last_tick = int(ticks[-1])
+            before = np.concatenate(([0], np.cumsum(count)[:-1]))
+            for i in np.flatnonzero(lost > 0).tolist():
+                self.counts["records_lost"] += int(lost[i])
+                marks.append((int(before[i]), int(lost[i])))
+            return RecordBatch(ticks, channels, levels, [], 0, fractions, marks)
         ticks, words = self._records(rows, head, count)
         before = np.concatenate(([0], np.cumsum(count)[:-1]))   # records before each datagram
         for i in np.flatnonzero(lost > 0).tolist():
@@ -361,6 +373,14 @@ class StreamDecoder:
         fractions = (((words >> np.uint64(33 + 2 * n)) & np.uint64((1 << f) - 1)).astype(np.uint16) if f
                      else np.zeros(len(words), np.uint16))
         return RecordBatch(ticks, channels, levels, [], 0, fractions, marks)
+
+    def _fast_records(self, rows, head, count):
+        """The compiled pass of ``_deliver`` (hilat.kernels), or None: no numba, a longer header, an
+        overflow marker among the records."""
+        if self.layout.record_words != 2 or not kernels.available() or not (head["header_words"] == HEADER_WORDS).all():
+            return None
+        return kernels.slot_records(rows, SLOT_HEADER + HEADER_BYTES, count, head["base"], self.layout.n_channels,
+                                    self.layout.fraction_bits)
 
     def _records(self, rows, head, count):
         """(ticks, record words) of the datagrams' records, in order (overflow markers included)."""

@@ -20,6 +20,7 @@ import ctypes.util
 import errno
 import logging
 import os
+import queue
 import select
 import socket
 import struct
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hilat import udp
+from hilat import kernels, udp
 
 log = logging.getLogger("hilat")
 
@@ -302,9 +303,13 @@ class StreamReader:
 
 
 class StreamLink:
-    """A run's stream: the receiver thread writing stream.bin, the reader behind it and the decoder.
-    ``poll()`` decodes what arrived since the last call (at most a reader chunk); ``close()`` stops
-    the receiver and ``drain()`` decodes the rest, the held datagrams included."""
+    """A run's stream: the receiver process writing stream.bin, and a decode thread reading and
+    decoding behind it (the decoding's numpy passes and the caller's pairing then share the two
+    cores; a few batches wait at most). ``poll()`` hands on what was decoded since the last call;
+    ``close()`` stops the receiver and ``drain()`` hands on the rest, the held datagrams included."""
+
+    # Decoded batches waiting for poll(): the decode thread stops ahead of the consumer there.
+    READY_BATCHES = 3
 
     def __init__(self, path, layout, session_id, bind_ip="0.0.0.0", chunk=4096):
         self.path = path
@@ -315,9 +320,18 @@ class StreamLink:
         self.started = time.monotonic()
         self.rig_status = None    # the rig's STREAM_STATUS at the end: what it sent
         self._last_rate = (self.started, 0, 0)
-        self.peak_lag = 0         # the most datagrams on disk not decoded yet, at any poll
+        self.peak_lag = 0         # the most datagrams on disk not handed on yet, at any poll
         self.first_data = None    # when the first datagram was decoded and handed on (monotonic s)
         self.last_processed = None  # when the last records were handed on (the consumer done with them)
+        # The heartbeat bound T as of the last batch handed on (the decoder's own may be ahead of it).
+        self.complete_before = None
+        self.delivered = 0        # slots whose records were handed on
+        self.records = 0          # records handed on
+        self._ready = queue.Queue(maxsize=self.READY_BATCHES)
+        self._stop_decoding = threading.Event()
+        self._decode_error = None
+        self._decoding = threading.Thread(target=self._decode_loop, name="hilat-stream-decoder", daemon=True)
+        self._decoding.start()
 
     @property
     def port(self):
@@ -325,21 +339,54 @@ class StreamLink:
 
     @property
     def backlog(self):
-        """Datagrams on disk not decoded yet: how far the processing lags the link."""
-        return self.receiver.slots - self.reader.done
+        """Datagrams on disk not handed on yet: how far the processing lags the link."""
+        return self.receiver.slots - self.delivered
+
+    def _decode_loop(self):
+        try:
+            while not self._stop_decoding.is_set():
+                slots = self.reader.read(self.receiver.slots)
+                if not len(slots):
+                    time.sleep(0.001)
+                    continue
+                # The reader's buffer is reused by its next read: the batch's arrays are new ones.
+                batch = self._with_edges(self.decoder.feed(slots))
+                item = (batch, self.decoder.complete_before, self.reader.done)
+                while not self._stop_decoding.is_set():
+                    try:
+                        self._ready.put(item, timeout=0.05)
+                        break
+                    except queue.Full:
+                        pass
+        except BaseException as e:   # handed to the consumer by poll()
+            self._decode_error = e
+
+    def _with_edges(self, batch):
+        """The batch with its records' edges (compiled, without the GIL: beside the consumer's
+        pairing), when numba is there and the records carry no sub-tick positions to place."""
+        if self.decoder.layout.fraction_bits or not len(batch.ticks) or not kernels.available():
+            return batch
+        return batch._replace(edges=kernels.edges_with_offsets(batch.ticks, batch.channels, batch.levels))
 
     def poll(self):
-        """The records decoded since the last call (a RecordBatch), None when nothing new is on disk.
-        Raises TransportError once everything on disk is decoded if the receiver ended on its own
+        """The records decoded since the last call (a RecordBatch), None when nothing new is decoded.
+        Raises TransportError once everything on disk is handed on if the receiver ended on its own
         (killed, a full disk): nothing more can arrive."""
         self.peak_lag = max(self.peak_lag, self.backlog)
-        slots = self.reader.read(self.receiver.slots)
-        if not len(slots):
+        try:
+            # Datagrams on disk: their batch is being decoded, worth a short wait.
+            batch, complete_before, done = self._ready.get(timeout=0.2 if self.backlog else 0.0005)
+        except queue.Empty:
+            if self._decode_error is not None:
+                raise self._decode_error
             self._check_receiver()
             return None
+        self.delivered = done
+        self.complete_before = complete_before
+        self.records += len(batch.ticks)
         if self.first_data is None:
             self.first_data = time.monotonic()
-        return self.decoder.feed(slots)
+        return batch
 
     def _check_receiver(self):
         proc = getattr(self.receiver, "proc", None)
@@ -370,12 +417,21 @@ class StreamLink:
     def drain(self):
         """After ``close``: every batch still on disk, then the held datagrams (as a generator)."""
         while self.backlog:
-            yield self.poll()
-        yield self.decoder.flush()
+            batch = self.poll()
+            if batch is not None:
+                yield batch
+            elif self._decode_error is not None or not self._decoding.is_alive():
+                raise self._decode_error or RuntimeError("the stream's decode thread ended early")
+        self._stop_decoding.set()
+        self._decoding.join()
+        batch = self.decoder.flush()
+        self.complete_before = self.decoder.complete_before
+        self.records += len(batch.ticks)
+        yield batch
 
     def rates(self):
         """(datagrams/s arriving, records/s decoded) since the last call, for the live view."""
-        now, slots, records = time.monotonic(), self.receiver.slots, self.decoder.counts["records"]
+        now, slots, records = time.monotonic(), self.receiver.slots, self.records
         t, s, r = self._last_rate
         self._last_rate = (now, slots, records)
         dt = max(now - t, 1e-9)
@@ -386,7 +442,7 @@ class StreamLink:
         elapsed = max(time.monotonic() - self.started, 1e-9)
         out = {"session": self.session_id, "port": self.port, "socket_buffer_bytes": self.receiver.rcvbuf,
                "datagrams_received": self.receiver.slots,
-               "datagrams_decoded": self.reader.done, "lag_datagrams": self.backlog,
+               "datagrams_decoded": self.delivered, "lag_datagrams": self.backlog,
                "seconds": round(elapsed, 3), "receiver_error": self.receiver.error,
                **self.decoder.counters()}
         first, last = self.decoder.first_data_ns, self.decoder.last_data_ns
@@ -405,6 +461,8 @@ class StreamLink:
 
     def stop(self):
         """Close everything (an error path: what is on disk stays)."""
+        self._stop_decoding.set()
+        self._decoding.join()
         self.receiver.stop()
         self.reader.close()
 

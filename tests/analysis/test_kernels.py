@@ -79,3 +79,54 @@ def test_hdr_dense_values_count_as_bucket_indices():
         want = np.bincount(h.counts_array_index(inside), minlength=h.counts_len)
         assert np.array_equal(h._counts, want)
         assert h.total_count == len(inside) and h.out_of_range == len(v) - len(inside)
+
+
+@pytest.mark.parametrize("fraction_bits", [0, 4])
+def test_the_stream_decoders_compiled_pass_equals_its_numpy_one(numpy_only, fraction_bits):
+    # Datagrams of 179 records with a lost one between them, sub-tick fractions or none, and a batch
+    # with an overflow marker (the compiled pass gives it back to the numpy one): the same batches.
+    from hilat import udp
+
+    layout = udp.Layout(6, fraction_bits)
+    rng = np.random.default_rng(5)
+    n = 3000
+    ticks = (1 << 40) + np.cumsum(rng.integers(1, 1 << 20, n)).astype(np.uint64)
+    channels, levels = rng.integers(1, 64, n), rng.integers(0, 64, n)
+    fractions = rng.integers(0, 1 << fraction_bits, n) if fraction_bits else None
+    kinds = np.zeros(n, np.uint8)
+    kinds[2500] = 1
+    datagrams = udp.encode_stream(layout, ticks, channels, levels, 7, kinds=kinds, fractions=fractions)
+    del datagrams[3]
+
+    def decode():
+        decoder = udp.StreamDecoder(layout, session=7)
+        return [decoder.feed(udp.slots_of(datagrams[:10])), decoder.feed(udp.slots_of(datagrams[10:])),
+                decoder.flush()], decoder.counters()
+
+    got, got_counts = decode()
+    want, want_counts = numpy_only(decode)
+    assert got_counts == want_counts and got_counts["records_lost"] == 179 and got_counts["overflow_markers"] == 1
+    for g, w in zip(got, want):
+        for field in ("ticks", "channels", "levels", "fractions"):
+            a, b = getattr(g, field), getattr(w, field)
+            assert a.dtype == b.dtype and np.array_equal(a, b), field
+        assert g.marks == w.marks
+    assert sum(len(b.ticks) for b in got) == n - 179 - 1
+
+
+def test_edges_with_offsets_say_where_each_records_edges_start():
+    rng = np.random.default_rng(9)
+    n = 2000
+    ticks = np.cumsum(rng.integers(1, 9, n)).astype(np.uint64)
+    masks = rng.integers(0, 1 << 6, n).astype(np.uint16)
+    levels = rng.integers(0, 1 << 6, n).astype(np.uint16)
+    *edges, first_edge = kernels.edges_with_offsets(ticks, masks, levels)
+    want = analysis.edges_from_records((ticks, masks, levels))
+    for g, w in zip(edges, want):
+        assert np.array_equal(g, w)
+    per_record = np.array([bin(int(m)).count("1") for m in masks])
+    assert np.array_equal(first_edge, np.concatenate(([0], np.cumsum(per_record))))
+    # A piece of records, r0..r1, is the edges first_edge[r0]..first_edge[r1].
+    r0, r1 = 700, 1300
+    piece = analysis.edges_from_records((ticks[r0:r1], masks[r0:r1], levels[r0:r1]))
+    assert np.array_equal(edges[0][first_edge[r0]:first_edge[r1]], piece[0])
