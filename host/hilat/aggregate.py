@@ -19,7 +19,7 @@ import copy
 
 import numpy as np
 
-from hilat import analysis
+from hilat import analysis, kernels
 from hilat.hdr import HdrHistogram
 
 SUBSET_NAMES = ("all", "untagged")
@@ -42,14 +42,17 @@ class _Exact:
         if not len(v):
             return
         n_b = len(v)
-        mean_b = float(v.mean())
-        m2_b = float(((v - mean_b) ** 2).sum())
+        if kernels.available() and v.dtype == np.int64:
+            mean_b, m2_b, lo, hi = kernels.moments(v)
+        else:
+            mean_b = float(v.mean())
+            m2_b = float(((v - mean_b) ** 2).sum())
+            lo, hi = int(v.min()), int(v.max())
         n = self.n + n_b
         delta = mean_b - self.mean
         self.mean += delta * n_b / n
         self.m2 += m2_b + delta * delta * self.n * n_b / n
         self.n = n
-        lo, hi = int(v.min()), int(v.max())
         self.min = lo if self.min is None else min(self.min, lo)
         self.max = hi if self.max is None else max(self.max, hi)
 

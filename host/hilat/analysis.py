@@ -499,13 +499,19 @@ class EdgeGroups:
             ticks, chans, levels = ticks[order], chans[order], levels[order]
         self.ticks = ticks
         key = (chans.astype(np.uint8) << 1) | levels.astype(np.uint8)
-        self._order = np.argsort(key, kind="stable")
-        self._bounds = np.concatenate(([0], np.cumsum(np.bincount(key, minlength=2 * 16))))
+        if kernels.available():   # the ticks themselves grouped, in one compiled counting sort
+            self._grouped, self._bounds = kernels.group(ticks, key, 2 * 16)
+            self._order = None
+        else:
+            self._order = np.argsort(key, kind="stable")
+            self._bounds = np.concatenate(([0], np.cumsum(np.bincount(key, minlength=2 * 16))))
 
     def __call__(self, channel, level):
         if channel is None:  # a role no channel plays
             return self.ticks[:0]
         k = channel << 1 | level
+        if self._order is None:
+            return self._grouped[self._bounds[k]:self._bounds[k + 1]]
         return self.ticks.take(self._order[self._bounds[k]:self._bounds[k + 1]])
 
     @property
@@ -582,6 +588,8 @@ def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks
     def first_in_window(rises, falls, after):
         """The first rise at or after ``after`` (per window) and before the window's end, the rises
         after it in the window, and the pulse's duration."""
+        if kernels.available() and rises.dtype == np.int64 and falls.dtype == np.int64:
+            return kernels.first_in_window(rises, falls, after, window_end, MISSING)
         lo = kernels.searchsorted(rises, after, side="left")
         hi = kernels.searchsorted(rises, window_end, side="left")
         found = hi > lo

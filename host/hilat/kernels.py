@@ -92,7 +92,71 @@ def _build():
         first_edge[len(masks)] = e
         return e
 
-    return edges, search, slot_records, edge_offsets
+    @numba.njit(cache=True, nogil=True)
+    def group(ticks, key, n_keys, grouped, bounds):
+        # A stable counting sort of the ticks by key: group k is grouped[bounds[k]:bounds[k + 1]].
+        counts = np.zeros(n_keys, np.int64)
+        for i in range(len(key)):
+            counts[key[i]] += 1
+        bounds[0] = 0
+        for k in range(n_keys):
+            bounds[k + 1] = bounds[k] + counts[k]
+        place = bounds[:-1].copy()
+        for i in range(len(key)):
+            grouped[place[key[i]]] = ticks[i]
+            place[key[i]] += 1
+
+    @numba.njit(cache=True, nogil=True)
+    def first_in_window(rises, falls, after, window_end, missing, at, dup, duration):
+        # Per window: the first rise at or after after[w] and before window_end[w] (at, else missing),
+        # the rises after it in the window (dup), and its pulse's duration to the first fall after it
+        # (else missing). after[] and window_end[] need not be sorted: each search starts from the
+        # previous window's place and walks back when the bound went back.
+        n_r, n_f = len(rises), len(falls)
+        lo = hi = fi = 0
+        for w in range(len(after)):
+            a, e = after[w], window_end[w]
+            while lo > 0 and rises[lo - 1] >= a:
+                lo -= 1
+            while lo < n_r and rises[lo] < a:
+                lo += 1
+            while hi > 0 and rises[hi - 1] >= e:
+                hi -= 1
+            while hi < n_r and rises[hi] < e:
+                hi += 1
+            if hi > lo:
+                t = rises[lo]
+                at[w] = t
+                dup[w] = hi - lo - 1
+                while fi > 0 and falls[fi - 1] > t:
+                    fi -= 1
+                while fi < n_f and falls[fi] <= t:
+                    fi += 1
+                duration[w] = falls[fi] - t if fi < n_f else missing
+            else:
+                at[w] = missing
+                dup[w] = 0
+                duration[w] = missing
+
+    @numba.njit(cache=True, nogil=True)
+    def moments(v):
+        # (mean, sum of squared deviations, min, max) of v (len > 0): the mean first, then M2 about it.
+        total = 0   # exact in int64 (a chunk's values sum far below 2^63); the mean as numpy's below 2^53
+        lo = hi = v[0]
+        for x in v:
+            total += x
+            if x < lo:
+                lo = x
+            if x > hi:
+                hi = x
+        mean = total / len(v)
+        m2 = 0.0
+        for x in v:
+            d = x - mean
+            m2 += d * d
+        return mean, m2, lo, hi
+
+    return edges, search, slot_records, edge_offsets, group, first_in_window, moments
 
 
 def available():
@@ -148,3 +212,29 @@ def slot_records(rows, first_byte, count, base, n_channels, fraction_bits):
     done = _KERNELS[2](words32, first_byte // 4, np.ascontiguousarray(count, dtype=np.int64),
                        np.ascontiguousarray(base, dtype=np.uint64), int(n_channels), int(fraction_bits), *out)
     return out if done == total else None
+
+
+def group(ticks, key, n_keys):
+    """(grouped ticks, bounds): ``ticks`` (int64) in a stable order by ``key`` (< ``n_keys``), group k
+    being grouped[bounds[k]:bounds[k + 1]]."""
+    grouped = np.empty(len(ticks), np.int64)
+    bounds = np.empty(n_keys + 1, np.int64)
+    _KERNELS[4](np.ascontiguousarray(ticks, dtype=np.int64), np.ascontiguousarray(key, dtype=np.uint8), n_keys,
+                grouped, bounds)
+    return grouped, bounds
+
+
+def first_in_window(rises, falls, after, window_end, missing):
+    """analysis.pair's per-window search in one pass: (at, dup, duration), int64 each."""
+    n = len(after)
+    out = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64))
+    _KERNELS[5](np.ascontiguousarray(rises, dtype=np.int64), np.ascontiguousarray(falls, dtype=np.int64),
+                np.ascontiguousarray(after, dtype=np.int64), np.ascontiguousarray(window_end, dtype=np.int64),
+                int(missing), *out)
+    return out
+
+
+def moments(values):
+    """(mean, M2, min, max) of int64 ``values`` (not empty), in two passes without temporaries."""
+    mean, m2, lo, hi = _KERNELS[6](np.ascontiguousarray(values, dtype=np.int64))
+    return float(mean), float(m2), int(lo), int(hi)

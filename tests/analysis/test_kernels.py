@@ -130,3 +130,57 @@ def test_edges_with_offsets_say_where_each_records_edges_start():
     r0, r1 = 700, 1300
     piece = analysis.edges_from_records((ticks[r0:r1], masks[r0:r1], levels[r0:r1]))
     assert np.array_equal(edges[0][first_edge[r0]:first_edge[r1]], piece[0])
+
+
+def test_edge_groups_equal_the_sorted_ones(numpy_only):
+    rng = np.random.default_rng(13)
+    n = 4000
+    ticks = np.cumsum(rng.integers(0, 3, n)).astype(np.int64)
+    chans, levels = rng.integers(0, 16, n).astype(np.uint8), rng.integers(0, 2, n).astype(np.uint8)
+    got = analysis.EdgeGroups(ticks, chans, levels)
+    want = numpy_only(analysis.EdgeGroups, ticks, chans, levels)
+    for channel in range(16):
+        for level in (0, 1):
+            g, w = got(channel, level), want(channel, level)
+            assert g.dtype == w.dtype and np.array_equal(g, w)
+    assert sum(len(got(c, lv)) for c in range(16) for lv in (0, 1)) == n
+
+
+def test_pairing_equals_its_numpy_searches(numpy_only):
+    # Windows with no response, several rises (duplicates), pulses still high at the end, and a
+    # deadline cutting windows: the compiled window search gives the numpy searches' pairing.
+    rng = np.random.default_rng(17)
+    roles = analysis.Channels(stimulus=0, isr=1, task=2)
+    stim = np.arange(1, 3001) * 1000
+    edges = []
+    for s in stim.tolist():
+        edges += [(s, 0, 1), (s + 10, 0, 0)]
+        for _ in range(int(rng.integers(0, 3))):            # 0, 1 or 2 ISR pulses
+            r = s + int(rng.integers(1, 900))
+            edges += [(r, 1, 1), (r + int(rng.integers(1, 300)), 1, 0)]
+        if rng.random() < 0.8:
+            r = s + int(rng.integers(50, 990))
+            edges += [(r, 2, 1)] + ([(r + 20, 2, 0)] if s < stim[-1] else [])
+    edges.sort()
+    t, c, lv = (np.array(x) for x in zip(*edges))
+    for deadline in (None, 600):
+        got = analysis.pair(t, c, lv, roles, deadline=deadline)
+        want = numpy_only(analysis.pair, t, c, lv, roles, deadline=deadline)
+        for field in vars(got):
+            g, w = getattr(got, field), getattr(want, field)
+            if isinstance(g, np.ndarray):
+                assert np.array_equal(g, w), field
+        assert (got.isr_duplicates > 0).any() and (got.isr_latency == analysis.MISSING).any()
+
+
+def test_moments_equal_numpys(numpy_only):
+    from hilat.aggregate import _Exact
+
+    rng = np.random.default_rng(19)
+    chunks = [rng.integers(-50, 1 << 30, k).astype(np.int64) for k in (1, 7, 5000, 300)]
+    got, want = _Exact(), numpy_only(_Exact)
+    for v in chunks:
+        got.add(v)
+        numpy_only(want.add, v)
+    assert (got.n, got.min, got.max) == (want.n, want.min, want.max)
+    assert got.mean == pytest.approx(want.mean, rel=1e-12) and got.std == pytest.approx(want.std, rel=1e-12)
