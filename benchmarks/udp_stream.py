@@ -65,6 +65,7 @@ def run(seconds, rate, out_dir, sender, progress=True):
     summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else None
     stream = meta["counters"]["stream"] or {}
     out = {"exit": os.waitstatus_to_exitcode(status), "wall_s": wall, "peak_rss_mib": usage.ru_maxrss / 1024,
+           "cpu_user_s": usage.ru_utime, "cpu_system_s": usage.ru_stime,
            "stimuli": stimuli, "records": meta["records"], "stream": stream, "error": meta["error"],
            "stream_bin_mb": (run_dir / "stream.bin").stat().st_size / 1e6, "stderr": stderr,
            "sender_seconds": float(sent[-2]) if len(sent) >= 2 else None,
@@ -99,6 +100,9 @@ def main(argv=None):
     print(f"processing: {processing:.2f} s, {proc_rate:,.0f} records/s ({proc_rate / max(link_rate, 1):.2f} of the "
           f"link); done {s.get('processing_done_after_last_arrival_s', 0):.2f} s after the last datagram, at most "
           f"{s.get('peak_lag_datagrams')} datagrams behind; capture wall {r['wall_s']:.1f} s")
+    print(f"capture CPU (every thread, its receiver process included): user {r['cpu_user_s']:.1f} s, system "
+          f"{r['cpu_system_s']:.1f} s, {r['records'] / max(r['cpu_user_s'] + r['cpu_system_s'], 1e-9):,.0f} records per "
+          f"CPU second")
     print(f"pattern: {r['pattern']}")
     live = [line for line in r["stderr"].splitlines() if "datagrams/s" in line]
     if live:

@@ -318,7 +318,7 @@ class _Stream:
 
     # Records per step when none is set: the working arrays of a step (edges, pairing) stay a few
     # tens of MiB however much one read of the link brings.
-    DEFAULT_CHUNK = 1 << 16
+    DEFAULT_CHUNK = 1 << 18
 
     # Records may come with their edges worked out (the Ethernet stream's decode thread): ``edges=``.
     takes_edges = True

@@ -6,6 +6,8 @@ machine and cached next to this file (``cache=True``): a run loads them in milli
 imported on the first use, so a command that never streams does not pay its import.
 """
 
+import math
+
 import numpy as np
 
 _KERNELS = None
@@ -156,7 +158,26 @@ def _build():
             m2 += d * d
         return mean, m2, lo, hi
 
-    return edges, search, slot_records, edge_offsets, group, first_in_window, moments
+    @numba.njit(cache=True, nogil=True)
+    def hdr_count(v, counts, highest, sub_bucket_mask, unit_magnitude, half_magnitude):
+        # HdrHistogram's counts-array index of each value (as HdrHistogram.counts_array_index), each
+        # counted once; (min, max, True), or (min, max, False) with nothing counted when a value lies
+        # outside 0..highest (the caller's numpy path counts those out of range).
+        lo = hi = v[0]
+        for x in v:
+            if x < lo:
+                lo = x
+            if x > hi:
+                hi = x
+        if lo < 0 or hi > highest:
+            return lo, hi, False
+        for x in v:
+            bits = math.frexp(np.float64(x | sub_bucket_mask))[1]   # its bit length (below 2^53)
+            bucket = bits - (unit_magnitude + half_magnitude + 1)
+            counts[(bucket << half_magnitude) + (x >> (bucket + unit_magnitude))] += 1
+        return lo, hi, True
+
+    return edges, search, slot_records, edge_offsets, group, first_in_window, moments, hdr_count
 
 
 def available():
@@ -238,3 +259,10 @@ def moments(values):
     """(mean, M2, min, max) of int64 ``values`` (not empty), in two passes without temporaries."""
     mean, m2, lo, hi = _KERNELS[6](np.ascontiguousarray(values, dtype=np.int64))
     return float(mean), float(m2), int(lo), int(hi)
+
+
+def hdr_count(values, counts, highest, sub_bucket_mask, unit_magnitude, half_magnitude):
+    """Count int64 ``values`` into an HdrHistogram's ``counts`` in one pass (highest below 2^53):
+    (min, max, counted); nothing is counted when a value is out of 0..highest."""
+    lo, hi, ok = _KERNELS[7](values, counts, highest, sub_bucket_mask, unit_magnitude, half_magnitude)
+    return int(lo), int(hi), bool(ok)

@@ -184,3 +184,17 @@ def test_moments_equal_numpys(numpy_only):
         numpy_only(want.add, v)
     assert (got.n, got.min, got.max) == (want.n, want.min, want.max)
     assert got.mean == pytest.approx(want.mean, rel=1e-12) and got.std == pytest.approx(want.std, rel=1e-12)
+
+
+def test_hdr_counts_equal_the_numpy_index(numpy_only):
+    rng = np.random.default_rng(23)
+    for highest, values in ((1 << 40, rng.integers(0, 1 << 40, 20000)), (3_600_000_000_000, rng.integers(0, 3000, 5000)),
+                            (1 << 20, np.array([0, 1, 5, 1 << 20]))):
+        got, want = hdr.HdrHistogram(1, highest, 3), hdr.HdrHistogram(1, highest, 3)
+        got.record(values)
+        numpy_only(want.record, values)
+        assert np.array_equal(got._counts, want._counts)
+        assert (got.total_count, got.min_recorded, got.max_recorded) == (want.total_count, want.min_recorded, want.max_recorded)
+    # Out of range: the numpy path counts it apart, as before.
+    h = hdr.HdrHistogram(1, 1000, 3)
+    assert h.record(np.array([5, -1, 10**9])) == 2 and h.total_count == 1

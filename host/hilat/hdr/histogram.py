@@ -21,6 +21,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 import numpy as np
 
+from hilat import kernels
 from hilat.hdr import codec
 from hilat.hdr.codec import HdrFormatError
 
@@ -197,6 +198,13 @@ class HdrHistogram:
         return lost
 
     def _record_slice(self, v: np.ndarray) -> None:
+        if self.highest_recordable < 1 << 53 and kernels.available():   # one compiled pass
+            lo, hi, counted = kernels.hdr_count(np.ascontiguousarray(v), self._counts, self.highest_recordable,
+                                                self._sub_bucket_mask, self.unit_magnitude,
+                                                self.sub_bucket_half_count_magnitude)
+            if counted:
+                self._add_recorded(int(v.size), lo, hi)
+                return
         lo, hi = int(v.min()), int(v.max())
         if lo < 0 or hi > self.highest_recordable:
             below = v < 0
@@ -219,7 +227,10 @@ class HdrHistogram:
             # few thousand bins for latencies), not over the whole counts array (tens of thousands).
             counts = np.bincount(self.counts_array_index(v))
             self._counts[:len(counts)] += counts
-        self._total += int(v.size)
+        self._add_recorded(int(v.size), lo, hi)
+
+    def _add_recorded(self, n, lo, hi):
+        self._total += n
         self._min_recorded = lo if self._min_recorded is None else min(self._min_recorded, lo)
         self._max_recorded = hi if self._max_recorded is None else max(self._max_recorded, hi)
 
