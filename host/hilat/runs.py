@@ -10,9 +10,13 @@ Layout (docs/analysis.md, "Run directory"):
 - ``edges.bin``      the decoded edges as they arrive: a 16-byte header (``HILATEDG``, format version,
                      item size), then fixed-width little-endian items ``EDGE_DTYPE`` (tick, channel,
                      level), in tick order;
-- ``samples/KIND.bin`` the samples of each measurement kind as the streaming pairing finalises them:
-                     header ``HILATSMP``, then ``SAMPLE_DTYPE`` items (start tick, value in ticks or -1
-                     for a miss or an unknown, duplicates, tag flags, unknown), in start order (store
+- ``samples/stimuli.bin`` the built-in kinds' samples as the streaming pairing finalises them, one
+                     item per stimulus: header ``HILATSTM``, then ``STIMULUS_DTYPE`` items (start tick,
+                     each kind's value or -1 for a miss or an unknown, the ISR's and task's duplicates,
+                     tag flags, a bit per unknown kind), in start order;
+- ``samples/KIND.bin`` the samples of each defined measurement kind (and of the built-in ones in runs
+                     written before stimuli.bin): header ``HILATSMP``, then ``SAMPLE_DTYPE`` items
+                     (start tick, value or -1, duplicates, tag flags, unknown), in start order (store
                      version 2; version 1, without ``unknown``, is still read);
 - ``gaps.bin``       where the record stream had holes (``analysis.Gaps``): header ``HILATGAP``, then
                      ``GAP_DTYPE`` items (start, end, channel mask, reason), as the capture closed them;
@@ -50,6 +54,14 @@ SAMPLE_DTYPE_V1 = np.dtype([("start_tick", "<i8"), ("ticks", "<i8"), ("duplicate
                             ("tag_at_start", "u1"), ("tag_in_window", "u1")])
 SAMPLE_DTYPE = np.dtype(SAMPLE_DTYPE_V1.descr + [("unknown", "u1")])
 SAMPLES_VERSIONS = {1: SAMPLE_DTYPE_V1, 2: SAMPLE_DTYPE}
+# The built-in kinds' samples, one item per stimulus (samples/stimuli.bin): the start tick and the
+# tag flags once, each kind's value (analysis.KINDS order), the ISR's and the task's duplicates, and
+# the kinds a gap made unknown (bit k: kind k). Half the bytes of five per-kind stores.
+STIMULI_MAGIC = b"HILATSTM"
+BUILTIN_KINDS = tuple(kind for kind, _ in analysis.KINDS)
+STIMULUS_DTYPE = np.dtype([("start_tick", "<i8"), ("values", "<i8", (len(BUILTIN_KINDS),)),
+                           ("isr_duplicates", "<u2"), ("task_duplicates", "<u2"), ("tag_at_start", "u1"),
+                           ("tag_in_window", "u1"), ("unknown", "u1")])
 GAPS_MAGIC = b"HILATGAP"
 GAP_DTYPE = np.dtype([("start", "<i8"), ("end", "<i8"), ("channels", "<u4"), ("reason", "u1")])
 OUTLIERS_MAGIC = b"HILATOUT"
@@ -129,9 +141,16 @@ def _read_store(path, magic, dtype):
     return parts[0] if parts else np.zeros(0, dtype)
 
 
+# A long capture writes tens of GB (a gigabit stream's edges and samples): the page cache would fill
+# with them and the kernel reclaim it on the capture's time. Every LET_GO_BYTES written, the pages of
+# a file more than LET_GO_BYTES behind its end are given back: written to disk in the background
+# (POSIX_FADV_DONTNEED starts their write-back) and dropped once clean (a later call).
+LET_GO_BYTES = 64 << 20
+
+
 class _WriteBehind:
-    """One thread that does a run's bulk writing in the order it was given: item arrays for the
-    appenders, and jobs (``later``: the capture's samples and interval log). A write (and the
+    """One thread that does a run's bulk writing, jobs in the order they were given: the appenders'
+    item arrays and the capture's samples and interval log (``RunWriter.later``). A write (and the
     kernel's dirty-page throttling) then waits there, not in the decoding and pairing. Bounded:
     ``put`` blocks once ``depth`` jobs wait. A failed job (a full disk, a sample no log holds) is
     kept and raised by the next ``put``/``sync``; the jobs after it are not done."""
@@ -150,13 +169,7 @@ class _WriteBehind:
                 if job is None:
                     return
                 if self.failed is None:
-                    f, data = job
-                    if f is None:
-                        data()
-                    elif data is None:
-                        f.flush()
-                    else:
-                        f.write(data)
+                    job()
             except Exception as e:   # noqa: BLE001 - raised on the capture's thread (_raise)
                 self.failed = self._unraised = e
             finally:
@@ -172,11 +185,10 @@ class _WriteBehind:
             error, self._unraised = self._unraised, None
             raise error
 
-    def put(self, f, data):
-        """``data`` (bytes-like, not changed after) appended to ``f``; None: ``f`` flushed; ``f`` None:
-        ``data()`` called."""
+    def put(self, job):
+        """``job()`` on the writer's thread, after the jobs given before."""
         self._raise()
-        self._queue.put((f, data))
+        self._queue.put(job)
 
     def sync(self):
         """Every job given so far done (or its error raised)."""
@@ -199,22 +211,33 @@ class StoreAppender:
         self.file.write(_store_header(magic, dtype))
         self.count = 0
         self._behind = behind
+        self._written = self._let_go = 0   # bytes written; bytes given back to the page cache
 
     def append(self, items):
         if len(items):
             # The array's own bytes (no copy as tobytes makes), contiguous as it always is here.
             data = memoryview(np.ascontiguousarray(items)).cast("B")
             if self._behind is None or self._behind.here:
-                self.file.write(data)
+                self._write(data)
             else:
-                self._behind.put(self.file, data)
+                self._behind.put(lambda: self._write(data))
             self.count += len(items)
+
+    def _write(self, data):
+        self.file.write(data)
+        self._written += len(data)
+        if self._written - self._let_go >= 2 * LET_GO_BYTES and hasattr(os, "posix_fadvise"):
+            self._let_go = self._written - LET_GO_BYTES
+            try:
+                os.posix_fadvise(self.file.fileno(), 0, self._let_go, os.POSIX_FADV_DONTNEED)
+            except OSError:
+                pass   # advice only
 
     def flush(self, wait=True):
         if self._behind is None or self._behind.here:
             self.file.flush()
             return
-        self._behind.put(self.file, None)
+        self._behind.put(self.file.flush)
         if wait:
             self._behind.sync()
 
@@ -224,6 +247,37 @@ class StoreAppender:
                 self._behind.sync()
         finally:
             self.file.close()
+
+
+def _stimulus_items(series):
+    """STIMULUS_DTYPE items of the built-in kinds' series (BUILTIN_KINDS order, the same stimuli)."""
+    first = series[0]
+    if any(len(s) != len(first) for s in series):
+        raise ValueError("the built-in kinds' samples of one step cover different stimuli")
+    items = np.empty(len(first), STIMULUS_DTYPE)
+    items["start_tick"] = first.start_tick
+    for k, s in enumerate(series):
+        items["values"][:, k] = s.values
+    items["isr_duplicates"] = np.minimum(series[BUILTIN_KINDS.index("stim_to_isr")].duplicates, 0xFFFF)
+    items["task_duplicates"] = np.minimum(series[BUILTIN_KINDS.index("stim_to_task")].duplicates, 0xFFFF)
+    items["tag_at_start"], items["tag_in_window"] = first.tag_at_start, first.tag_in_window
+    unknown = np.zeros(len(first), np.uint8)
+    for k, s in enumerate(series):
+        unknown |= (np.asarray(s.unknown) != 0).astype(np.uint8) << k
+    items["unknown"] = unknown
+    return items
+
+
+def _samples_of_stimuli(items, kind):
+    """One built-in kind's SAMPLE_DTYPE items out of STIMULUS_DTYPE ones."""
+    k = BUILTIN_KINDS.index(kind)
+    out = np.zeros(len(items), SAMPLE_DTYPE)
+    out["start_tick"], out["ticks"] = items["start_tick"], items["values"][:, k]
+    if kind in ("stim_to_isr", "stim_to_task"):
+        out["duplicates"] = items["isr_duplicates" if kind == "stim_to_isr" else "task_duplicates"]
+    out["tag_at_start"], out["tag_in_window"] = items["tag_at_start"], items["tag_in_window"]
+    out["unknown"] = (items["unknown"] >> k) & 1
+    return out
 
 
 class RunWriter:
@@ -239,6 +293,8 @@ class RunWriter:
         self._edges = StoreAppender(self.path / "edges.bin", EDGES_MAGIC, EDGE_DTYPE, self._behind)
         self._gaps = StoreAppender(self.path / "gaps.bin", GAPS_MAGIC, GAP_DTYPE)
         self._samples = {}
+        self._stimuli = None     # samples/stimuli.bin: the built-in kinds'
+        self._pending = {}       # built-in kinds' series of the current step, until all are in
         self.raw_bytes = 0
         self.set_kinds(kinds)
 
@@ -246,7 +302,12 @@ class RunWriter:
         """The measurement kinds whose samples will come (known once the rig has identified)."""
         if kinds:
             (self.path / "samples").mkdir(exist_ok=True)
+        if self._stimuli is None and all(kind in kinds for kind in BUILTIN_KINDS):
+            self._stimuli = StoreAppender(self.path / "samples" / "stimuli.bin", STIMULI_MAGIC, STIMULUS_DTYPE,
+                                          self._behind)
         for kind in kinds:
+            if self._stimuli is not None and kind in BUILTIN_KINDS:
+                continue
             if kind not in self._samples:
                 self._samples[kind] = StoreAppender(self.path / "samples" / f"{kind}.bin", SAMPLES_MAGIC, SAMPLE_DTYPE,
                                                     self._behind)
@@ -281,7 +342,14 @@ class RunWriter:
         return self._gaps.count
 
     def samples(self, kind, series):
-        """Final samples of one kind (a ``measures.Series``), in start order."""
+        """Final samples of one kind (a ``measures.Series``), in start order. The built-in kinds come
+        one after the other for the same stimuli (the streaming pairing's step): stored together."""
+        if self._stimuli is not None and kind in BUILTIN_KINDS:
+            self._pending[kind] = series
+            if len(self._pending) == len(BUILTIN_KINDS):
+                self._stimuli.append(_stimulus_items([self._pending[k] for k in BUILTIN_KINDS]))
+                self._pending = {}
+            return
         items = np.empty(len(series), SAMPLE_DTYPE)
         items["start_tick"], items["ticks"] = series.start_tick, series.values
         items["duplicates"] = np.minimum(series.duplicates, 0xFFFF)
@@ -305,12 +373,12 @@ class RunWriter:
     def later(self, job):
         """``job()`` on the writer's thread, after the writes given before it (its errors are raised
         by a later call here, as a write's)."""
-        self._behind.put(None, job)
+        self._behind.put(job)
 
     def flush(self, wait=True):
         """Edges and samples readable by another process; ``wait=False``: soon (the writer thread's
         next job), without waiting for it."""
-        for appender in [self._edges, *self._samples.values()]:
+        for appender in [self._edges, *self._samples.values(), *filter(None, [self._stimuli])]:
             appender.flush(wait=False)
         if wait:
             self._behind.sync()
@@ -318,7 +386,7 @@ class RunWriter:
     def close(self):
         """Every file closed, even when one cannot write its buffer (disk full); then that error."""
         error = None
-        for f in [self._raw, self._edges, self._gaps, *self._samples.values()]:
+        for f in [self._raw, self._edges, self._gaps, *self._samples.values(), *filter(None, [self._stimuli])]:
             try:
                 f.close()
             except OSError as e:
@@ -465,12 +533,20 @@ class Run:
 
     # ---- samples written by the capture ----
 
+    def _in_stimuli_store(self, kind):
+        return kind in BUILTIN_KINDS and self.builtin and (self.path / "samples" / "stimuli.bin").exists()
+
     def has_stored_samples(self):
-        """Whether the capture's streaming pairing wrote every kind's samples (samples/KIND.bin)."""
-        return not self.cut_short and all((self.path / "samples" / f"{kind}.bin").exists() for kind in self.kind_titles)
+        """Whether the capture's streaming pairing wrote every kind's samples (samples/stimuli.bin for
+        the built-in kinds, samples/KIND.bin for the others and in runs of earlier versions)."""
+        return not self.cut_short and all(self._in_stimuli_store(kind) or (self.path / "samples" / f"{kind}.bin").exists()
+                                          for kind in self.kind_titles)
 
     def iter_samples(self, kind, chunk=CHUNK_EDGES):
         """The stored samples of ``kind`` (``SAMPLE_DTYPE`` items), in chunks."""
+        if self._in_stimuli_store(kind):
+            return (_samples_of_stimuli(items, kind)
+                    for items in iter_store(self.path / "samples" / "stimuli.bin", STIMULI_MAGIC, STIMULUS_DTYPE, chunk))
         return iter_store(self.path / "samples" / f"{kind}.bin", SAMPLES_MAGIC, SAMPLE_DTYPE, chunk)
 
     # ---- derived ----

@@ -271,6 +271,9 @@ def _child(path, fd):
     return 0
 
 
+LET_GO_BYTES = 64 << 20   # stream.bin's pages given back this far behind the reader (runs.LET_GO_BYTES)
+
+
 class StreamReader:
     """Reads stream.bin behind the receiver: ``read()`` gives the slots written since the last read
     (at most ``chunk`` of them) as one array, in a buffer reused by the next read."""
@@ -279,6 +282,7 @@ class StreamReader:
         self.fd = os.open(path, os.O_RDONLY)
         self.buf = np.empty((chunk, udp.SLOT_BYTES), np.uint8)
         self.done = 0     # slots read
+        self._let_go = 0  # bytes of the file given back to the page cache
 
     def read(self, available):
         n = min(available - self.done, len(self.buf))
@@ -294,6 +298,11 @@ class StreamReader:
             got += k
         n = got // udp.SLOT_BYTES
         self.done += n
+        # Read once: its pages given back (written back in the background, dropped once clean).
+        behind = udp.FILE_HEADER + self.done * udp.SLOT_BYTES - LET_GO_BYTES
+        if behind - self._let_go >= LET_GO_BYTES and hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(self.fd, 0, behind, os.POSIX_FADV_DONTNEED)
+            self._let_go = behind
         return self.buf[:n]
 
     def close(self):

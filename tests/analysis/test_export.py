@@ -170,12 +170,19 @@ def test_hlog_export_holds_every_latency_per_interval(run, tmp_path):
     assert [iv.start_s for iv in log.intervals][:3] == [0.0, 0.01, 0.02]
 
 
-def _store_samples(run):
-    """samples/KIND.bin of every kind, as the capture's streaming pairing writes them."""
+def _store_samples(run, stimuli=False):
+    """samples/KIND.bin of every kind, as captures wrote them before samples/stimuli.bin; with
+    ``stimuli``, the built-in kinds' in samples/stimuli.bin, as the capture writes them now."""
     from hilat import runs
 
     (run.path / "samples").mkdir(exist_ok=True)
+    if stimuli:
+        store = runs.StoreAppender(run.path / "samples" / "stimuli.bin", runs.STIMULI_MAGIC, runs.STIMULUS_DTYPE)
+        store.append(runs._stimulus_items([run.measurements.series[k] for k in runs.BUILTIN_KINDS]))
+        store.close()
     for kind in run.kind_titles:
+        if stimuli and kind in runs.BUILTIN_KINDS:
+            continue
         se = run.measurements.series[kind]
         items = np.zeros(len(se), runs.SAMPLE_DTYPE)
         items["start_tick"], items["ticks"], items["duplicates"] = se.start_tick, se.values, se.duplicates
@@ -185,14 +192,15 @@ def _store_samples(run):
         store.close()
 
 
-@pytest.mark.parametrize("stored", [False, True], ids=["from-edges", "stored-samples"])
+@pytest.mark.parametrize("stored", [False, "per-kind", "stimuli"], ids=["from-edges", "stored-samples",
+                                                                       "stored-stimuli"])
 def test_unknown_samples_keep_their_row_with_the_flag(tmp_path, stored):
     import pyarrow.parquet as pq
     from synth import GAPPED_ISR, GAPPED_MISSED, GAPPED_STIM, GAPPED_UNKNOWN, gapped_run
 
     run = load_run(gapped_run(tmp_path / "g"))
     if stored:
-        _store_samples(run)
+        _store_samples(run, stimuli=stored == "stimuli")
         run = load_run(run.path)
         assert run.has_stored_samples()
     assert main(["export", str(run.path), "--csv", str(tmp_path / "s.csv"), "--parquet"]) == 0

@@ -160,8 +160,7 @@ def test_on_rig_windows_close_at_the_engines_deadline_limit_in_both_pairings(tmp
     latencies = loaded.pairing.isr_latency
     assert int((latencies == analysis.MISSING).sum()) == isr["misses"]
     assert int((latencies != analysis.MISSING).sum()) == isr["count"]
-    stored = next(runs.iter_store(run_dir / "samples" / "stim_to_isr.bin", runs.SAMPLES_MAGIC, runs.SAMPLE_DTYPE,
-                                  1 << 20))
+    stored = next(loaded.iter_samples("stim_to_isr", 1 << 20))
     assert int((stored["ticks"] == analysis.MISSING).sum()) == isr["misses"]
     # Without the deadline these windows' ISRs would be samples beyond 2**24 ticks.
     unlimited = ref.reference_samples(rig.edges, ref.roles(), end_tick=int(rig.edges[0][-1]) + 1)

@@ -135,18 +135,25 @@ def test_a_run_of_format_3_reads_without_gaps_and_with_old_samples(tmp_path):
 
     cap = capture(tmp_path)
     (cap.run_dir / "gaps.bin").unlink()
-    path = cap.run_dir / "samples" / "stim_to_isr.bin"
-    new = next(runs.iter_store(path, runs.SAMPLES_MAGIC, runs.SAMPLE_DTYPE, 1 << 20))
-    old = np.zeros(len(new), runs.SAMPLE_DTYPE_V1)
-    for name in runs.SAMPLE_DTYPE_V1.names:
-        old[name] = new[name]
-    path.write_bytes(runs.SAMPLES_MAGIC + (1).to_bytes(4, "little")
-                     + runs.SAMPLE_DTYPE_V1.itemsize.to_bytes(4, "little") + old.tobytes())
+    # A store of version 1 per kind (before samples/stimuli.bin held the built-in kinds together).
+    current = load_run(cap.run_dir)
+    for kind in runs.BUILTIN_KINDS:
+        items = np.concatenate(list(current.iter_samples(kind)))
+        old = np.zeros(len(items), runs.SAMPLE_DTYPE_V1)
+        for name in runs.SAMPLE_DTYPE_V1.names:
+            old[name] = items[name]
+        (cap.run_dir / "samples" / f"{kind}.bin").write_bytes(
+            runs.SAMPLES_MAGIC + (1).to_bytes(4, "little") + runs.SAMPLE_DTYPE_V1.itemsize.to_bytes(4, "little")
+            + old.tobytes())
+        if kind == "stim_to_isr":
+            new = items
+    (cap.run_dir / "samples" / "stimuli.bin").unlink()
     meta = json.loads((cap.run_dir / "meta.json").read_text())
     meta["version"] = 3
     (cap.run_dir / "meta.json").write_text(json.dumps(meta))
     run = load_run(cap.run_dir)
     assert len(run.gaps) == 0
+    assert run.has_stored_samples()
     back = next(run.iter_samples("stim_to_isr"))
     assert back.dtype == runs.SAMPLE_DTYPE and (back["unknown"] == 0).all()
     assert back["ticks"].tolist() == new["ticks"].tolist()
