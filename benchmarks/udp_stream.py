@@ -100,9 +100,9 @@ def main(argv=None):
     print(f"processing: {processing:.2f} s, {proc_rate:,.0f} records/s ({proc_rate / max(link_rate, 1):.2f} of the "
           f"link); done {s.get('processing_done_after_last_arrival_s', 0):.2f} s after the last datagram, at most "
           f"{s.get('peak_lag_datagrams')} datagrams behind; capture wall {r['wall_s']:.1f} s")
+    cpu_s = r["cpu_user_s"] + r["cpu_system_s"]
     print(f"capture CPU (every thread, its receiver process included): user {r['cpu_user_s']:.1f} s, system "
-          f"{r['cpu_system_s']:.1f} s, {r['records'] / max(r['cpu_user_s'] + r['cpu_system_s'], 1e-9):,.0f} records per "
-          f"CPU second")
+          f"{r['cpu_system_s']:.1f} s, {r['records'] / max(cpu_s, 1e-9):,.0f} records per CPU second")
     print(f"pattern: {r['pattern']}")
     live = [line for line in r["stderr"].splitlines() if "datagrams/s" in line]
     if live:

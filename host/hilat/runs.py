@@ -539,14 +539,15 @@ class Run:
     def has_stored_samples(self):
         """Whether the capture's streaming pairing wrote every kind's samples (samples/stimuli.bin for
         the built-in kinds, samples/KIND.bin for the others and in runs of earlier versions)."""
-        return not self.cut_short and all(self._in_stimuli_store(kind) or (self.path / "samples" / f"{kind}.bin").exists()
+        samples = self.path / "samples"
+        return not self.cut_short and all(self._in_stimuli_store(kind) or (samples / f"{kind}.bin").exists()
                                           for kind in self.kind_titles)
 
     def iter_samples(self, kind, chunk=CHUNK_EDGES):
         """The stored samples of ``kind`` (``SAMPLE_DTYPE`` items), in chunks."""
         if self._in_stimuli_store(kind):
-            return (_samples_of_stimuli(items, kind)
-                    for items in iter_store(self.path / "samples" / "stimuli.bin", STIMULI_MAGIC, STIMULUS_DTYPE, chunk))
+            stimuli = iter_store(self.path / "samples" / "stimuli.bin", STIMULI_MAGIC, STIMULUS_DTYPE, chunk)
+            return (_samples_of_stimuli(items, kind) for items in stimuli)
         return iter_store(self.path / "samples" / f"{kind}.bin", SAMPLES_MAGIC, SAMPLE_DTYPE, chunk)
 
     # ---- derived ----

@@ -387,7 +387,7 @@ class StreamLink:
             batch, complete_before, done = self._ready.get(timeout=0.2 if self.backlog else 0.0005)
         except queue.Empty:
             if self._decode_error is not None:
-                raise self._decode_error
+                raise self._decode_error from None
             self._check_receiver()
             return None
         self.delivered = done

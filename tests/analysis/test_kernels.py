@@ -188,13 +188,15 @@ def test_moments_equal_numpys(numpy_only):
 
 def test_hdr_counts_equal_the_numpy_index(numpy_only):
     rng = np.random.default_rng(23)
-    for highest, values in ((1 << 40, rng.integers(0, 1 << 40, 20000)), (3_600_000_000_000, rng.integers(0, 3000, 5000)),
-                            (1 << 20, np.array([0, 1, 5, 1 << 20]))):
+    cases = ((1 << 40, rng.integers(0, 1 << 40, 20000)), (3_600_000_000_000, rng.integers(0, 3000, 5000)),
+             (1 << 20, np.array([0, 1, 5, 1 << 20])))
+    for highest, values in cases:
         got, want = hdr.HdrHistogram(1, highest, 3), hdr.HdrHistogram(1, highest, 3)
         got.record(values)
         numpy_only(want.record, values)
         assert np.array_equal(got._counts, want._counts)
-        assert (got.total_count, got.min_recorded, got.max_recorded) == (want.total_count, want.min_recorded, want.max_recorded)
+        for figure in ("total_count", "min_recorded", "max_recorded"):
+            assert getattr(got, figure) == getattr(want, figure), figure
     # Out of range: the numpy path counts it apart, as before.
     h = hdr.HdrHistogram(1, 1000, 3)
     assert h.record(np.array([5, -1, 10**9])) == 2 and h.total_count == 1
