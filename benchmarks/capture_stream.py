@@ -94,9 +94,9 @@ def mismatches(summary, stimuli):
     (run,) = summary["runs"]
     rows = run["subsets"]["all"]
     found = {"stimuli": run["stimuli"],
-             "isr_min": rows["stim_to_isr"]["ticks"]["min"], "isr_max": rows["stim_to_isr"]["ticks"]["max"],
+             "isr_min": rows["stim_to_isr"]["mu"]["min"], "isr_max": rows["stim_to_isr"]["mu"]["max"],
              "isr_misses": rows["stim_to_isr"]["misses"],
-             "task_min": rows["stim_to_task"]["ticks"]["min"], "task_max": rows["stim_to_task"]["ticks"]["max"],
+             "task_min": rows["stim_to_task"]["mu"]["min"], "task_max": rows["stim_to_task"]["mu"]["max"],
              "task_misses": rows["stim_to_task"]["misses"]}
     return [f"{k} {found[k]} (expected {want[k]})" for k in found if found[k] != want[k]]
 

@@ -39,9 +39,9 @@ def main(argv=None):
         kinds = {}
         for kind in run.kinds:
             s = run.stats(kind)
-            values = s.values_ticks()
+            values = s.values_mu()
             kinds[kind] = {"count": s.count, "misses": s.misses, "min_s": s.min, "median_s": s.median,
-                           "max_s": s.max, "values_ticks": None if values is None else values.tolist()}
+                           "max_s": s.max, "values_mu": None if values is None else values.tolist()}
         print(json.dumps({"url": url, "identity": identity, "run": str(run.path),
                           "kinds": kinds}))
         return 0

@@ -276,9 +276,9 @@ class StreamingAggregator:
                 if subset == "all" and len(v):
                     i = int(np.argmax(lat))
                     best = self.worst.get(kind)
-                    if best is None or lat[i] > best["ticks"]:
-                        self.worst[kind] = {"index": first_index + i, "start_tick": int(sel.start_tick[i]),
-                                            "ticks": int(lat[i]), "tagged": bool(sel.tag_in_window[i])}
+                    if best is None or lat[i] > best["mu"]:
+                        self.worst[kind] = {"index": first_index + i, "start_mu": int(sel.start_tick[i]),
+                                            "mu": int(lat[i]), "tagged": bool(sel.tag_in_window[i])}
 
     def _split_untagged(self):
         """The first tagged window: the untagged subset gets its own histograms and statistics, copies

@@ -112,9 +112,10 @@ class Seconds(float):
 
 @dataclass(frozen=True)
 class WorstSample:
-    """One of the largest samples: its stimulus (start) tick, value and tag."""
-    start_tick: int
-    ticks: int
+    """One of the largest samples: its stimulus's (start's) time and its value in the run's unit (mu),
+    the value in seconds, and its tag."""
+    start_mu: int
+    value_mu: int
     seconds: float
     tagged: bool
 
@@ -128,66 +129,68 @@ class Stats:
     all three. ``miss_share`` is of the windows judged (``count`` + ``misses``).
     ``min``/``max``/``mean`` are exact; the median and percentiles are exact when the run keeps its
     samples (``resolution`` "exact"), else HdrHistogram's (the highest value equivalent to the
-    true one, within ``resolution``)."""
+    true one, within ``resolution``). The ``*_mu`` figures are in the run's unit, ``mu_s`` seconds
+    each (docs/analysis.md, "The run's unit"); an on-rig run's are the engine's whole ticks (its
+    ``mu_s`` is then a tick)."""
 
-    def __init__(self, kind: str, title: str, subset: str, tick_s: float, *, starts: int, misses: int,
-                 duplicates: int, count: int, min_ticks: int | None, max_ticks: int | None,
-                 mean_ticks: float | None, std_ticks: float | None, sorted_ticks: np.ndarray | None = None,
+    def __init__(self, kind: str, title: str, subset: str, mu_s: float, *, starts: int, misses: int,
+                 duplicates: int, count: int, min_mu: int | None, max_mu: int | None,
+                 mean_mu: float | None, std_mu: float | None, sorted_mu: np.ndarray | None = None,
                  histogram=None, rig_counts: np.ndarray | None = None, worst: list[WorstSample] | None = None,
                  resolution: str = "exact", unknown: int = 0):
-        self.kind, self.title, self.subset, self.tick_s = kind, title, subset, tick_s
+        self.kind, self.title, self.subset, self.mu_s = kind, title, subset, mu_s
         self.starts, self.misses, self.duplicates, self.count = int(starts), int(misses), int(duplicates), int(count)
         self.unknown = int(unknown)
-        self.min_ticks, self.max_ticks = min_ticks, max_ticks
-        self.mean_ticks, self.std_ticks = mean_ticks, std_ticks
-        self._sorted = sorted_ticks
+        self.min_mu, self.max_mu = min_mu, max_mu
+        self.mean_mu, self.std_mu = mean_mu, std_mu
+        self._sorted = sorted_mu
         self._hist = histogram
         self._rig_counts = rig_counts
         self.worst = list(worst or [])
         self.resolution = resolution
 
     @classmethod
-    def from_values(cls, kind: str, values_ticks, tick_s: float, *, misses: int = 0, duplicates: int = 0,
-                    title: str | None = None, subset: str = "all", start_ticks=None, tagged=None,
+    def from_values(cls, kind: str, values_mu, mu_s: float, *, misses: int = 0, duplicates: int = 0,
+                    title: str | None = None, subset: str = "all", start_mu=None, tagged=None,
                     unknown: int = 0) -> Stats:
-        """Exact statistics of valid samples in ticks (misses and unknown windows given apart)."""
-        v = np.asarray(values_ticks, dtype=np.int64)
+        """Exact statistics of valid samples in mu (misses and unknown windows given apart)."""
+        v = np.asarray(values_mu, dtype=np.int64)
         order = np.argsort(v, kind="stable")
         s = v[order]
         st = analysis.stats(s, percentiles=[])
         worst = []
-        if start_ticks is not None and len(v):
-            start_ticks = np.asarray(start_ticks, dtype=np.int64)
+        if start_mu is not None and len(v):
+            start_mu = np.asarray(start_mu, dtype=np.int64)
             tags = np.zeros(len(v), bool) if tagged is None else np.asarray(tagged, bool)
             for i in order[::-1][:WORST_SHOWN]:
-                worst.append(WorstSample(int(start_ticks[i]), int(v[i]), float(v[i] * tick_s), bool(tags[i])))
-        return cls(kind, title or analysis.KIND_TITLES.get(kind, kind), subset, tick_s,
+                worst.append(WorstSample(int(start_mu[i]), int(v[i]), float(v[i] * mu_s), bool(tags[i])))
+        return cls(kind, title or analysis.KIND_TITLES.get(kind, kind), subset, mu_s,
                    starts=len(v) + misses + unknown, misses=misses, duplicates=duplicates, count=len(v),
-                   min_ticks=st["min"], max_ticks=st["max"],
-                   mean_ticks=st["mean"], std_ticks=st["std"], sorted_ticks=s, worst=worst, unknown=unknown)
+                   min_mu=st["min"], max_mu=st["max"],
+                   mean_mu=st["mean"], std_mu=st["std"], sorted_mu=s, worst=worst, unknown=unknown)
 
     # -- values in seconds --
 
-    def _s(self, ticks, statistic) -> Seconds | None:
-        return None if ticks is None else Seconds(ticks * self.tick_s, self, statistic)
+    def _s(self, value_mu, statistic) -> Seconds | None:
+        return None if value_mu is None else Seconds(value_mu * self.mu_s, self, statistic)
 
     @property
     def min(self) -> Seconds | None:
-        return self._s(self.min_ticks, "min")
+        return self._s(self.min_mu, "min")
 
     @property
     def max(self) -> Seconds | None:
-        return self._s(self.max_ticks, "max")
+        return self._s(self.max_mu, "max")
 
     @property
     def mean(self) -> Seconds | None:
-        return self._s(self.mean_ticks, "mean")
+        return self._s(self.mean_mu, "mean")
 
     @property
     def std(self) -> Seconds | None:
         """Standard deviation: of the samples (ddof 1), or for on-rig results of the rig's bins
         (HdrHistogram's, bucket medians; None when the overflow bin holds samples)."""
-        return self._s(self.std_ticks, "std")
+        return self._s(self.std_mu, "std")
 
     @property
     def median(self) -> Seconds | None:
@@ -206,8 +209,8 @@ class Stats:
     def samples_needed(self, percentile: float) -> int:
         return analysis.samples_needed(percentile / 100.0)
 
-    def percentile_ticks(self, percentile: float) -> int | None:
-        """The ``percentile`` (0..100) in ticks: the smallest sample with that share of samples at or
+    def percentile_mu(self, percentile: float) -> int | None:
+        """The ``percentile`` (0..100) in mu: the smallest sample with that share of samples at or
         below it; None when it lies in the rig's overflow bin (above its range)."""
         if not 0.0 <= percentile <= 100.0:
             raise ValueError(f"a percentile is 0..100, got {percentile!r}")
@@ -221,23 +224,23 @@ class Stats:
             from hilat.engine import engine_percentiles
 
             (value,) = engine_percentiles(self._rig_counts, [percentile])
-            return None if value is None else min(int(value), self.max_ticks)
-        return min(int(self._hist.value_at_percentile(percentile)), self.max_ticks)
+            return None if value is None else min(int(value), self.max_mu)
+        return min(int(self._hist.value_at_percentile(percentile)), self.max_mu)
 
     def percentile(self, percentile: float) -> Seconds:
         """The ``percentile`` (0..100, e.g. 99.99) in seconds. Raises ``InsufficientSamples`` where
         the count cannot support it; inf where it lies above the rig's histogram range."""
-        ticks = self.percentile_ticks(percentile)
-        return Seconds(float("inf") if ticks is None else ticks * self.tick_s, self, f"p{percentile:g}")
+        value_mu = self.percentile_mu(percentile)
+        return Seconds(float("inf") if value_mu is None else value_mu * self.mu_s, self, f"p{percentile:g}")
 
     # -- the whole distribution --
 
-    def values_ticks(self) -> np.ndarray | None:
-        """The valid samples in ticks, ascending, when the run keeps them (else None)."""
+    def values_mu(self) -> np.ndarray | None:
+        """The valid samples in mu, ascending, when the run keeps them (else None)."""
         return self._sorted
 
     def histogram(self):
-        """The distribution as an ``hilat.hdr.HdrHistogram`` in ticks (exact samples are recorded at 3
+        """The distribution as an ``hilat.hdr.HdrHistogram`` in mu (exact samples are recorded at 3
         significant digits; on-rig runs give the engine's bins, its overflow bin as out of range)."""
         from hilat.hdr import HdrHistogram
 
@@ -257,13 +260,13 @@ class Stats:
     def counts_between(self, edges_s) -> np.ndarray:
         """Samples in [edges[i], edges[i+1]) for seconds ``edges`` ascending: exact from the samples,
         else each histogram bucket counted at its highest equivalent value."""
-        edges_ticks = np.asarray(edges_s, dtype=np.float64) / self.tick_s
+        edges_mu = np.asarray(edges_s, dtype=np.float64) / self.mu_s
         if self._sorted is not None:
-            idx = np.searchsorted(self._sorted, np.ceil(edges_ticks - 1e-9), side="left")
+            idx = np.searchsorted(self._sorted, np.ceil(edges_mu - 1e-9), side="left")
             return np.diff(idx)
         b = self.histogram().recorded_buckets()
-        which = np.searchsorted(edges_ticks, b.highest, side="right") - 1
-        out = np.zeros(len(edges_ticks) - 1, np.int64)
+        which = np.searchsorted(edges_mu, b.highest, side="right") - 1
+        out = np.zeros(len(edges_mu) - 1, np.int64)
         ok = (which >= 0) & (which < len(out))
         np.add.at(out, which[ok], b.count[ok])
         return out
@@ -286,16 +289,16 @@ class Stats:
             return head
         lines.append("  " + "  ".join(f"{label} {format_seconds(v)}" for label, v in self.ladder()))
         for w in self.worst:
-            lines.append(f"  worst: {format_seconds(w.seconds)} at stimulus tick {w.start_tick}"
+            lines.append(f"  worst: {format_seconds(w.seconds)} at {w.start_mu} mu (its start)"
                          + (" (tagged)" if w.tagged else ""))
-        lo, hi = max(self.min_ticks, 1), max(self.max_ticks, 1)
+        lo, hi = max(self.min_mu, 1), max(self.max_mu, 1)
         if hi > lo:
             edges = np.unique(np.round(np.geomspace(lo, hi + 1, bars + 1)).astype(np.int64))
-            counts = self.counts_between(edges * self.tick_s)
+            counts = self.counts_between(edges * self.mu_s)
             peak = max(int(counts.max()), 1)
             for a, b, c in zip(edges[:-1], edges[1:], counts):
                 bar = "#" * int(np.ceil(40 * c / peak)) if c else ""
-                lines.append(f"  {format_seconds(a * self.tick_s):>10} .. {format_seconds(b * self.tick_s):>10} "
+                lines.append(f"  {format_seconds(a * self.mu_s):>10} .. {format_seconds(b * self.mu_s):>10} "
                              f"{int(c):>9} {bar}")
         return "\n".join(lines)
 
@@ -342,14 +345,19 @@ class Run:
 
     @property
     def ts_hz(self) -> float:
-        """Units of the run's values per second: the tick frequency, times ``units_per_tick`` on a rig
-        that samples its inputs more than once a tick (docs/subtick.md)."""
+        """The tick clock, ticks per second (calibrated when a clock calibration was in force), as
+        ``Rig.ts_hz`` of the same rig."""
         return float(self._run.ts_hz)
 
     @property
-    def tick_s(self) -> float:
-        """One unit of the run's values (``*_ticks``) in seconds: a tick, or a sub-tick."""
-        return 1.0 / self.ts_hz
+    def unit(self):
+        """The run's unit (``hilat.units.RunUnit``): what one mu, the unit of every ``*_mu`` value, is."""
+        return self._run.unit
+
+    @property
+    def mu_s(self) -> float:
+        """One unit of the run's values (``*_mu``) in seconds: a tick, or a sub-tick (docs/subtick.md)."""
+        return self._run.unit.mu_ns * 1e-9
 
     @property
     def units_per_tick(self) -> int:
@@ -451,9 +459,10 @@ class Run:
 
     def _compute(self, kind, subset) -> Stats:
         how, source = self._statistics_source()
-        title, tick_s = self._run.kind_titles[kind], self._run.tick_ns * 1e-9
-        if how == "rig":  # the engine's figures are whole ticks, the run's unit may be a sub-tick
-            tick_s *= source.units_per_value
+        title, mu_s = self._run.kind_titles[kind], self._run.unit.mu_ns * 1e-9
+        if how == "rig":  # the engine's figures are whole ticks, the run's unit may be a sub-tick: these
+            # Stats count in ticks (their mu_s is a tick)
+            mu_s *= source.units_per_value
         if how == "exact":
             if subset == "tagged":
                 series = source.series[kind]
@@ -461,33 +470,34 @@ class Run:
             else:   # untagged: a window whose tag a gap hid is unknown (it may have been tagged)
                 series = source.subset(kind, subset)
             ok = (series.values != analysis.MISSING) & (series.unknown == 0)
-            return Stats.from_values(kind, series.values[ok], tick_s, misses=series.n_misses,
+            return Stats.from_values(kind, series.values[ok], mu_s, misses=series.n_misses,
                                      unknown=series.n_unknown, duplicates=int(series.duplicates.sum()),
-                                     title=title, subset=subset, start_ticks=series.start_tick[ok],
+                                     title=title, subset=subset, start_mu=series.start_tick[ok],
                                      tagged=series.tag_in_window[ok] == 1)
         # The aggregates (streamed or the engine's) keep the single worst sample of all.
         w = source.worst.get(kind) if subset == "all" else None
-        worst = [WorstSample(w["start_tick"], w["ticks"], w["ticks"] * tick_s, w["tagged"])] if w else []
+        # (the aggregates' worst is in the run's unit, whatever these Stats count in)
+        worst = [WorstSample(w["start_mu"], w["mu"], w["mu"] * self._run.unit.mu_ns * 1e-9, w["tagged"])] if w else []
         key = (subset, kind)
         if how == "hdr":
             if subset == "tagged":
                 raise ValueError(f"{self.path}: a streamed (long) run keeps all and untagged, not tagged alone")
             ex = source.exact[key]
-            return Stats(kind, title, subset, tick_s, starts=source.starts[key], misses=source.misses[key],
+            return Stats(kind, title, subset, mu_s, starts=source.starts[key], misses=source.misses[key],
                          unknown=source.unknown[key], duplicates=source.duplicates[key], count=ex.n,
-                         min_ticks=ex.min, max_ticks=ex.max,
-                         mean_ticks=ex.mean if ex.n else None, std_ticks=ex.std if ex.n else None,
+                         min_mu=ex.min, max_mu=ex.max,
+                         mean_mu=ex.mean if ex.n else None, std_mu=ex.std if ex.n else None,
                          histogram=source.hist[key], worst=worst,
                          resolution="HdrHistogram, 3 significant digits (streamed: the run is long)")
         # RigAggregates counts all and untagged; the tagged subset has binned samples only.
         from hilat.engine import bins_std
         exact = source.rig.exact(kind, subset)
         n = source.count_of(kind, subset)
-        return Stats(kind, title, subset, tick_s, starts=source.starts.get(key, n), misses=source.misses.get(key, 0),
+        return Stats(kind, title, subset, mu_s, starts=source.starts.get(key, n), misses=source.misses.get(key, 0),
                      unknown=source.unknown.get(key, 0), duplicates=source.duplicates.get(key, 0), count=n,
-                     min_ticks=exact["min"] if exact and n else None, max_ticks=exact["max"] if exact and n else None,
-                     mean_ticks=exact["sum"] / n if exact and n else None,
-                     std_ticks=bins_std(source.rig.counts(kind, subset)) if n else None,
+                     min_mu=exact["min"] if exact and n else None, max_mu=exact["max"] if exact and n else None,
+                     mean_mu=exact["sum"] / n if exact and n else None,
+                     std_mu=bins_std(source.rig.counts(kind, subset)) if n else None,
                      rig_counts=source.rig.counts(kind, subset),
                      worst=worst, resolution="on-rig: the engine's HdrHistogram bins, 2 significant digits")
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hilat import analysis, calibration
+from hilat import analysis, calibration, units
 from hilat import protocol as p
 from hilat.aggregate import SampleOutOfRange
 from hilat.rig import RigError, RigSilent
@@ -201,15 +201,15 @@ def _check_trigger(trigger, deadline, ts_hz):
 
 class _RollingHlog:
     """The capture's HdrHistogram interval log: per kind, one interval per ``interval_s`` of rig time
-    (by each sample's start tick), values in ns, tagged with the kind. SIGUSR1 cuts the open intervals
+    (by each sample's start, in the run's unit mu), values in ns, tagged with the kind. SIGUSR1 cuts the open intervals
     short (``cut``) so that an interim reader sees everything up to now."""
 
-    def __init__(self, path, kinds, ts_hz, interval_s, start_time):
+    def __init__(self, path, kinds, mu_hz, interval_s, start_time):
         from hilat import hdr
 
         self._hdr = hdr
-        self.ts_hz = ts_hz
-        self.interval_ticks = max(1, int(round(interval_s * ts_hz)))
+        self.mu_hz = mu_hz
+        self.interval_mu = max(1, int(round(interval_s * mu_hz)))
         self.writer = hdr.HlogWriter(path, start_time=start_time, base_time=start_time, max_value_unit_ratio=1e6)
         self.origin = None
         # Per kind: [interval start tick, histogram]
@@ -222,34 +222,34 @@ class _RollingHlog:
     HIGHEST_UNITS = 1 << 40
 
     def _histogram(self):
-        highest_ns = max(3_600_000_000_000, int(self.HIGHEST_UNITS * 1e9 / self.ts_hz) + 1)
+        highest_ns = max(3_600_000_000_000, int(self.HIGHEST_UNITS * 1e9 / self.mu_hz) + 1)
         return self._hdr.HdrHistogram(1, highest_ns, 3)
 
-    def samples(self, kind, start_ticks, values_ns):
-        if not len(start_ticks):
+    def samples(self, kind, start_mu, values_ns):
+        if not len(start_mu):
             return
         if self.origin is None:
-            self.origin = int(start_ticks[0])
+            self.origin = int(start_mu[0])
         # A response sooner than the rig's own delay (a value below 0 once the calibrated offset is
         # subtracted) has no place in a log of latencies >= 0: counted (meta.json), the calibration's
         # warning says why; the summary keeps it.
         if values_ns.min() < 0:
             below = values_ns < 0
             self.below_zero += int(np.count_nonzero(below))
-            start_ticks, values_ns = start_ticks[~below], values_ns[~below]
-            if not len(start_ticks):
+            start_mu, values_ns = start_mu[~below], values_ns[~below]
+            if not len(start_mu):
                 return
         # The samples come in start order: when the first and the last lie in one interval (a chunk
         # is much shorter than an interval), so do all, and no interval index per sample is needed.
-        first, last = ((int(start_ticks[i]) - self.origin) // self.interval_ticks for i in (0, -1))
+        first, last = ((int(start_mu[i]) - self.origin) // self.interval_mu for i in (0, -1))
         if first == last:
             parts = [(first, values_ns)]
         else:
-            idx = (start_ticks - self.origin) // self.interval_ticks
+            idx = (start_mu - self.origin) // self.interval_mu
             bounds = np.flatnonzero(np.diff(idx)) + 1
             parts = zip((int(i[0]) for i in np.split(idx, bounds)), np.split(values_ns, bounds))
         for part_idx, part in parts:
-            start = self.origin + part_idx * self.interval_ticks
+            start = self.origin + part_idx * self.interval_mu
             current = self.open[kind]
             if current is not None and start > current[0]:
                 self._close(kind)
@@ -264,8 +264,8 @@ class _RollingHlog:
 
     def _close(self, kind, end_tick=None):
         start, hist = self.open[kind]
-        end = start + self.interval_ticks if end_tick is None else max(end_tick, start + 1)
-        self.writer.interval((start - self.origin) / self.ts_hz, (end - start) / self.ts_hz, hist, tag=kind)
+        end = start + self.interval_mu if end_tick is None else max(end_tick, start + 1)
+        self.writer.interval((start - self.origin) / self.mu_hz, (end - start) / self.mu_hz, hist, tag=kind)
         self.intervals += 1
         self.open[kind] = None
 
@@ -287,20 +287,20 @@ class _Stream:
     """The consumer of the session's records: edges to the run directory, the streaming pairing,
     the count that ends the capture, and the new maxima. Its times, durations and values are in the
     analysis's unit: ticks, or sub-ticks on a rig that samples its inputs more than once a tick
-    (``subticks``, an ``analysis.Subticks``; ``unit_hz``: units per second)."""
+    (``subticks``, an ``analysis.Subticks``; ``mu_hz``: the run's units, mu, per second)."""
 
-    def __init__(self, writer, roles, measures, builtin, deadline, offset_ticks, pace, unit_hz, hlog=None,
+    def __init__(self, writer, roles, measures, builtin, deadline, offset_mu, pace, mu_hz, hlog=None,
                  chunk_records=None, on_new_max=None, subticks=None):
         from hilat.aggregate import StreamingAggregator
 
         self.writer = writer
         self.pace_channel, self.pace_level = pace
-        self.tick_ns = 1e9 / unit_hz
+        self.mu_ns = 1e9 / mu_hz
         self.subticks = subticks
         self.hlog = hlog
         self.chunk_records = chunk_records
         self.on_new_max = on_new_max
-        self.aggregator = StreamingAggregator(roles, deadline, offset_ticks, measures=measures, builtin=builtin,
+        self.aggregator = StreamingAggregator(roles, deadline, offset_mu, measures=measures, builtin=builtin,
                                               on_samples=self._samples)
         # The stream's holes (docs/analysis.md, "Gaps"): told by the session between the records.
         self.gaps = analysis.GapTracker(subticks.units_per_tick if subticks is not None else 1)
@@ -314,7 +314,7 @@ class _Stream:
         self.shown_max = {}
         self.responses_before_offset = 0
         # The kinds the offset is subtracted from, whose negative values are "before the offset".
-        self._offset_kinds = {"stim_to_isr", "stim_to_task"} if offset_ticks else set()
+        self._offset_kinds = {"stim_to_isr", "stim_to_task"} if offset_mu else set()
 
     # Records per step when none is set: the working arrays of a step (edges, pairing) stay a few
     # tens of MiB however much one read of the link brings.
@@ -405,15 +405,15 @@ class _Stream:
                 values, starts = values[ok], starts[ok]
             # A whole number of ns a unit (20 ns at 50 MHz): an integer product, the same as the
             # rounded float one below 2^53 ns, without the float pass.
-            exact = (float(self.tick_ns).is_integer()
-                     and max(-int(values.min()), int(values.max())) * int(self.tick_ns) < 1 << 53)
-            ns = values * int(self.tick_ns) if exact else np.round(values * self.tick_ns).astype(np.int64)
+            exact = (float(self.mu_ns).is_integer()
+                     and max(-int(values.min()), int(values.max())) * int(self.mu_ns) < 1 << 53)
+            ns = values * int(self.mu_ns) if exact else np.round(values * self.mu_ns).astype(np.int64)
             self.hlog.samples(kind, starts, ns)
 
     def _new_maxima(self):
         for kind, worst in self.aggregator.worst.items():
-            if worst["ticks"] > self.shown_max.get(kind, -1):
-                self.shown_max[kind] = worst["ticks"]
+            if worst["mu"] > self.shown_max.get(kind, -1):
+                self.shown_max[kind] = worst["mu"]
                 if self.on_new_max is not None:
                     self.on_new_max(kind, worst)
 
@@ -566,7 +566,7 @@ class Capture:
         self.writer.set_kinds(kinds)
         if self.settings.hlog_interval_s and self.settings.raw:
             (self.run_dir / "hlog").mkdir(exist_ok=True)
-            self.hlog = _RollingHlog(self.run_dir / "hlog" / "capture.hlog", kinds, self.unit_hz,
+            self.hlog = _RollingHlog(self.run_dir / "hlog" / "capture.hlog", kinds, self.unit.mu_hz,
                                      self.settings.hlog_interval_s, self._t0)
         if self.live is None:
             # On-rig without raw edges it shows the engine's intervals as they come.
@@ -576,7 +576,7 @@ class Capture:
         offset, deadline, measures = analysis.in_subticks(self.units_per_tick, self.offset_ticks,
                                                           self.deadline_ticks, self._measures)
         self.stream = _Stream(self.writer, self._roles, measures, builtin, deadline, offset, self._pace,
-                              self.unit_hz, hlog=self.hlog, chunk_records=self.settings.chunk_records,
+                              self.unit.mu_hz, hlog=self.hlog, chunk_records=self.settings.chunk_records,
                               on_new_max=self.live.new_max, subticks=self.subticks)
 
     # stream ---------------------------------------------------------------------------------------
@@ -874,9 +874,9 @@ class Capture:
         return self.subticks.units_per_tick
 
     @property
-    def unit_hz(self):
-        """The raw edges' time units per second (sub-ticks when the rig samples more than once a tick)."""
-        return self.ts_hz * self.units_per_tick
+    def unit(self):
+        """The run's unit (``units.RunUnit``): that of the raw edges' times, samples and values."""
+        return units.RunUnit.of(self.ts_hz, self.subticks)
 
     def _meta(self, decoder, interim=False):
         ident = self.identity
@@ -885,7 +885,7 @@ class Capture:
         dropped = list(status.dropped) if status else None
         session = self.session
         return {
-            "format": "hilat-run", "version": 4,
+            "format": "hilat-run", "version": units.RUN_FORMAT_VERSION,
             "label": self.settings.label, "url": self.url,
             "started": datetime.fromtimestamp(self._t0, timezone.utc).isoformat(),
             "wall_seconds": round(time.time() - self._t0, 3),
@@ -898,6 +898,8 @@ class Capture:
             # The unit of edges.bin, samples/ and the hlog (docs/subtick.md): 1/units_per_tick tick,
             # an input edge at tick * units_per_tick + subtick_positions[its fraction].
             "time_unit": self.subticks.to_meta(),
+            # The run's unit, mu (hilat.units; run format 5 on): what one unit of those times is.
+            "unit": self.unit.to_json(),
             # The deadline the windows closed at (ticks; None: the next stimulus): the rig's engine and
             # the host's pairing of the edges, now and in later reports.
             "deadline_ticks": self.deadline_ticks,
@@ -992,7 +994,8 @@ class Capture:
 
     def _write(self, decoder):
         if self.identity is None:
-            self.writer.write_json("meta.json", {"format": "hilat-run", "version": 4, "url": self.url,
+            self.writer.write_json("meta.json", {"format": "hilat-run", "version": units.RUN_FORMAT_VERSION,
+                                                 "url": self.url,
                                                  "error": self.error, "label": self.settings.label, "rig": None})
             return
         if self.stream is not None:

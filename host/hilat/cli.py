@@ -6,7 +6,7 @@
     hilat demo [options]               sim + capture + summary in one command
     hilat report RUN... [options]      Faller tables, percentiles, plots, HTML (one or more runs)
     hilat compare RUN_A RUN_B          side by side, with the difference at each percentile
-    hilat export RUN --csv/--parquet/--hlog/--vcd   samples, HDR interval log, raw edges
+    hilat export RUN --csv/--parquet/--json/--hlog/--vcd   samples, HDR interval log, raw edges
     hilat calibrate loopback URL       the rig's own offset and jitter (jumper STIM0 -> SPARE)
     hilat calibrate clock URL          the rig's clock error in ppm (--against host | pps)
 """
@@ -607,9 +607,9 @@ def cmd_export(args):
     (run,) = _load_runs([args.run])
     tool = {w: getattr(args, w.replace("-", "_")) for w, _, _ in TOOL_FORMATS
             if getattr(args, w.replace("-", "_")) is not None}
-    wanted = {k: getattr(args, k) for k in ("csv", "parquet", "hlog", "vcd") if getattr(args, k) is not None}
+    wanted = {k: getattr(args, k) for k in ("csv", "parquet", "json", "hlog", "vcd") if getattr(args, k) is not None}
     if not wanted and not tool:
-        raise UsageError("say what to export: --csv, --parquet, --hlog, --vcd, or a tool's format: "
+        raise UsageError("say what to export: --csv, --parquet, --json, --hlog, --vcd, or a tool's format: "
                          + ", ".join("--" + w for w, _, _ in TOOL_FORMATS))
     if (args.hlog is not None or "hgrm" in tool) and args.kind not in run.kind_titles:
         raise UsageError(f"--kind {args.kind}: the run has no such kind (kinds: {', '.join(run.kind_titles)})")
@@ -622,13 +622,16 @@ def cmd_export(args):
         raise UsageError(f"{run.path}: the run has on-rig results only (the engine's histograms; no raw edges, "
                          f"capture with --on-rig --raw to keep them): {', '.join('--' + m for m in missing)} "
                          "need the raw edges; --hlog exports the engine's histograms")
-    defaults = {"csv": "samples.csv", "parquet": "samples.parquet", "hlog": f"{args.kind}.hlog", "vcd": "edges.vcd"}
+    defaults = {"csv": "samples.csv", "parquet": "samples.parquet", "json": "samples.json", "hlog": f"{args.kind}.hlog",
+                "vcd": "edges.vcd"}
     for what, target in wanted.items():
         path = Path(target) if target else run.path / defaults[what]
         if what == "csv":
             export.write_csv(run, path)
         elif what == "parquet":
             export.write_parquet(run, path)
+        elif what == "json":
+            export.write_json(run, path)
         elif what == "hlog" and not run.has_raw_edges:
             try:
                 n = export.write_rig_hlog(run, path, kind=args.kind, interval_s=args.interval)
@@ -997,8 +1000,8 @@ def build_parser():
     e = sub.add_parser("export", help="samples (CSV, Parquet), HDR interval log, VCD of the raw edges (an on-rig "
                        "run without raw edges: the HDR interval log of the engine's bins only)")
     e.add_argument("run", type=Path, metavar="RUN")
-    for what, default in (("csv", "samples.csv"), ("parquet", "samples.parquet"), ("hlog", "KIND.hlog"),
-                          ("vcd", "edges.vcd")):
+    for what, default in (("csv", "samples.csv"), ("parquet", "samples.parquet"), ("json", "samples.json"),
+                          ("hlog", "KIND.hlog"), ("vcd", "edges.vcd")):
         e.add_argument(f"--{what}", nargs="?", const="", metavar="FILE", help=f"default RUN/{default}")
     e.add_argument("--kind", default="stim_to_isr", help="kind in the .hlog, built-in or defined with --measure "
                    "(default stim_to_isr)")

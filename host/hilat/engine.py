@@ -528,7 +528,7 @@ class RigAggregates:
         for k, kind in enumerate(KINDS):
             exact, worst = rig.exact(kind), rig.worst[k]
             if worst is not None and exact is not None and worst[0] == exact["max"]:
-                self.worst[kind] = {"index": None, "start_tick": worst[1] * u, "ticks": worst[0] * u,
+                self.worst[kind] = {"index": None, "start_mu": worst[1] * u, "mu": worst[0] * u,
                                     "tagged": worst[2]}
 
     def count_of(self, kind, subset):

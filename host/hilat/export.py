@@ -1,6 +1,11 @@
 """``hilat export``: a run's samples as CSV or Parquet, its latencies as an HdrHistogram interval log,
 and its raw edges as a VCD that GTKWave and PulseView open.
 
+The sample exports (CSV, Parquet, JSON) say the run's unit, mu (``hilat.units``, docs/analysis.md "The
+run's unit"): the columns holding a value in it end in ``_mu`` (``start_mu``, ``value_mu``), the
+``mu_ns`` column holds one mu in ns on every row (pandas' ``read_csv`` gets the conversion with the
+data), and Parquet's schema metadata and the JSON document carry the whole unit (``hilat.unit``/``unit``).
+
 An on-rig run without raw edges (``hilat capture --on-rig``) has the engine's histograms only: its
 interval log comes from them (``write_rig_hlog``: hlog/rig.hlog), and the exports that need samples
 or edges are refused (``needs_raw_edges``)."""
@@ -12,8 +17,9 @@ import numpy as np
 
 from hilat import analysis
 
-SAMPLE_COLUMNS = ["kind", "index", "start_tick", "time_s", "ticks", "ns", "tag_at_start", "tag_in_window",
-                  "duplicates", "unknown"]
+SAMPLE_COLUMNS = ["kind", "index", "start_mu", "time_s", "value_mu", "value_ns", "mu_ns", "tag_at_start",
+                  "tag_in_window", "duplicates", "unknown"]
+SAMPLES_JSON_FORMAT, SAMPLES_JSON_VERSION = "hilat-samples", 1
 
 
 def _sample_items(run, kind, chunk=1 << 20):
@@ -34,11 +40,13 @@ def _sample_items(run, kind, chunk=1 << 20):
 
 def iter_sample_columns(run, chunk=1 << 20):
     """{column: array} chunks: one row per sample of every kind (built-in and defined), kind by kind,
-    each in start order: ``index`` counts the kind's samples, ``time_s`` is rig time since the run's
-    first edge, ``ticks``/``ns`` the value (-1 / NaN: missed, or unknown), ``unknown`` 1 where a gap
+    each in start order: ``index`` counts the kind's samples, ``start_mu`` the start edge's time in the
+    run's unit, ``time_s`` is rig time since the run's first edge, ``value_mu``/``value_ns`` the value
+    (-1 / NaN: missed, or unknown), ``mu_ns`` one mu in ns, ``unknown`` 1 where a gap
     in the record stream touched the window (the row is neither a sample nor a miss; its tag flags
     may be analysis.TAG_UNKNOWN). Bounded memory."""
     origin = run.first_tick()
+    unit = run.unit
     for kind in run.kind_titles:
         index = 0
         for items in _sample_items(run, kind, chunk):
@@ -46,8 +54,10 @@ def iter_sample_columns(run, chunk=1 << 20):
             unknown = items["unknown"]
             values = np.where(unknown != 0, analysis.MISSING, items["ticks"])
             yield {"kind": np.full(n, kind, dtype=object), "index": np.arange(index, index + n, dtype=np.int64),
-                   "start_tick": items["start_tick"], "time_s": (items["start_tick"] - origin) / run.ts_hz,
-                   "ticks": values, "ns": np.where(values == analysis.MISSING, np.nan, values * run.tick_ns),
+                   "start_mu": items["start_tick"], "time_s": (items["start_tick"] - origin) / unit.mu_hz,
+                   "value_mu": values,
+                   "value_ns": np.where(values == analysis.MISSING, np.nan, unit.to_ns(values)),
+                   "mu_ns": np.full(n, unit.mu_ns),
                    "tag_at_start": items["tag_at_start"], "tag_in_window": items["tag_in_window"],
                    "duplicates": items["duplicates"].astype(np.int64), "unknown": unknown.astype(np.uint8)}
             index += n
@@ -56,25 +66,34 @@ def iter_sample_columns(run, chunk=1 << 20):
 def sample_columns(run):
     """Every sample as one {column: array} (``iter_sample_columns`` concatenated; a short run's)."""
     parts = list(iter_sample_columns(run))
-    empty = {"kind": object, "time_s": np.float64, "ns": np.float64, "tag_at_start": np.uint8,
+    empty = {"kind": object, "time_s": np.float64, "value_ns": np.float64, "mu_ns": np.float64,
+             "tag_at_start": np.uint8,
              "tag_in_window": np.uint8, "unknown": np.uint8}
     return {c: np.concatenate([p[c] for p in parts]) if parts else np.zeros(0, empty.get(c, np.int64))
             for c in SAMPLE_COLUMNS}
 
 
-def _csv_text(cols):
-    """CSV lines of a chunk, built column-wise (no per-row Python)."""
-    text = [cols["kind"].astype(str)]
+def _rows_text(cols, missing="", quote=""):
+    """The rows of a chunk as text, fields comma-separated, built column-wise (no per-row Python):
+    CSV lines, or (``missing`` "null", ``quote`` '"') the rows of a JSON array without brackets."""
+    text = [np.char.add(np.char.add(quote, cols["kind"].astype(str)), quote)]
     for name in SAMPLE_COLUMNS[1:]:
         if name == "time_s":
             text.append(np.char.mod("%.9f", cols[name]))
-        elif name == "ns":
-            text.append(np.where(np.isnan(cols[name]), "", np.char.mod("%.3f", cols[name])))
+        elif name == "value_ns":
+            text.append(np.where(np.isnan(cols[name]), missing, np.char.mod("%.3f", cols[name])))
+        elif name == "mu_ns":
+            text.append(np.char.mod("%.17g", cols[name]))
         else:
             text.append(cols[name].astype(str))
     line = text[0]
     for column in text[1:]:
         line = np.char.add(np.char.add(line, ","), column)
+    return line
+
+
+def _csv_text(cols):
+    line = _rows_text(cols)
     return "\n".join(line.tolist()) + "\n" if len(line) else ""
 
 
@@ -93,16 +112,37 @@ def write_parquet(run, path):
     pa = require("pyarrow", "report", "Parquet export (--parquet)")
     pq = require("pyarrow.parquet", "report", "Parquet export (--parquet)")
 
+    import json
+
     meta = {b"hilat.label": run.label.encode(), b"hilat.ts_hz": repr(run.ts_hz).encode(),
-            b"hilat.offset_ticks": str(run.offset_ticks).encode()}
-    types = {"kind": pa.string(), "index": pa.int64(), "start_tick": pa.int64(), "time_s": pa.float64(),
-             "ticks": pa.int64(), "ns": pa.float64(), "tag_at_start": pa.uint8(), "tag_in_window": pa.uint8(),
-             "duplicates": pa.int64(), "unknown": pa.uint8()}
+            b"hilat.offset_mu": str(run.offset_mu).encode(), b"hilat.unit": json.dumps(run.unit.to_json()).encode()}
+    types = {"kind": pa.string(), "index": pa.int64(), "start_mu": pa.int64(), "time_s": pa.float64(),
+             "value_mu": pa.int64(), "value_ns": pa.float64(), "mu_ns": pa.float64(), "tag_at_start": pa.uint8(),
+             "tag_in_window": pa.uint8(), "duplicates": pa.int64(), "unknown": pa.uint8()}
     schema = pa.schema([(c, types[c]) for c in SAMPLE_COLUMNS], metadata=meta)
     with pq.ParquetWriter(path, schema) as writer:
         for cols in iter_sample_columns(run):
             arrays = [pa.array(cols[c].tolist() if c == "kind" else cols[c], type=types[c]) for c in SAMPLE_COLUMNS]
             writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+
+
+def write_json(run, path):
+    """The samples as one JSON document: {format, version, label, unit (``units.RunUnit.to_json``),
+    ts_hz, offset_mu, columns, data: [[row], ...]} (``pandas.DataFrame(doc["data"], columns=doc["columns"])``).
+    Written chunk by chunk (bounded memory); a missed or unknown value_ns is null."""
+    import json
+
+    head = {"format": SAMPLES_JSON_FORMAT, "version": SAMPLES_JSON_VERSION, "label": run.label,
+            "unit": run.unit.to_json(), "ts_hz": run.ts_hz, "offset_mu": run.offset_mu, "columns": SAMPLE_COLUMNS}
+    with open(path, "w") as f:
+        f.write(json.dumps(head)[:-1] + ', "data": [')
+        first = True
+        for cols in iter_sample_columns(run, chunk=1 << 17):
+            line = _rows_text(cols, missing="null", quote='"')
+            if len(line):
+                f.write(("" if first else ",\n") + "[" + "],\n[".join(line.tolist()) + "]")
+                first = False
+        f.write("]}\n")
 
 
 def write_hlog(run, path, kind="stim_to_isr", interval_s=1.0, significant_figures=3):
@@ -123,8 +163,8 @@ def write_hlog(run, path, kind="stim_to_isr", interval_s=1.0, significant_figure
             if origin is None and len(items):
                 origin = int(items["start_tick"][0])
             ok = (items["ticks"] != analysis.MISSING) & (items["unknown"] == 0)
-            ns = np.round(items["ticks"][ok] * run.tick_ns).astype(np.int64)
-            idx = ((items["start_tick"][ok] - origin) / run.ts_hz // interval_s).astype(np.int64)
+            ns = np.round(run.unit.to_ns(items["ticks"][ok])).astype(np.int64)
+            idx = ((items["start_tick"][ok] - origin) / run.unit.mu_hz // interval_s).astype(np.int64)
             bounds = np.flatnonzero(np.diff(idx)) + 1
             for part_idx, part in zip(np.split(idx, bounds), np.split(ns, bounds)):
                 if not len(part):
@@ -146,7 +186,7 @@ def write_hlog(run, path, kind="stim_to_isr", interval_s=1.0, significant_figure
 
 
 # The exports made of samples or edges, which an on-rig run without raw edges does not have.
-RAW_EXPORTS = ("csv", "parquet", "vcd")
+RAW_EXPORTS = ("csv", "parquet", "json", "vcd")
 
 
 def needs_raw_edges(run, wanted):
@@ -156,7 +196,7 @@ def needs_raw_edges(run, wanted):
 
 def engine_interval_s(run):
     """The length of an on-rig run's engine intervals (its rig.hlog lines), in seconds of rig time."""
-    return 2 ** run.meta["engine"]["config"]["interval_shift"] / (run.ts_hz / run.units_per_tick)
+    return 2 ** run.meta["engine"]["config"]["interval_shift"] / run.ts_hz
 
 
 def write_rig_hlog(run, path, kind="stim_to_isr", interval_s=None):
@@ -244,7 +284,7 @@ def write_vcd(run, path, unit_fs=None):
     edges in chunks (two passes: the channels and their first levels, then the changes)."""
     # The unit from the rig's sample spacing (a tick, or a sub-tick: docs/subtick.md); the finer
     # positions of calibrated sub-tick bins are rounded to it.
-    sample_hz = run.ts_hz / run.units_per_tick * run.samples_per_tick
+    sample_hz = run.ts_hz * run.samples_per_tick
     scale_text, _unit_fs, per_sample, exact = vcd_timescale(sample_hz, unit_fs)
     per_tick = per_sample * run.samples_per_tick / run.units_per_tick   # VCD units per unit of the run
     exact = exact and float(per_tick).is_integer()
@@ -269,7 +309,7 @@ def write_vcd(run, path, unit_fs=None):
         rounding = "" if exact else f", times rounded to {scale_text} (--vcd-timescale 1fs for exact ones)"
         unit = run.subticks.unit_name
         f.write(f"$comment time 0 of this file is rig {unit} {origin}, one {unit} before the first edge; "
-                f"1 {unit} = {run.tick_ns:g} ns{rounding} $end\n")
+                f"1 {unit} = {run.unit.mu_ns:g} ns{rounding} $end\n")
         f.write(f"$timescale {scale_text} $end\n$scope module hilat $end\n")
         for ch in present:
             f.write(f"$var wire 1 {ids[ch]} {run.roles.label(ch)} $end\n")

@@ -43,10 +43,10 @@ def stats_of(run, kinds: Iterable[str] | None = None) -> list:
 
 # ---- microsecond bins (cyclictest, rt-tests JSON) ------------------------------------------------------
 
-def _whole_us(ticks, tick_s: float) -> np.ndarray:
+def _whole_us(ticks, mu_s: float) -> np.ndarray:
     """Ticks as whole microseconds, truncated as cyclictest truncates (its ``calcdiff``: ns / 1000). The
     1 ps added keeps an exact multiple (200 ticks of 5 ns) from falling 1 ulp short of its microsecond."""
-    return np.floor(np.asarray(ticks, dtype=np.float64) * (tick_s * 1e6) + 1e-6).astype(np.int64)
+    return np.floor(np.asarray(ticks, dtype=np.float64) * (mu_s * 1e6) + 1e-6).astype(np.int64)
 
 
 class _UsBins:
@@ -56,9 +56,9 @@ class _UsBins:
     def __init__(self, stats, size: int):
         self.stats = stats
         self.counts = np.zeros(size, np.int64)
-        values = stats.values_ticks()
+        values = stats.values_mu()
         if values is not None:
-            us = _whole_us(values, stats.tick_s)
+            us = _whole_us(values, stats.mu_s)
             inside = us < size
             self.counts += np.bincount(us[inside], minlength=size)[:size]
             self.overflows = int(np.count_nonzero(~inside))
@@ -71,22 +71,22 @@ class _UsBins:
             h = stats.histogram()
             b = h.recorded_buckets()
             at = b.highest
-            if stats.min_ticks is not None:
-                at = np.clip(at, stats.min_ticks, max(stats.max_ticks, stats.min_ticks))
-            us = _whole_us(at, stats.tick_s)
+            if stats.min_mu is not None:
+                at = np.clip(at, stats.min_mu, max(stats.max_mu, stats.min_mu))
+            us = _whole_us(at, stats.mu_s)
             inside = us < size
             np.add.at(self.counts, us[inside], b.count[inside])
             self.overflows = int(b.count[~inside].sum()) + int(h.out_of_range_above)
-            mean = stats.mean_ticks
-            self.avg = float(mean * stats.tick_s * 1e6) if mean is not None and stats.count else 0.0
+            mean = stats.mean_mu
+            self.avg = float(mean * stats.mu_s * 1e6) if mean is not None and stats.count else 0.0
         self.cycles = int(stats.count)
         # cyclictest starts min at 1000000 and max at 0: what it prints for a thread without cycles.
-        self.min = int(_whole_us(stats.min_ticks, stats.tick_s)) if stats.count else 1_000_000
-        self.max = int(_whole_us(stats.max_ticks, stats.tick_s)) if stats.count else 0
+        self.min = int(_whole_us(stats.min_mu, stats.mu_s)) if stats.count else 1_000_000
+        self.max = int(_whole_us(stats.max_mu, stats.mu_s)) if stats.count else 0
 
 
 def _default_bins(stats_list) -> int:
-    top = max((int(_whole_us(s.max_ticks, s.tick_s)) for s in stats_list if s.count), default=0)
+    top = max((int(_whole_us(s.max_mu, s.mu_s)) for s in stats_list if s.count), default=0)
     return min(top + 1, CYCLICTEST_HIST_MAX)
 
 
@@ -112,7 +112,7 @@ def cyclictest_histogram(stats_list: Sequence, buckets_us: int | None = None) ->
 
     A sample's bin is its value truncated to whole microseconds, as cyclictest's ``calcdiff``; min, max
     and Avg too (Avg: the truncated samples' mean, truncated). Misses have no latency and are in no
-    column (the leading comment counts them). Exact from ``Stats.values_ticks()``; a histogram-only
+    column (the leading comment counts them). Exact from ``Stats.values_mu()``; a histogram-only
     (on-rig) kind is approximated: each HdrHistogram bucket's count goes to the microsecond of its
     highest equivalent value (within the exact min and max), the rig's overflow bin to the overflows,
     and Avg is the exact mean truncated (not the mean of truncated samples, up to 1 us more).
@@ -234,8 +234,8 @@ def _java_f(x: float, decimals: int) -> str:
     return format(d, "f")
 
 
-def _ticks_per_us(tick_s: float) -> float:
-    r = 1e-6 / tick_s
+def _mu_per_us(mu_s: float) -> float:
+    r = 1e-6 / mu_s
     return float(round(r)) if abs(r - round(r)) <= 1e-9 * r else r
 
 
@@ -255,7 +255,7 @@ def hgrm(stats, ticks_per_half_distance: int = 5, unit_ratio: float | None = Non
     """
     if hasattr(stats, "histogram"):
         h = stats.histogram()
-        ratio = _ticks_per_us(stats.tick_s) if unit_ratio is None else float(unit_ratio)
+        ratio = _mu_per_us(stats.mu_s) if unit_ratio is None else float(unit_ratio)
     else:
         h = stats
         ratio = 1.0 if unit_ratio is None else float(unit_ratio)
@@ -300,17 +300,17 @@ def _float(x: float) -> str:
 def _le_counts(stats, le_s: Sequence[float]) -> list[int]:
     """Samples <= each bound (seconds): exact from the samples, else each histogram bucket at its highest
     equivalent value. Compared in ticks: a bound is its whole ticks (1e-12 relative slack, so that 150
-    ticks of 1/150 MHz are <= 1 us whatever the float rounding of tick_s)."""
-    bound_ticks = np.floor(np.asarray(le_s, dtype=np.float64) / stats.tick_s * (1 + 1e-12))
-    values = stats.values_ticks()
+    ticks of 1/150 MHz are <= 1 us whatever the float rounding of mu_s)."""
+    bound_mu = np.floor(np.asarray(le_s, dtype=np.float64) / stats.mu_s * (1 + 1e-12))
+    values = stats.values_mu()
     if values is not None:
-        return np.searchsorted(np.asarray(values, dtype=np.float64), bound_ticks, side="right").tolist()
+        return np.searchsorted(np.asarray(values, dtype=np.float64), bound_mu, side="right").tolist()
     b = stats.histogram().recorded_buckets()
     at = b.highest
-    if stats.max_ticks is not None and len(at):
-        at = np.minimum(at, max(stats.max_ticks, int(b.lowest[-1])))
+    if stats.max_mu is not None and len(at):
+        at = np.minimum(at, max(stats.max_mu, int(b.lowest[-1])))
     cum = np.concatenate([[0], np.cumsum(b.count)])
-    return cum[np.searchsorted(at.astype(np.float64), bound_ticks, side="right")].tolist()
+    return cum[np.searchsorted(at.astype(np.float64), bound_mu, side="right")].tolist()
 
 
 def prometheus_text(stats_list: Sequence, buckets_s: Sequence[float] | None = None,
@@ -353,7 +353,7 @@ def prometheus_text(stats_list: Sequence, buckets_s: Sequence[float] | None = No
         for b, n in zip(bounds, counts):
             out.append(f"{metric}_bucket{labelset(s.kind, le=_float(b))} {min(int(n), s.count)}\n")
         out.append(f"{metric}_bucket{labelset(s.kind, le='+Inf')} {s.count}\n")
-        total = float(s.mean_ticks) * s.tick_s * s.count if s.count and s.mean_ticks is not None else 0.0
+        total = float(s.mean_mu) * s.mu_s * s.count if s.count and s.mean_mu is not None else 0.0
         out.append(f"{metric}_sum{labelset(s.kind)} {_float(total)}\n")
         out.append(f"{metric}_count{labelset(s.kind)} {s.count}\n")
     out.append(f"# HELP {misses_metric} {_help_text('hilat: stimuli without a response in the window, per kind')}\n")

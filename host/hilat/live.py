@@ -114,7 +114,7 @@ class LiveView:
         total = f"/{c.settings.count}" if c.settings.count else ""
         return {"elapsed": elapsed, "paced": stream.paced, "total": total, "counted": counted,
                 "records": stream.records, "rate": stream.records / elapsed, "rows": rows, "lost": lost,
-                "gaps": stream.gap_count, "tick_ns": 1e9 / c.unit_hz, "link": self._link()}
+                "gaps": stream.gap_count, "mu_ns": c.unit.mu_ns, "link": self._link()}
 
     def _table(self, s):
         from rich import box
@@ -128,9 +128,9 @@ class LiveView:
             table.add_column(name, justify="right", no_wrap=True)
         for kind, starts, st, misses, dups, unknown in s["rows"]:
             pct = st["percentiles"]
-            table.add_row(kind, str(starts), _us(st["min"], s["tick_ns"]),
-                          *(_us(pct[analysis.percentile_label(p)], s["tick_ns"]) for p in _PERCENTILES),
-                          _us(st["max"], s["tick_ns"]), str(misses), str(unknown), str(dups))
+            table.add_row(kind, str(starts), _us(st["min"], s["mu_ns"]),
+                          *(_us(pct[analysis.percentile_label(p)], s["mu_ns"]) for p in _PERCENTILES),
+                          _us(st["max"], s["mu_ns"]), str(misses), str(unknown), str(dups))
         lost = ", ".join(f"{what} {n}" for what, n in s["lost"].items())
         table.caption = f"gaps {s['gaps']} (their windows unknown); lost: {lost}" + (
             f"\n{s['link']}" if s["link"] else "")
@@ -201,8 +201,8 @@ class LiveView:
         parts = [f"T: {s['elapsed']:7.1f} s C: {s['paced']}{s['total']} {s['counted']} ({s['rate']:,.0f} records/s)"]
         for kind, _starts, st, misses, dups, unknown in s["rows"]:
             pct = st["percentiles"]
-            parts.append(f"{kind} Min {_us(st['min'], s['tick_ns'])} P50 {_us(pct['p50'], s['tick_ns'])} "
-                         f"P99 {_us(pct['p99'], s['tick_ns'])} Max {_us(st['max'], s['tick_ns'])} us "
+            parts.append(f"{kind} Min {_us(st['min'], s['mu_ns'])} P50 {_us(pct['p50'], s['mu_ns'])} "
+                         f"P99 {_us(pct['p99'], s['mu_ns'])} Max {_us(st['max'], s['mu_ns'])} us "
                          f"misses {misses} unknown {unknown} dup {dups}")
         parts.append(f"gaps {s['gaps']}")
         parts.append(f"lost {sum(s['lost'].values())}")
@@ -254,11 +254,11 @@ class LiveView:
     def new_max(self, kind, worst):
         if not self.enabled or self.capture is None:
             return
-        tick_ns = 1e9 / self.capture.unit_hz
+        mu_ns = self.capture.unit.mu_ns
         what = "stimulus" if kind in dict(analysis.KINDS) else "sample"
         unit = self.capture.subticks.unit_name
-        self._say(f"new max {kind}: {_us(worst['ticks'], tick_ns)} us ({worst['ticks']} {unit}s) at {what} "
-                  f"#{worst['index']}, {unit} {worst['start_tick']}" + (", tagged" if worst["tagged"] else ""))
+        self._say(f"new max {kind}: {_us(worst['mu'], mu_ns)} us ({worst['mu']} {unit}s) at {what} "
+                  f"#{worst['index']}, {unit} {worst['start_mu']}" + (", tagged" if worst["tagged"] else ""))
 
     def _say(self, text):
         if self._console is not None:

@@ -81,7 +81,7 @@ def percentile_curve(sorted_values, ps):
 
 def _unit(runs, kinds):
     """Pick µs or ns for the axes from the largest latency."""
-    top = max((float(_valid(r, k)[-1]) * r.tick_ns for r in runs for k in kinds if len(_valid(r, k))),
+    top = max((float(_valid(r, k)[-1]) * r.unit.mu_ns for r in runs for k in kinds if len(_valid(r, k))),
               default=0.0)
     return ("us", 1e-3) if top >= 10_000 else ("ns", 1.0)
 
@@ -119,7 +119,7 @@ def plot_faller(runs, kinds=None, lam=FALLER_LAMBDA):
                 continue
             # Points evenly spaced on the transformed axis, plus the exact maximum at p = 1.
             ps = faller_inverse(np.linspace(0.0, 1.0, 1500)[1:], lam)
-            ys = percentile_curve(s, ps) * run.tick_ns * scale
+            ys = percentile_curve(s, ps) * run.unit.mu_ns * scale
             ax.plot(ps, ys, label=f"{run.label} (n={len(s)})", drawstyle="steps-post")
         ax.set_xscale("function", functions=(lambda p: faller_forward(p, lam), lambda x: faller_inverse(x, lam)))
         ax.set_xlim(0.0, 1.0)
@@ -150,7 +150,7 @@ def plot_percentiles(runs, kinds=None):
             # x = 1/(1-p) from 1 to n: the last point is the maximum.
             xs = np.unique(np.geomspace(1.0, float(n), 800))
             ps = 1.0 - 1.0 / xs
-            ys = percentile_curve(s, ps) * run.tick_ns * scale
+            ys = percentile_curve(s, ps) * run.unit.mu_ns * scale
             ax.plot(xs, ys, label=f"{run.label} (n={n})", drawstyle="steps-post")
             top = max(top, n)
         ax.set_xscale("log")
@@ -188,8 +188,8 @@ def plot_histogram(runs, kinds=None):
             edges = histogram_bins(s[0], s[-1])
             counts, _ = np.histogram(s, bins=edges)
             nz = counts > 0
-            centres = edges[:-1][nz] * run.tick_ns * scale
-            worst = s[-1] * run.tick_ns * scale
+            centres = edges[:-1][nz] * run.unit.mu_ns * scale
+            worst = s[-1] * run.unit.mu_ns * scale
             ax.plot(centres, counts[nz], marker=".", linestyle="-", label=f"{run.label} (max {worst:.4g} {unit})")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -213,11 +213,11 @@ def plot_timeseries(runs, kinds=None, max_points=20000):
             if kind not in run.kind_titles or not len(run.measurements.series[kind]):
                 continue
             series = run.measurements.series[kind]
-            t = (series.start_tick - series.start_tick[0]) / run.ts_hz
+            t = (series.start_tick - series.start_tick[0]) / run.unit.mu_hz
             lat = series.values
             unknown = series.unknown != 0
             ok = (lat != analysis.MISSING) & ~unknown
-            y = lat * run.tick_ns * scale
+            y = lat * run.unit.mu_ns * scale
             if ok.sum() > max_points:
                 # Too many to draw one by one: the max and median of each time bin.
                 bins = np.linspace(t[0], t[-1] + 1e-12, max_points // 4 + 1)

@@ -16,8 +16,10 @@ import numpy as np
 from hilat import analysis
 
 REPORT_FORMAT = "hilat-report"
-REPORT_VERSION = 3  # 2: any set of named kinds (measurement definitions), per-kind starts and duplicates;
-                    # 3: per-kind unknown (windows a gap touched), the run's stimuli fired/seen/measured, gaps
+REPORT_VERSION = 4  # 2: any set of named kinds (measurement definitions), per-kind starts and duplicates;
+                    # 3: per-kind unknown (windows a gap touched), the run's stimuli fired/seen/measured, gaps;
+                    # 4: the run's unit named (``unit``, values in ``mu``: rows' "ticks" -> "mu", worst's
+                    #    start_tick/ticks -> start_mu/mu, offset_mu, deadline_mu; ts_hz the tick clock)
 SUBSETS = [("all", "all samples"), ("untagged", "excluding tagged samples")]
 STAT_KEYS = ["min", "median", "max", "mean", "std"]
 # Kinds with a percentile table: the two stimulus responses (Faller's "interrupt acknowledge" and
@@ -26,33 +28,33 @@ PERCENTILE_BUILTINS = ["stim_to_isr", "stim_to_task"]
 BUILTIN_KINDS = [k for k, _ in analysis.KINDS]
 
 
-def _ns(value, tick_ns):
-    return None if value is None else value * tick_ns
+def _ns(value, mu_ns):
+    return None if value is None else value * mu_ns
 
 
-def kind_row(series, tick_ns):
+def kind_row(series, mu_ns):
     """One statistics row of a kind's samples (``measures.Series``): counts, the miss share,
-    duplicates, and the statistics in ticks and in ns."""
+    duplicates, and the statistics in the run's unit (mu) and in ns."""
     return _row_from_stats(analysis.stats(series.valid()), len(series), series.n_misses,
-                           int(series.duplicates.sum()), tick_ns, series.n_unknown)
+                           int(series.duplicates.sum()), mu_ns, series.n_unknown)
 
 
-def _row_from_stats(st, starts, misses, duplicates, tick_ns, unknown=0):
+def _row_from_stats(st, starts, misses, duplicates, mu_ns, unknown=0):
     """``starts``: the windows (samples, misses and unknown ones); the miss share is of the windows
     judged (samples and misses): an unknown window is neither."""
-    ticks = {k: st[k] for k in STAT_KEYS}
-    ticks["percentiles"] = st["percentiles"]
-    ns = {k: _ns(st[k], tick_ns) for k in STAT_KEYS}
-    ns["percentiles"] = {k: _ns(v, tick_ns) for k, v in st["percentiles"].items()}
+    mu = {k: st[k] for k in STAT_KEYS}
+    mu["percentiles"] = st["percentiles"]
+    ns = {k: _ns(st[k], mu_ns) for k in STAT_KEYS}
+    ns["percentiles"] = {k: _ns(v, mu_ns) for k, v in st["percentiles"].items()}
     judged = int(st["count"]) + int(misses)
     return {"starts": int(starts), "count": st["count"], "misses": int(misses), "unknown": int(unknown),
             "miss_share": (misses / judged) if judged else None, "duplicates": int(duplicates),
-            "ticks": ticks, "ns": ns}
+            "mu": mu, "ns": ns}
 
 
 def _exact_statistics(run):
     found = run.measurements
-    subsets = {name: {kind: kind_row(found.subset(kind, name), run.tick_ns) for kind in found.kinds}
+    subsets = {name: {kind: kind_row(found.subset(kind, name), run.unit.mu_ns) for kind in found.kinds}
                for name, _title in SUBSETS}
     worst = {}
     for kind in found.kinds:
@@ -60,20 +62,20 @@ def _exact_statistics(run):
         lat = np.where(series.unknown == 1, analysis.MISSING, series.values)
         if (lat != analysis.MISSING).any():
             i = int(np.argmax(lat))
-            worst[kind] = {"index": i, "start_tick": int(series.start_tick[i]), "ticks": int(lat[i]),
-                           "ns": float(lat[i] * run.tick_ns), "tagged": bool(series.tag_in_window[i] == 1)}
+            worst[kind] = {"index": i, "start_mu": int(series.start_tick[i]), "mu": int(lat[i]),
+                           "ns": float(lat[i] * run.unit.mu_ns), "tagged": bool(series.tag_in_window[i] == 1)}
     tagged = {kind: int((found.series[kind].tag_in_window == 1).sum()) for kind in found.kinds}
     return subsets, worst, found.stimuli, tagged, int(len(run.ticks)), found.task_before_isr
 
 
-def _aggregate_statistics(agg, tick_ns):
+def _aggregate_statistics(agg, mu_ns):
     """The statistics of a run from a ``StreamingAggregator`` fed with all its edges."""
     unknown = getattr(agg, "unknown", {})
     subsets = {name: {kind: _row_from_stats(agg.stats(name, kind), agg.starts[(name, kind)],
-                                            agg.misses[(name, kind)], agg.duplicates[(name, kind)], tick_ns,
+                                            agg.misses[(name, kind)], agg.duplicates[(name, kind)], mu_ns,
                                             unknown.get((name, kind), 0))
                       for kind in agg.kinds} for name, _title in SUBSETS}
-    worst = {k: {**w, "ns": float(w["ticks"] * tick_ns)} for k, w in agg.worst.items()}
+    worst = {k: {**w, "ns": float(w["mu"] * mu_ns)} for k, w in agg.worst.items()}
     return subsets, worst, agg.stimuli, dict(agg.tagged), agg.edges, getattr(agg, "task_before_isr", 0)
 
 
@@ -81,7 +83,7 @@ def stream_aggregate(run, significant_figures=3):
     """A ``StreamingAggregator`` fed with every edge of ``run``, chunk by chunk (bounded memory)."""
     from hilat.aggregate import StreamingAggregator
 
-    agg = StreamingAggregator(run.roles, run.deadline_ticks, run.offset_ticks, significant_figures=significant_figures,
+    agg = StreamingAggregator(run.roles, run.deadline_mu, run.offset_mu, significant_figures=significant_figures,
                               measures=run.analysis_measures, builtin=run.builtin)
     for start, end, channels in run.gaps.items():
         agg.add_gap(start, end, channels)
@@ -120,7 +122,7 @@ def _add_unseen(subsets, unseen):
 
 def _hdr_statistics(run, significant_figures=3):
     """The same figures in bounded memory: the run's edges streamed through the HDR aggregator."""
-    return _aggregate_statistics(stream_aggregate(run, significant_figures), run.tick_ns)
+    return _aggregate_statistics(stream_aggregate(run, significant_figures), run.unit.mu_ns)
 
 
 # Above this many edges a report streams the run (HDR percentiles) instead of holding it: pairing
@@ -144,7 +146,7 @@ def run_summary(run, hdr=None, aggregator=None):
         aggregator = _on_rig_aggregates(run)
     if aggregator is not None:
         hdr = True
-        subsets, worst, stimuli, tagged, edges, task_before_isr = _aggregate_statistics(aggregator, run.tick_ns)
+        subsets, worst, stimuli, tagged, edges, task_before_isr = _aggregate_statistics(aggregator, run.unit.mu_ns)
     else:
         hdr = use_hdr(run, hdr)
         subsets, worst, stimuli, tagged, edges, task_before_isr = (_hdr_statistics(run) if hdr
@@ -159,7 +161,7 @@ def run_summary(run, hdr=None, aggregator=None):
     # Every run records the ts_hz it converts with; only a clock calibration makes it calibrated.
     clock = (calibration or {}).get("clock")
     samples = run.samples_per_tick
-    tick_hz = run.ts_hz / run.units_per_tick
+    tick_hz = run.ts_hz
     resolution = [f"1 tick = {1e9 / tick_hz:.6g} ns (ts {tick_hz / 1e6:.6f} MHz"
                   + (f", clock calibrated: {clock['ppm']:+.4g} ppm)" if clock else ", nominal, clock uncalibrated)")]
     if samples > 1 and run.on_rig:
@@ -175,12 +177,14 @@ def run_summary(run, hdr=None, aggregator=None):
         "path": str(run.path),
         "started": run.meta.get("started"),
         "rig": {k: rig.get(k) for k in ("gateware", "firmware", "ts_hz", "sys_hz")},
+        "unit": run.unit.to_json(),
         "ts_hz": run.ts_hz,
         "tick_ns": run.tick_ns,
+        "mu_ns": run.unit.mu_ns,
         "samples_per_tick": run.samples_per_tick,
         "units_per_tick": run.units_per_tick,
-        "offset_ticks": run.offset_ticks,
-        "deadline_ticks": run.deadline_ticks,
+        "offset_mu": run.offset_mu,
+        "deadline_mu": run.deadline_mu,
         "kinds": run.kind_titles,
         "measures": [m.to_json() for m in run.measures],
         "stimulus": settings.get("stimulus") if run.builtin else None,
@@ -224,7 +228,7 @@ def stimuli_line(acc):
 
 def _where(worst):
     """Where a worst case was: its sample number, or (on-rig: no numbers) its stimulus tick."""
-    return f"at sample {worst['index']}" if worst["index"] is not None else f"at tick {worst['start_tick']}"
+    return f"at sample {worst['index']}" if worst["index"] is not None else f"at {worst['start_mu']} mu"
 
 
 def _all_kinds(runs):
@@ -412,11 +416,13 @@ def format_json(doc):
     return json.dumps(doc, indent=1) + "\n"
 
 
-CSV_COLUMNS = ["run", "subset", "kind", "starts", "count", "misses", "unknown", "miss_share", "duplicates", "unit"]
+CSV_COLUMNS = ["run", "subset", "kind", "starts", "count", "misses", "unknown", "miss_share", "duplicates", "unit",
+               "mu_ns"]
 
 
 def format_csv(doc):
-    """One row per run, subset, kind and unit (ticks and ns), with every statistic and percentile."""
+    """One row per run, subset, kind and unit (``mu``, the run's unit, and ``ns``), with every statistic
+    and percentile; ``mu_ns`` on every row is one mu of that run in ns (the conversion)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS + STAT_KEYS + doc["percentiles"])
@@ -424,12 +430,12 @@ def format_csv(doc):
         for subset, _ in SUBSETS:
             for kind in r["kinds"]:
                 row = r["subsets"][subset][kind]
-                for unit in ("ticks", "ns"):
+                for unit in ("mu", "ns"):
                     vals = row[unit]
                     w.writerow([r["label"], subset, kind, row["starts"], row["count"], row["misses"],
                                 row.get("unknown", 0),
                                 "" if row["miss_share"] is None else f"{row['miss_share']:.9g}", row["duplicates"],
-                                unit]
+                                unit, f"{r['unit']['mu_ns']:.12g}"]
                                + ["" if vals[k] is None else f"{vals[k]:.12g}" for k in STAT_KEYS]
                                + ["" if vals["percentiles"][p] is None else f"{vals['percentiles'][p]:.12g}"
                                   for p in doc["percentiles"]])
@@ -506,7 +512,7 @@ def format_compare(cmp, markdown=False):
             w = body[side]
             if w:
                 out.append(f"worst case {name}: {w['ns']:.1f} ns {_where(w)} "
-                           f"(tick {w['start_tick']}){', tagged' if w['tagged'] else ''}")
+                           f"(stimulus at {w['start_mu']} mu){', tagged' if w['tagged'] else ''}")
         out.append("")
     for r in doc["runs"]:
         for line in r["problems"]:

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hilat import analysis
+from hilat import analysis, units
 from hilat import protocol as p
 
 EDGES_MAGIC = b"HILATEDG"
@@ -403,20 +403,21 @@ class Run:
     """A run directory. Its edges are read on first use (``ticks``/``chans``/``levels``), or in
     chunks with ``iter_edges`` (bounded memory, for runs of any length)."""
 
-    def __init__(self, path, meta, ts_hz, offset_ticks, roles, deadline_ticks, edges_source, measures=(),
+    def __init__(self, path, meta, ts_hz, offset_mu, roles, deadline_mu, edges_source, measures=(),
                  builtin=True, edges=None, subticks=None, analysis_measures=None):
         self.path = Path(path)
         self.meta = meta
-        # The analysis counts time in ticks, or in finer units on a rig that samples its inputs S > 1
-        # times a tick (docs/subtick.md, analysis.Subticks): edges, samples, offset and deadlines are
-        # all in that unit, and ts_hz is its rate (units_per_tick times the rig's tick frequency).
+        # The analysis counts time in the run's unit, mu (hilat.units): ticks, or finer units on a rig
+        # that samples its inputs S > 1 times a tick (docs/subtick.md, analysis.Subticks): edges,
+        # samples, offset and deadlines are all in mu; ts_hz is the tick clock (ticks/s).
         self.subticks = subticks or analysis.Subticks()
+        self.unit = units.RunUnit.of(ts_hz, self.subticks)
         self.samples_per_tick = self.subticks.samples_per_tick
         self.units_per_tick = self.subticks.units_per_tick
-        self.ts_hz = ts_hz                  # units per second for ns (calibrated when a calibration was in force)
-        self.offset_ticks = offset_ticks    # calibrated rig offset, subtracted from output -> input intervals
+        self.ts_hz = float(ts_hz)           # ticks per second (calibrated when a clock calibration was in force)
+        self.offset_mu = offset_mu          # calibrated rig offset, subtracted from output -> input intervals
         self.roles = roles
-        self.deadline_ticks = deadline_ticks
+        self.deadline_mu = deadline_mu
         self.edges_source = edges_source    # "edges.bin", "events.csv" or "raw.bin"
         self.measures = list(measures)      # measures.Measure definitions of the run (deadlines in ticks)
         # ... with their deadlines in the run's unit, as the pairing takes them
@@ -558,6 +559,7 @@ class Run:
 
     @property
     def tick_ns(self):
+        """One tick in ns (one mu is ``unit.mu_ns``)."""
         return 1e9 / self.ts_hz
 
     @property
@@ -571,8 +573,8 @@ class Run:
     @property
     def pairing(self):
         if self._pairing is None:
-            self._pairing = analysis.pair(self.ticks, self.chans, self.levels, self.roles, self.deadline_ticks,
-                                          end_tick=self.end_tick, offset_ticks=self.offset_ticks, gaps=self.gaps)
+            self._pairing = analysis.pair(self.ticks, self.chans, self.levels, self.roles, self.deadline_mu,
+                                          end_tick=self.end_tick, offset_ticks=self.offset_mu, gaps=self.gaps)
         return self._pairing
 
     @property
@@ -581,8 +583,8 @@ class Run:
         if self._measurements is None:
             self._measurements = analysis.measure(self.ticks, self.chans, self.levels, self.roles,
                                                   self.analysis_measures,
-                                                  builtin=self.builtin, deadline=self.deadline_ticks,
-                                                  end_tick=self.end_tick, offset_ticks=self.offset_ticks,
+                                                  builtin=self.builtin, deadline=self.deadline_mu,
+                                                  end_tick=self.end_tick, offset_ticks=self.offset_mu,
                                                   gaps=self.gaps)
         return self._measurements
 
@@ -857,8 +859,8 @@ def run_from_meta(path, meta, edges=None):
     offset, deadline, analysis_measures = analysis.in_subticks(
         subticks.units_per_tick, calibration.get("offset_ticks") or 0,
         meta.get("deadline_ticks", settings.get("deadline_ticks")), measures)
-    return Run(path=path, meta=meta, ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]) * subticks.units_per_tick,
-               offset_ticks=offset, roles=roles, deadline_ticks=deadline, edges_source=source,
+    return Run(path=path, meta=meta, ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]),
+               offset_mu=offset, roles=roles, deadline_mu=deadline, edges_source=source,
                measures=measures, builtin=not settings.get("no_stimulus"), edges=edges, subticks=subticks,
                analysis_measures=analysis_measures)
 
@@ -876,6 +878,9 @@ def load_run(path):
     meta = _read_json(path / "meta.json")
     if not isinstance(meta, dict) or meta.get("format") != "hilat-run":
         raise RunError(f"{path / 'meta.json'}: not a hilat run description (format is not 'hilat-run')")
+    if not isinstance(meta.get("version", 1), int) or meta.get("version", 1) > units.RUN_FORMAT_VERSION:
+        raise RunError(f"{path / 'meta.json'}: run format version {meta.get('version')!r}; this hilat reads "
+                       f"versions 1 to {units.RUN_FORMAT_VERSION} (a newer hilat wrote it?)")
     if meta.get("interim"):
         return _load_cut_short(path, meta)
     run = run_from_meta(path, meta)

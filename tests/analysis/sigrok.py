@@ -50,7 +50,7 @@ def check_vcd_with_sigrok(run, vcd):
     its tick and level, the level before it, and, for every stimulus that does not follow a miss,
     the jitter decoder's stimulus -> ISR delay equals the pairing's latency. Returns the number of
     delays compared."""
-    _, _, per_tick, exact = export.vcd_timescale(run.ts_hz)
+    _, _, per_tick, exact = export.vcd_timescale(run.unit.mu_hz)
     assert exact, "sample numbers are exact only for an exact timescale"
     origin = int(run.ticks[0]) - 1
     initial, edges = sigrok_edges(vcd)
@@ -77,6 +77,6 @@ def check_vcd_with_sigrok(run, vcd):
         start = int(stim_sample[k])
         assert start in measured, f"stimulus {k} at tick {p.stim_tick[k]}: no jitter measurement"
         # The pairing subtracts the calibrated rig offset; sigrok sees the raw edges.
-        assert measured[start] == (int(p.isr_latency[k]) + run.offset_ticks) * per_tick, f"stimulus {k}"
+        assert measured[start] == (int(p.isr_latency[k]) + run.offset_mu) * per_tick, f"stimulus {k}"
         compared += 1
     return compared

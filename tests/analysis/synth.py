@@ -124,7 +124,7 @@ def live_capture(run, gaps=True):
 
     from hilat.aggregate import StreamingAggregator
 
-    agg = StreamingAggregator(run.roles, run.deadline_ticks, run.offset_ticks, measures=run.analysis_measures,
+    agg = StreamingAggregator(run.roles, run.deadline_mu, run.offset_mu, measures=run.analysis_measures,
                               builtin=run.builtin)
     gap_items = run.gaps.items() if gaps else []
     for start, end, channels in gap_items:
@@ -135,7 +135,7 @@ def live_capture(run, gaps=True):
     paced = int(((run.chans == run.roles.stimulus) & (run.levels == 1)).sum())
     stream = SimpleNamespace(aggregator=agg, paced=paced, records=len(run.ticks), gap_count=len(gap_items))
     settings = SimpleNamespace(on_rig=False, raw=True, no_stimulus=False, count=None)
-    return SimpleNamespace(settings=settings, stream=stream, session=None, status=None, unit_hz=run.ts_hz,
+    return SimpleNamespace(settings=settings, stream=stream, session=None, status=None, unit=run.unit,
                            ts_hz=run.ts_hz, subticks=run.subticks)
 
 

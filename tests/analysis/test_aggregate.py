@@ -74,7 +74,7 @@ def test_streaming_equals_exact(tmp_path, chunk):
                     assert exact_value <= st["percentiles"][label] <= exact_value * 1.001 + 1
         lat = exact.latency(kind)
         i = int(np.argmax(lat))
-        assert (agg.worst[kind]["index"], agg.worst[kind]["ticks"]) == (i, int(lat[i])), kind
+        assert (agg.worst[kind]["index"], agg.worst[kind]["mu"]) == (i, int(lat[i])), kind
 
 
 def test_chunks_out_of_order_are_refused():
@@ -93,8 +93,8 @@ def test_report_hdr_mode(tmp_path, capsys):
     a, b = hdr_doc["runs"][0], exact_doc["runs"][0]
     assert a["statistics"].startswith("hdr") and b["statistics"] == "exact"
     ra, rb = a["subsets"]["all"]["stim_to_isr"], b["subsets"]["all"]["stim_to_isr"]
-    assert (ra["count"], ra["misses"], ra["ticks"]["min"], ra["ticks"]["max"]) == \
-        (rb["count"], rb["misses"], rb["ticks"]["min"], rb["ticks"]["max"])
+    assert (ra["count"], ra["misses"], ra["mu"]["min"], ra["mu"]["max"]) == \
+        (rb["count"], rb["misses"], rb["mu"]["min"], rb["mu"]["max"])
     assert a["worst"] == b["worst"]
 
 

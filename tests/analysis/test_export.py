@@ -29,14 +29,14 @@ def test_csv_and_parquet_equal_the_pairing(run, tmp_path):
     assert len(rows) == 5 * len(p) == 4000       # one row per sample of each built-in kind
     isr = [r for r in rows if r["kind"] == "stim_to_isr"]
     assert [int(r["index"]) for r in isr] == list(range(800))
-    assert [int(r["ticks"]) for r in isr] == p.isr_latency.tolist()
-    assert [r["ns"] for r in isr][:3] == [f"{v * 20.0:.3f}" if v >= 0 else "" for v in p.isr_latency[:3]]
-    assert sum(r["ns"] == "" for r in isr) == 16          # every 50th stimulus missed
+    assert [int(r["value_mu"]) for r in isr] == p.isr_latency.tolist()
+    assert [r["value_ns"] for r in isr][:3] == [f"{v * 20.0:.3f}" if v >= 0 else "" for v in p.isr_latency[:3]]
+    assert sum(r["value_ns"] == "" for r in isr) == 16          # every 50th stimulus missed
     assert float(isr[1]["time_s"]) == pytest.approx((p.stim_tick[1] - run.ticks[0]) / 50e6)
     table = pq.read_table(run.path / "samples.parquet")
     kinds = np.array(table.column("kind").to_pylist())
-    assert np.array(table.column("ticks").to_pylist())[kinds == "stim_to_task"].tolist() == p.task_latency.tolist()
-    assert np.array(table.column("start_tick").to_pylist())[kinds == "isr_duration"].tolist() == p.stim_tick.tolist()
+    assert np.array(table.column("value_mu").to_pylist())[kinds == "stim_to_task"].tolist() == p.task_latency.tolist()
+    assert np.array(table.column("start_mu").to_pylist())[kinds == "isr_duration"].tolist() == p.stim_tick.tolist()
     assert table.schema.metadata[b"hilat.ts_hz"] == b"50000000.0"
 
 
@@ -46,7 +46,7 @@ def test_samples_of_defined_kinds(tmp_path):
     path = write_run(tmp_path / "r", sorted(edges), measures=measures_json(["tick=period:in0", "reply=in0..in1"]),
                      settings={"no_stimulus": True, "deadline_ticks": None})
     assert main(["export", str(path), "--csv", str(tmp_path / "s.csv")]) == 0
-    rows = [(r["kind"], int(r["index"]), int(r["start_tick"]), int(r["ticks"]))
+    rows = [(r["kind"], int(r["index"]), int(r["start_mu"]), int(r["value_mu"]))
             for r in csv.DictReader(open(tmp_path / "s.csv"))]
     assert rows == [("tick", 0, 100, 250), ("tick", 1, 350, 350), ("reply", 0, 100, 30), ("reply", 1, 350, -1),
                     ("reply", 2, 700, -1)]
@@ -137,13 +137,13 @@ def test_export_needs_a_format(run, caplog, capsys):
     with pytest.raises(SystemExit) as e:
         main(["export", str(run.path)])
     err = capsys.readouterr().err
-    assert e.value.code == 2 and "--csv, --parquet, --hlog, --vcd, or a tool's format: --cyclictest" in err
+    assert e.value.code == 2 and "--csv, --parquet, --json, --hlog, --vcd, or a tool's format: --cyclictest" in err
 
 
 def test_samples_of_an_empty_run(tmp_path):
     r = load_run(write_run(tmp_path / "empty", []))
     export.write_csv(r, tmp_path / "s.csv")
-    assert open(tmp_path / "s.csv").read().startswith("kind,index,start_tick,time_s,ticks,ns,")
+    assert open(tmp_path / "s.csv").read().startswith("kind,index,start_mu,time_s,value_mu,value_ns,mu_ns,")
     assert export.write_vcd(r, tmp_path / "e.vcd") == 0
     assert analysis.MISSING == -1 and np.array_equal(export.sample_columns(r)["index"], [])
 
@@ -156,7 +156,7 @@ def test_hlog_export_holds_every_latency_per_interval(run, tmp_path):
     log = hdr.read_hlog(path)
     p = run.pairing
     ok = p.isr_latency != analysis.MISSING
-    t = (p.stim_tick - p.stim_tick[0]) / run.ts_hz
+    t = (p.stim_tick - p.stim_tick[0]) / run.unit.mu_hz
     assert len(log.intervals) == int(t[-1] // 0.01) + 1
     merged = log.merged()
     assert merged.total_count == ok.sum()
@@ -207,11 +207,11 @@ def test_unknown_samples_keep_their_row_with_the_flag(tmp_path, stored):
     rows = list(csv.DictReader(open(tmp_path / "s.csv")))
     assert list(rows[0]) == export.SAMPLE_COLUMNS and export.SAMPLE_COLUMNS[-1] == "unknown"
     isr = [r for r in rows if r["kind"] == "stim_to_isr"]
-    assert [int(r["start_tick"]) for r in isr] == GAPPED_STIM        # every window keeps its row
+    assert [int(r["start_mu"]) for r in isr] == GAPPED_STIM        # every window keeps its row
     assert [int(r["unknown"]) for r in isr] == [int(i == GAPPED_UNKNOWN) for i in range(len(GAPPED_STIM))]
     # A value where one was measured; -1 / empty for the miss and for the unknown window alike.
-    assert [int(r["ticks"]) for r in isr] == [-1 if v is None else v for v in GAPPED_ISR]
-    assert [r["ns"] == "" for r in isr] == [v is None for v in GAPPED_ISR]
+    assert [int(r["value_mu"]) for r in isr] == [-1 if v is None else v for v in GAPPED_ISR]
+    assert [r["value_ns"] == "" for r in isr] == [v is None for v in GAPPED_ISR]
     assert int(isr[GAPPED_MISSED]["unknown"]) == 0                    # the miss is a miss
     # Every kind's unknown rows are the windows the API counts as unknown.
     from hilat.api import load

@@ -67,8 +67,8 @@ def rig_stats(kind, values, misses=0):
     h = engine.tick_histogram(counts)
     n = len(values)
     return Stats(kind, kind, "all", TICK_S, starts=n + misses, misses=misses, duplicates=0, count=n,
-                 min_ticks=int(values.min()), max_ticks=int(values.max()), mean_ticks=float(values.mean()),
-                 std_ticks=None, histogram=h, resolution="on-rig")
+                 min_mu=int(values.min()), max_mu=int(values.max()), mean_mu=float(values.mean()),
+                 std_mu=None, histogram=h, resolution="on-rig")
 
 
 def run_sh(script, cwd, env=None):
@@ -139,7 +139,7 @@ def test_osadl_plot_pipeline_reads_every_column_and_the_max(exact, tmp_path):
 def test_cyclictest_histogram_of_an_on_rig_run_counts_buckets_at_their_highest_value():
     values = rig_values()
     st = rig_stats("stim_to_isr", values)
-    assert st.values_ticks() is None
+    assert st.values_mu() is None
     size = 300
     text = formats.cyclictest_histogram([st], buckets_us=size)
     lines = text.split("\n")
@@ -524,8 +524,8 @@ def test_a_percentile_in_the_rigs_overflow_bin_is_unknown_to_lava_and_inf_only_t
     values = rig_values(n=10_000, overflows=100)
     counts = np.bincount(engine.bin_of(values), minlength=engine.BINS)
     st = Stats("stim_to_isr", "stimulus -> ISR entry", "all", TICK_S, starts=len(values), misses=0, duplicates=0,
-               count=len(values), min_ticks=int(values.min()), max_ticks=int(values.max()),
-               mean_ticks=float(values.mean()), std_ticks=None, rig_counts=counts, resolution="on-rig")
+               count=len(values), min_mu=int(values.min()), max_mu=int(values.max()),
+               mean_mu=float(values.mean()), std_mu=None, rig_counts=counts, resolution="on-rig")
     assert st.percentile(99.9) == float("inf")
     lines = formats.lava_lines([st]).splitlines()
     assert lines[3] == "stim_to_isr-p99.9-latency unknown"

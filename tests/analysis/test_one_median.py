@@ -50,10 +50,10 @@ def report_output(run_dir, tmp_path, *args):
 
 def check_document(doc):
     row = doc["runs"][0]["subsets"]["all"]["stim_to_isr"]
-    assert row["ticks"]["median"] == row["ticks"]["percentiles"]["p50"] == MEDIAN_TICKS
+    assert row["mu"]["median"] == row["mu"]["percentiles"]["p50"] == MEDIAN_TICKS
     assert row["ns"]["median"] == row["ns"]["percentiles"]["p50"] == pytest.approx(MEDIAN_NS, rel=1e-12)
     task = doc["runs"][0]["subsets"]["all"]["stim_to_task"]
-    assert task["ticks"]["median"] == task["ticks"]["percentiles"]["p50"] == MEDIAN_TICKS + TASK_EXTRA
+    assert task["mu"]["median"] == task["mu"]["percentiles"]["p50"] == MEDIAN_TICKS + TASK_EXTRA
 
 
 def text_table(text, heading):
@@ -88,7 +88,7 @@ def test_hilat_report_in_every_format(run_dir, tmp_path, how):
     assert markdown_table(md, f"{ISR_TITLE} (ns), all samples")["med"] == f"{MEDIAN_NS:.1f}"
     assert markdown_table(md, f"{ISR_TITLE}: percentiles (ns)")["p50"] == f"{MEDIAN_NS:.1f}"
     rows = list(csv.DictReader(io.StringIO(report_output(run_dir, tmp_path, "--format", "csv", how))))
-    (ticks,) = [r for r in rows if (r["subset"], r["kind"], r["unit"]) == ("all", "stim_to_isr", "ticks")]
+    (ticks,) = [r for r in rows if (r["subset"], r["kind"], r["unit"]) == ("all", "stim_to_isr", "mu")]
     (ns,) = [r for r in rows if (r["subset"], r["kind"], r["unit"]) == ("all", "stim_to_isr", "ns")]
     assert float(ticks["median"]) == float(ticks["p50"]) == MEDIAN_TICKS
     assert float(ns["median"]) == float(ns["p50"]) == pytest.approx(MEDIAN_NS, rel=1e-9)
@@ -143,17 +143,17 @@ def test_the_api(run_dir, monkeypatch, streamed):
     st = api.load(run_dir).stats("stim_to_isr")
     assert st.resolution.startswith("HdrHistogram") == streamed
     assert st.median == st.percentile(50) == pytest.approx(MEDIAN_TICKS / TS_HZ, rel=1e-12)
-    assert st.percentile_ticks(50) == MEDIAN_TICKS
+    assert st.percentile_mu(50) == MEDIAN_TICKS
     assert dict(st.ladder())["p50"] == st.median
     assert st.to_json()["seconds"]["p50"] == float(st.median)
     # A Stats built from values, and its histogram (3 significant digits: exact at these values).
     own = api.Stats.from_values("stim_to_isr", ISR_TICKS, 1 / TS_HZ)
-    assert own.percentile_ticks(50) == MEDIAN_TICKS and own.histogram().value_at_percentile(50) == MEDIAN_TICKS
+    assert own.percentile_mu(50) == MEDIAN_TICKS and own.histogram().value_at_percentile(50) == MEDIAN_TICKS
 
 
 def test_the_faller_table_of_the_analysis(run_dir):
     run = load_run(run_dir)
-    summary = analysis.summarize(run.measurements, run.ts_hz)
+    summary = analysis.summarize(run.measurements, run.unit.mu_hz)
     assert summary["stim_to_isr"]["median"] == summary["stim_to_isr"]["percentiles"]["p50"] == MEDIAN_TICKS
     table = analysis.format_table(summary).splitlines()
     head = table[0].split()

@@ -63,15 +63,15 @@ def test_report_json_follows_schema_and_numpy(two_runs, cli):
     assert code == 0
     doc = json.loads(out)
     jsonschema.validate(doc, SCHEMA)
-    assert doc["format"] == "hilat-report" and doc["version"] == 3
+    assert doc["format"] == "hilat-report" and doc["version"] == 4
     row = doc["runs"][0]["subsets"]["all"]["stim_to_isr"]
     valid = np.array([v for v in isr_a if v is not None])
     assert row["misses"] == 30 and row["count"] == 2970 and row["miss_share"] == pytest.approx(0.01)
-    assert row["ticks"]["max"] == valid.max() and row["ns"]["max"] == valid.max() * TICK_NS
+    assert row["mu"]["max"] == valid.max() and row["ns"]["max"] == valid.max() * TICK_NS
     for p in ("p50", "p90", "p99"):
         q = float(p[1:]) / 100
-        assert row["ticks"]["percentiles"][p] == np.quantile(valid, q, method="inverted_cdf")
-    assert row["ticks"]["percentiles"]["p99.9"] is not None and row["ticks"]["percentiles"]["p99.99"] is None
+        assert row["mu"]["percentiles"][p] == np.quantile(valid, q, method="inverted_cdf")
+    assert row["mu"]["percentiles"]["p99.9"] is not None and row["mu"]["percentiles"]["p99.99"] is None
 
 
 def test_schema_rejects_a_document_without_version(two_runs, cli):
@@ -114,7 +114,7 @@ def test_compare_differences_at_each_percentile(two_runs, cli):
         assert rows[stat]["b_minus_a"] == pytest.approx(500.0), stat
     assert rows["p99.99"]["a"] is None and rows["p99.99"]["b_minus_a"] is None
     assert rows["std"]["b_minus_a"] == pytest.approx(0.0, abs=1e-9)
-    assert cmp["kinds"]["stim_to_isr"]["worst_b"]["ticks"] == cmp["kinds"]["stim_to_isr"]["worst_a"]["ticks"] + 25
+    assert cmp["kinds"]["stim_to_isr"]["worst_b"]["mu"] == cmp["kinds"]["stim_to_isr"]["worst_a"]["mu"] + 25
     code, out, _ = cli("compare", a, b)
     assert "B - A" in out and "worst case load0" in out and "worst case load1" in out
 
@@ -126,11 +126,11 @@ def test_report_applies_the_calibration_in_the_run(tmp_path, cli):
     run = write_run(tmp_path / "c", dut_edges(stim, [50, 60], [140, 150]), calibration=cal)
     code, out, _ = cli("report", run, "--format", "json")
     r = json.loads(out)["runs"][0]
-    assert r["offset_ticks"] == 5 and r["subsets"]["all"]["stim_to_isr"]["ticks"]["min"] == 45
+    assert r["offset_mu"] == 5 and r["subsets"]["all"]["stim_to_isr"]["mu"]["min"] == 45
     assert r["subsets"]["all"]["stim_to_isr"]["ns"]["min"] == pytest.approx(45 * 1e9 / 50_000_050.0)
     assert "calibrated on rig X, 2 h ago" in r["resolution"]
     assert r["resolution"][0] == "1 tick = 20 ns (ts 50.000050 MHz, clock calibrated: +1 ppm)"
-    assert r["subsets"]["all"]["isr_to_task"]["ticks"]["min"] == 90
+    assert r["subsets"]["all"]["isr_to_task"]["mu"]["min"] == 90
 
 
 def test_report_of_an_uncalibrated_run_says_uncalibrated_once(tmp_path, cli):
@@ -230,7 +230,7 @@ def test_a_run_written_by_protocol_1_is_still_read(tmp_path, cli):
     (run / "meta.json").write_text(json.dumps(meta))
     code, out, _ = cli("report", run, "--format", "json")
     r = json.loads(out)["runs"][0]
-    assert code == 0 and r["subsets"]["all"]["stim_to_isr"]["ticks"]["min"] == 50
+    assert code == 0 and r["subsets"]["all"]["stim_to_isr"]["mu"]["min"] == 50
     assert r["subsets"]["untagged"]["stim_to_isr"]["count"] == 1          # the tag (channel 5) still counts
     meta["rig"]["version"] = 2                                            # a v2 run must have its table
     (run / "meta.json").write_text(json.dumps(meta))
@@ -265,12 +265,12 @@ def test_defined_kinds_in_every_output(tmp_path, cli):
     run = doc["runs"][0]
     assert run["stimuli"] == 0 and run["stimulus"] is None
     rows = run["subsets"]["all"]
-    assert rows["send_to_recv"]["ticks"]["max"] == (reply - send).max()
+    assert rows["send_to_recv"]["mu"]["max"] == (reply - send).max()
     assert rows["send_to_recv"]["count"] == 500 and rows["send_to_recv"]["misses"] == 0
-    assert rows["recv_to_handler"]["ticks"]["min"] == (handler - reply).min()
-    assert rows["send_period"]["count"] == 499 and rows["send_period"]["ticks"]["max"] == np.diff(send).max()
-    assert rows["handler_width"]["ticks"]["min"] == rows["handler_width"]["ticks"]["max"] == 9
-    assert run["worst"]["send_period"]["ticks"] == np.diff(send).max()
+    assert rows["recv_to_handler"]["mu"]["min"] == (handler - reply).min()
+    assert rows["send_period"]["count"] == 499 and rows["send_period"]["mu"]["max"] == np.diff(send).max()
+    assert rows["handler_width"]["mu"]["min"] == rows["handler_width"]["mu"]["max"] == 9
+    assert run["worst"]["send_period"]["mu"] == np.diff(send).max()
     code, text, _ = cli("report", tmp_path / "a", tmp_path / "b")
     assert code == 0 and "in0 rise -> in1 rise (ns), all samples" in text and "period of in0 rise: percentiles" in text
     assert "stimulus -> ISR" not in text

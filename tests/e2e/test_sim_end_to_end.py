@@ -129,7 +129,7 @@ def test_streaming_path_is_exact_at_any_chunk_boundary(sim_dir, tmp_path, chunk_
     summary = json.loads((capture.run_dir / "summary.json").read_text())["runs"][0]
     isr = summary["subsets"]["all"]["stim_to_isr"]
     assert isr["starts"] == 300 and isr["misses"] == int(missed.sum())
-    assert isr["ticks"]["max"] == injected[~missed, 2].max() and isr["ticks"]["min"] == injected[~missed, 2].min()
+    assert isr["mu"]["max"] == injected[~missed, 2].max() and isr["mu"]["min"] == injected[~missed, 2].min()
     # The rolling .hlog holds every ISR sample (in ns), tagged by kind.
     from hilat import hdr
 

@@ -105,7 +105,7 @@ def test_plain_progress_lines_when_not_a_terminal(sim_dir, tmp_path):
     assert maxima
     # The last new maximum is the run's maximum, as the summary says.
     final = json.loads((_run_dir(out) / "summary.json").read_text())["runs"][0]
-    assert f"({final['worst']['stim_to_isr']['ticks']} ticks)" in maxima[-1]
+    assert f"({final['worst']['stim_to_isr']['mu']} ticks)" in maxima[-1]
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by scripts/setup.sh")

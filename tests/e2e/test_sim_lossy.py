@@ -57,11 +57,12 @@ def test_past_the_links_rate_every_reported_figure_is_measured(sim_dir, tmp_path
     # The API.
     stats = api.load(cap.run_dir).stats("stim_to_isr")
     assert (stats.count, stats.misses) == (row["count"], row["misses"])
-    assert stats.max_ticks == row["ticks"]["max"] == int(isr.valid().max())
+    assert stats.max_mu == row["mu"]["max"] == int(isr.valid().max())
     # The exported samples: the judged values, each unknown one flagged or absent.
     assert main(["export", str(cap.run_dir), "--csv", str(tmp_path / "samples.csv")]) == 0
     capsys.readouterr()
     with open(tmp_path / "samples.csv") as f:
         rows = [r for r in csv.DictReader(f) if r["kind"] == "stim_to_isr"]
-    values = [int(r["ticks"]) for r in rows if r["ticks"] not in ("", "-1") and r.get("unknown", "0") in ("0", "")]
+    values = [int(r["value_mu"]) for r in rows
+              if r["value_mu"] not in ("", "-1") and r.get("unknown", "0") in ("0", "")]
     assert sorted(values) == sorted(isr.valid().tolist())

@@ -55,7 +55,7 @@ def test_on_rig_summary_is_the_injected_latencies(engine_sim_dir, tmp_path, raw)
             h = HdrHistogram(1, 2**24 - 1, 2)
             h.record(x)
             row = run["subsets"][subset][kind]
-            ticks = row["ticks"]
+            ticks = row["mu"]
             assert (row["count"], ticks["min"], ticks["max"]) == (len(x), x.min(), x.max()), (kind, subset)
             assert ticks["mean"] == pytest.approx(x.mean(), rel=1e-12)
             assert ticks["median"] == h.value_at_percentile(50)
@@ -86,7 +86,7 @@ def test_live_view_shows_the_rigs_intervals(engine_sim_dir, tmp_path):
     tick_us = 1e6 / meta["rig"]["ts_hz"]
     for kind in ("stim_to_isr", "stim_to_task", "isr_to_task"):
         row = run["subsets"]["all"][kind]
-        top = HdrHistogram(1, 2**24 - 1, 2).highest_equivalent_value(row["ticks"]["max"])
+        top = HdrHistogram(1, 2**24 - 1, 2).highest_equivalent_value(row["mu"]["max"])
         assert f"{kind} n {row['count']} " in progress[-1] and f"Max {top * tick_us:.3f} us" in progress[-1]
         assert any(line.startswith(f"new max {kind}: {top * tick_us:.3f} us") for line in lines)
 

@@ -45,10 +45,10 @@ def test_report_equals_injected(runs, capsys):
         row = run_doc["subsets"]["all"]["stim_to_isr"]
         assert (row["count"], row["misses"]) == (len(isr), misses)
         expect = analysis.stats(isr)
-        assert row["ticks"]["min"] == expect["min"] and row["ticks"]["max"] == expect["max"]
-        assert row["ticks"]["percentiles"] == expect["percentiles"]
-        assert row["ticks"]["mean"] == pytest.approx(isr.mean(), rel=1e-12)
-        assert run_doc["subsets"]["all"]["stim_to_task"]["ticks"]["percentiles"] == analysis.stats(task)["percentiles"]
+        assert row["mu"]["min"] == expect["min"] and row["mu"]["max"] == expect["max"]
+        assert row["mu"]["percentiles"] == expect["percentiles"]
+        assert row["mu"]["mean"] == pytest.approx(isr.mean(), rel=1e-12)
+        assert run_doc["subsets"]["all"]["stim_to_task"]["mu"]["percentiles"] == analysis.stats(task)["percentiles"]
         # ISR duration: the DUT holds the pin for exactly isr_width ticks.
         dur = run_doc["subsets"]["all"]["isr_duration"]["ticks"]
         assert dur["min"] == dur["max"] == isr_width

@@ -91,7 +91,7 @@ def test_loopback_offset_in_sub_ticks_recovered_and_applied(subtick_sim_dir, tmp
     from hilat.runs import load_run
 
     run = load_run(next((tmp_path / "runs").iterdir()))
-    assert run.offset_ticks == offset_subticks
+    assert run.offset_mu == offset_subticks
     assert any(f"rig offset: {loop['offset_ticks']:g} ticks" in line for line in run.meta["calibration"]["statement"])
     injected = sim.read_dut_log(dut_log)[calibration_pulses:]
     isr = np.concatenate(list(run.iter_samples("stim_to_isr")))["ticks"]

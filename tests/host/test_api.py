@@ -35,10 +35,10 @@ def test_stats_are_the_injected_latencies_in_seconds(run_and_truth):
     for p in (50, 90, 99, 99.9):
         assert st.percentile(p) == _inverted_cdf(truth, p) * TICK_S, p
     assert st.median == _inverted_cdf(truth, 50) * TICK_S
-    assert np.array_equal(st.values_ticks(), np.sort(truth))
+    assert np.array_equal(st.values_mu(), np.sort(truth))
     assert st.resolution == "exact"
     # The worst samples, largest first, with their stimulus ticks.
-    assert [w.ticks for w in st.worst] == sorted(truth)[::-1][:api.WORST_SHOWN]
+    assert [w.value_mu for w in st.worst] == sorted(truth)[::-1][:api.WORST_SHOWN]
 
 
 def test_a_percentile_the_count_cannot_support_is_refused(run_and_truth):
@@ -58,9 +58,9 @@ def test_subsets_split_on_the_tag(tmp_path):
     # The tag is high from just after stimulus 3 into the window of 4 (Faller's DMA column).
     edges = dut_edges(stim, isr, [v + 100 for v in isr], tag_spans=[(stim[3] + 5, stim[4] + 600)])
     run = api.load(write_run(tmp_path / "t", edges))
-    assert run.stats("stim_to_isr", "tagged").max_ticks == 500
+    assert run.stats("stim_to_isr", "tagged").max_mu == 500
     assert run.stats("stim_to_isr", "tagged").count == 2
-    assert run.stats("stim_to_isr", "untagged").max_ticks == 80
+    assert run.stats("stim_to_isr", "untagged").max_mu == 80
     with pytest.raises(ValueError, match="subset is one of"):
         run.stats("stim_to_isr", "dma")
     with pytest.raises(KeyError, match="no kind 'irq'"):
@@ -222,10 +222,10 @@ def test_unknown_windows_are_neither_samples_nor_misses(tmp_path, monkeypatch, s
     st = run.stats("stim_to_isr")
     assert (st.count, st.misses, st.unknown, st.starts) == (len(values), missed, unknown, len(GAPPED_STIM))
     assert st.miss_share == missed / (len(values) + missed)         # of the windows judged
-    assert st.max_ticks == max(values) and st.min_ticks == min(values)
-    assert st.mean_ticks == pytest.approx(np.mean(values), rel=1e-12)
+    assert st.max_mu == max(values) and st.min_mu == min(values)
+    assert st.mean_mu == pytest.approx(np.mean(values), rel=1e-12)
     if not streamed:
-        assert np.array_equal(st.values_ticks(), np.sort(values))
+        assert np.array_equal(st.values_mu(), np.sort(values))
     assert f"{unknown} unknown" in st.describe() and f"{unknown} unknown" in repr(st)
     assert st.to_json()["unknown"] == unknown and st.to_json()["misses"] == missed
     # Every kind and subset as the report states it.

@@ -40,7 +40,7 @@ def check_summary(rig, doc):
         for subset in ("all", "untagged"):
             exact, hist = rig.expected(kind, subset)
             row = run["subsets"][subset][kind]
-            ticks = row["ticks"]
+            ticks = row["mu"]
             assert (row["count"], ticks["min"], ticks["max"]) == (exact["count"], exact["min"], exact["max"])
             assert ticks["mean"] == pytest.approx(exact["mean"], rel=1e-15)
             # The bins' std is HdrHistogram's of the injected values (bucket medians, population).
@@ -84,16 +84,16 @@ def test_on_rig_summary_is_the_injected_latencies(tmp_path):
     above = s.binned[0] & (s.value[0] > 600)
     assert stored["start_tick"].tolist() == s.start[above].tolist() and meta["engine"]["outliers"] == above.sum()
     worst = doc["runs"][0]["worst"]["stim_to_isr"]
-    assert worst["ticks"] == s.value[0][s.binned[0]].max() and worst["index"] is None
-    assert "at tick" in (run_dir / "summary.txt").read_text()
+    assert worst["mu"] == s.value[0][s.binned[0]].max() and worst["index"] is None
+    assert " mu" in (run_dir / "summary.txt").read_text()
     # A later report reads the engine's results back (engine.json): the same figures.
     assert main(["report", str(run_dir), "--format", "json", "-o", str(tmp_path / "report.json")]) == 0
     again = json.loads((tmp_path / "report.json").read_text())
     assert again["runs"][0]["subsets"] == doc["runs"][0]["subsets"]
     # The API's statistics of the same run: the same figures, std too (the bins', in seconds).
     isr = api.load(run_dir).stats("stim_to_isr")
-    want = doc["runs"][0]["subsets"]["all"]["stim_to_isr"]["ticks"]
-    assert isr.std_ticks == want["std"] and isr.mean_ticks == want["mean"] and isr.std > 0
+    want = doc["runs"][0]["subsets"]["all"]["stim_to_isr"]["mu"]
+    assert isr.std_mu == want["std"] and isr.mean_mu == want["mean"] and isr.std > 0
 
 
 def test_on_rig_with_raw_edges_agrees_with_the_host_pairing(tmp_path):
@@ -109,8 +109,8 @@ def test_on_rig_with_raw_edges_agrees_with_the_host_pairing(tmp_path):
     latencies = run.pairing.isr_latency
     found = latencies[latencies != analysis.MISSING]
     stats = doc["runs"][0]["subsets"]["all"]["stim_to_isr"]
-    assert (len(found), int(found.min()), int(found.max())) == (stats["count"], stats["ticks"]["min"],
-                                                                stats["ticks"]["max"])
+    assert (len(found), int(found.min()), int(found.max())) == (stats["count"], stats["mu"]["min"],
+                                                                stats["mu"]["max"])
     assert run.problems() == []
 
 
@@ -124,11 +124,11 @@ def test_on_rig_overflow_is_counted_and_in_no_percentile(tmp_path):
     exact, hist = rig.expected("stim_to_isr")
     beyond = int((rig.samples.binned[0] & (rig.samples.value[0] >= 1 << 24)).sum())
     assert beyond >= 5 and hist.total_count == exact["count"] - beyond
-    assert (row["count"], row["ticks"]["max"]) == (exact["count"], exact["max"])
-    assert row["ticks"]["mean"] == pytest.approx(exact["mean"], rel=1e-15)
+    assert (row["count"], row["mu"]["max"]) == (exact["count"], exact["max"])
+    assert row["mu"]["mean"] == pytest.approx(exact["mean"], rel=1e-15)
     # p99 lies below the overflow, p99.9 in it: not known, shown as '-'.
-    assert row["ticks"]["percentiles"]["p99"] == hist.value_at_percentile(99 * exact["count"] / hist.total_count)
-    assert row["ticks"]["percentiles"]["p99.9"] is None and exact["count"] >= 1000
+    assert row["mu"]["percentiles"]["p99"] == hist.value_at_percentile(99 * exact["count"] / hist.total_count)
+    assert row["mu"]["percentiles"]["p99.9"] is None and exact["count"] >= 1000
     engine_doc = json.loads((run_dir / "engine.json").read_text())
     bins = engine_doc["bins"]["stim_to_isr"]
     assert sum(c for b, c in bins["untagged"] + bins["tagged"] if b == 2304) == beyond
@@ -151,12 +151,12 @@ def test_on_rig_windows_close_at_the_engines_deadline_limit_in_both_pairings(tmp
     assert meta["results"] == {"on_rig": "complete", "raw": "complete"}
     check_summary(rig, doc)
     (run,) = doc["runs"]
-    assert run["deadline_ticks"] == limit
+    assert run["deadline_mu"] == limit
     isr = run["subsets"]["all"]["stim_to_isr"]
-    assert isr["ticks"]["max"] < limit and run["problems"] == []
+    assert isr["mu"]["max"] < limit and run["problems"] == []
     # The host's pairing of the same edges: the same windows, so the same samples and misses.
     loaded = runs.load_run(run_dir)
-    assert loaded.deadline_ticks == limit
+    assert loaded.deadline_mu == limit
     latencies = loaded.pairing.isr_latency
     assert int((latencies == analysis.MISSING).sum()) == isr["misses"]
     assert int((latencies != analysis.MISSING).sum()) == isr["count"]

@@ -156,7 +156,7 @@ def test_capture_through_labgrid_coordinator_and_exporter(lg_venv, sim_dir, tmp_
     for kind, column in (("stim_to_isr", 2), ("stim_to_task", 3)):
         got = out["kinds"][kind]
         assert got["misses"] == missed.sum() and got["count"] == N_STIMULI - missed.sum()
-        np.testing.assert_array_equal(got["values_ticks"], np.sort(injected[~missed, column]))
+        np.testing.assert_array_equal(got["values_mu"], np.sort(injected[~missed, column]))
     assert out["run"].startswith(str(tmp_path / "runs"))
 
 

@@ -40,13 +40,13 @@ def check_run(cap, tmp_path, capsys):
     row = summary["subsets"]["all"]["stim_to_isr"]
     unknown_seen = series.n_unknown
     assert (row["count"], row["misses"]) == (int(judged.sum()), 0)
-    assert row["ticks"]["max"] == series.values[judged].max() and summary["gaps"] > 0
+    assert row["mu"]["max"] == series.values[judged].max() and summary["gaps"] > 0
     # hilat report recomputes from edges.bin + gaps.bin: the same figures.
     assert main(["report", str(cap.run_dir), "--format", "json"]) == 0
     again = json.loads(capsys.readouterr().out)["runs"][0]["subsets"]["all"]["stim_to_isr"]
     assert {k: again[k] for k in ("count", "misses", "unknown")} == {k: row[k] for k in ("count", "misses", "unknown")}
-    assert (again["ticks"]["min"], again["ticks"]["max"]) == (row["ticks"]["min"], row["ticks"]["max"])
-    assert again["ticks"]["mean"] == pytest.approx(row["ticks"]["mean"], rel=1e-12)
+    assert (again["mu"]["min"], again["mu"]["max"]) == (row["mu"]["min"], row["mu"]["max"])
+    assert again["mu"]["mean"] == pytest.approx(row["mu"]["mean"], rel=1e-12)
     # From raw.bin alone (edges.bin and gaps.bin gone): the gaps are found again.
     (cap.run_dir / "edges.bin").unlink()
     (cap.run_dir / "gaps.bin").unlink()

@@ -365,5 +365,5 @@ def test_aggregates_in_the_units_of_a_sub_tick_run(samples):
         for key in ("min", "median", "max", "mean", "std"):
             assert b[key] == (None if a[key] is None else pytest.approx(4 * a[key]))
         assert {k: v and 4 * v for k, v in a["percentiles"].items()} == b["percentiles"]
-        assert quarters.worst[kind]["ticks"] == 4 * ticks.worst[kind]["ticks"]
-        assert quarters.worst[kind]["start_tick"] == 4 * ticks.worst[kind]["start_tick"]
+        assert quarters.worst[kind]["mu"] == 4 * ticks.worst[kind]["mu"]
+        assert quarters.worst[kind]["start_mu"] == 4 * ticks.worst[kind]["start_mu"]

@@ -46,7 +46,7 @@ def test_edges_from_records_places_each_input_at_its_position():
 def test_subtick_latencies_are_exact_in_the_stream_the_stores_and_raw_bin(tmp_path):
     run_dir = _capture(tmp_path)
     run = runs.load_run(run_dir)
-    assert run.samples_per_tick == S and run.ts_hz == pytest.approx(50e6 * S)
+    assert run.samples_per_tick == S and run.ts_hz == pytest.approx(50e6) and run.unit.mu_hz == pytest.approx(50e6 * S)
     isr = run.measurements.latency("stim_to_isr")
     assert isr.tolist() == list(ISR_LATENCIES)
     assert run.measurements.latency("isr_duration").tolist() == [20 * S] * len(ISR_LATENCIES)
@@ -63,13 +63,14 @@ def test_subtick_latencies_are_exact_in_the_stream_the_stores_and_raw_bin(tmp_pa
     from hilat import api
 
     public = api.load(run_dir)
-    assert public.units_per_tick == S and public.tick_s == pytest.approx(SUBTICK_NS * 1e-9)
+    assert public.units_per_tick == S and public.mu_s == pytest.approx(SUBTICK_NS * 1e-9)
     assert public.stats("stim_to_isr").max == pytest.approx(300 * SUBTICK_NS * 1e-9)
 
     doc = json.loads((run_dir / "summary.json").read_text())["runs"][0]
-    assert doc["samples_per_tick"] == S and doc["tick_ns"] == pytest.approx(SUBTICK_NS)
+    assert doc["samples_per_tick"] == S and doc["mu_ns"] == pytest.approx(SUBTICK_NS)
+    assert doc["tick_ns"] == pytest.approx(S * SUBTICK_NS) and doc["unit"]["mu_per_tick"] == S
     row = doc["subsets"]["all"]["stim_to_isr"]
-    assert row["ticks"]["min"] == 61 and row["ticks"]["max"] == 300
+    assert row["mu"]["min"] == 61 and row["mu"]["max"] == 300
     assert row["ns"]["min"] == pytest.approx(61 * SUBTICK_NS) and row["ns"]["max"] == pytest.approx(300 * SUBTICK_NS)
     assert any("sampled 4 times a tick" in line and "1/4 tick (5 ns)" in line for line in doc["resolution"])
     assert not any("whole ticks" in line for line in doc["resolution"])
@@ -82,7 +83,7 @@ def test_a_deadline_in_ticks_closes_windows_in_sub_ticks(tmp_path):
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["deadline_ticks"] == 61
     run = runs.load_run(run_dir)
-    assert run.deadline_ticks == 61 * S
+    assert run.deadline_mu == 61 * S
     expected = [v if v < 61 * S else analysis.MISSING for v in ISR_LATENCIES]
     assert run.measurements.latency("stim_to_isr").tolist() == expected
     stored = np.concatenate([items["ticks"] for items in run.iter_samples("stim_to_isr")])
@@ -113,7 +114,7 @@ def test_a_sub_tick_loopback_offset_is_subtracted_exactly(tmp_path):
     cal_dir = _calibration_dir(tmp_path, identify(samples_per_tick=S), loopback=_loop(7.25, S))
     run_dir = _capture(tmp_path / "runs", "--calibration-dir", str(cal_dir))
     run = runs.load_run(run_dir)
-    assert run.offset_ticks == 29
+    assert run.offset_mu == 29
     assert run.measurements.latency("stim_to_isr").tolist() == [v - 29 for v in ISR_LATENCIES]
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["calibration"]["warnings"] == []
@@ -133,7 +134,7 @@ def test_a_run_written_before_sub_ticks_reads_as_ticks(tmp_path):
     tick: without meta.json's time_unit the run's unit is the tick."""
     run_dir = _capture(tmp_path)
     meta = json.loads((run_dir / "meta.json").read_text())
-    assert meta["version"] == 4 and meta["time_unit"]["units_per_tick"] == S
+    assert meta["version"] == 5 and meta["time_unit"]["units_per_tick"] == S
     old = tmp_path / "old"
     old.mkdir()
     del meta["time_unit"]
