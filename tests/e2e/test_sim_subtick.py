@@ -64,6 +64,67 @@ def test_sub_tick_latencies_measured_exactly(subtick_sim_dir, tmp_path, capsys):
     row = doc["subsets"]["all"]["stim_to_isr"]
     assert row["ns"]["min"] == pytest.approx(5.0 * (injected[~missed, 2] - 1).min())
     assert row["ns"]["max"] == pytest.approx(5.0 * (injected[~missed, 2] - 1).max())
+    check_exports_name_the_unit(capture.run_dir, injected, missed, tmp_path)
+
+
+def check_exports_name_the_unit(run_dir, injected, missed, tmp_path):
+    """The done-when of the named unit (docs/analysis.md, "The run's unit"): this four-sample run's
+    samples exported to CSV, Parquet and JSON and read back with the readers a user has, every value's
+    unit in its column's name (``_mu``, ``_ns``, ``_s``) or in the file's metadata, and converting
+    with that unit gives the injected latencies in ns exactly: L - 1 of the DUT's cycles (a quarter of
+    the rig's tick, from meta.json's clock, not from the export), as the module docstring derives."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    out = {fmt: tmp_path / f"samples.{fmt}" for fmt in ("csv", "parquet", "json")}
+    assert main(["export", str(run_dir)] + [a for fmt, path in out.items() for a in (f"--{fmt}", str(path))]) == 0
+    meta = json.loads((run_dir / "meta.json").read_text())
+    dut_cycle_ns = 1e9 / meta["rig"]["ts_hz"] / S                                 # 5 ns at ts 50 MHz
+    want_isr_ns = (injected[~missed, 2] - 1) * dut_cycle_ns
+    want_task_ns = (injected[~missed, 3] - 1) * dut_cycle_ns
+    columns = ["kind", "index", "start_mu", "time_s", "value_mu", "value_ns", "mu_ns", "tag_at_start",
+               "tag_in_window", "duplicates", "unknown"]
+
+    def check(kinds, value_mu, value_ns, mu_ns, unit, how):
+        isr, task = kinds == "stim_to_isr", kinds == "stim_to_task"
+        for sel, want in ((isr, want_isr_ns), (task, want_task_ns)):
+            answered = np.asarray(value_mu)[sel] != -1
+            assert answered.sum() == len(want), how
+            np.testing.assert_array_equal(np.asarray(value_mu)[sel][answered] * mu_ns, want, err_msg=how)
+            np.testing.assert_array_equal(np.asarray(value_ns)[sel][answered], want, err_msg=how)
+        assert unit["name"] == "mu" and unit["mu_per_tick"] == S and not unit["calibrated"], how
+        assert unit["mu_ns"] == mu_ns == dut_cycle_ns and unit["tick_hz"] == meta["rig"]["ts_hz"], how
+
+    # CSV: the unit in each column's name and in the mu_ns column (pandas' and pyarrow's default readers).
+    table = pacsv.read_csv(out["csv"])
+    assert table.column_names == columns
+    (mu_ns,) = set(table.column("mu_ns").to_pylist())
+    check(np.array(table.column("kind").to_pylist()), table.column("value_mu").to_numpy(),
+          table.column("value_ns").to_numpy(zero_copy_only=False), mu_ns, meta["unit"], "csv")
+    # Parquet: the column names, and the whole unit in the schema's metadata.
+    table = pq.read_table(out["parquet"])
+    assert table.column_names == columns
+    unit = json.loads(table.schema.metadata[b"hilat.unit"])
+    check(np.array(table.column("kind").to_pylist()), table.column("value_mu").to_numpy(),
+          table.column("value_ns").to_numpy(zero_copy_only=False), unit["mu_ns"], unit, "parquet")
+    # JSON: the unit as a field beside the columns and rows.
+    doc = json.loads(out["json"].read_text())
+    assert doc["columns"] == columns and doc["format"] == "hilat-samples"
+    rows = {c: [r[i] for r in doc["data"]] for i, c in enumerate(columns)}
+    check(np.array(rows["kind"]), np.array(rows["value_mu"]),
+          np.array([np.nan if v is None else v for v in rows["value_ns"]]), doc["unit"]["mu_ns"], doc["unit"], "json")
+    try:
+        import pandas as pd
+    except ImportError:     # pandas is not a dependency of hilat: pyarrow's readers above stand for it
+        return
+    frame = pd.read_csv(out["csv"])
+    isr = frame[(frame.kind == "stim_to_isr") & (frame.value_mu != -1)]
+    np.testing.assert_array_equal(isr.value_mu * isr.mu_ns, want_isr_ns)
+    frame = pd.read_parquet(out["parquet"])
+    assert json.loads(pq.read_schema(out["parquet"]).metadata[b"hilat.unit"])["mu_ns"] == frame.mu_ns.iloc[0]
+    frame = pd.DataFrame(doc["data"], columns=doc["columns"])
+    isr = frame[(frame.kind == "stim_to_isr") & (frame.value_mu != -1)]
+    np.testing.assert_array_equal(isr.value_mu * doc["unit"]["mu_ns"], want_isr_ns)
 
 
 def test_loopback_offset_in_sub_ticks_recovered_and_applied(subtick_sim_dir, tmp_path, capsys):
