@@ -430,8 +430,8 @@ def compare_with_dut_log(run, injected, period):
     found = run.measurements
     isr, task = found.series["stim_to_isr"], found.series["stim_to_task"]
     first = int(run.meta["start_tick"]) * run.units_per_tick
-    index = (isr.start_tick - first) // (period * run.units_per_tick)
-    if ((isr.start_tick - first) % (period * run.units_per_tick)).any() or (index >= len(injected)).any():
+    index = (isr.start_mu - first) // (period * run.units_per_tick)
+    if ((isr.start_mu - first) % (period * run.units_per_tick)).any() or (index >= len(injected)).any():
         raise ValueError("stimuli off the periodic grid the DUT log is indexed by")
     wrong = 0
     for series, column in ((isr, 2), (task, 3)):

@@ -192,7 +192,7 @@ class StreamingAggregator:
         # deadline ends it sooner, else the next stimulus (at ``tick`` or later) may.
         found = self._measure(t, c, lv, max(tick - 1, int(t[-1]) + 1))
         series = found.series
-        starts = series["stim_to_isr"].start_tick
+        starts = series["stim_to_isr"].start_mu
         if not len(starts):
             return
         final = np.ones(len(starts), bool)
@@ -277,7 +277,7 @@ class StreamingAggregator:
                     i = int(np.argmax(lat))
                     best = self.worst.get(kind)
                     if best is None or lat[i] > best["mu"]:
-                        self.worst[kind] = {"index": first_index + i, "start_mu": int(sel.start_tick[i]),
+                        self.worst[kind] = {"index": first_index + i, "start_mu": int(sel.start_mu[i]),
                                             "mu": int(lat[i]), "tagged": bool(sel.tag_in_window[i])}
 
     def _split_untagged(self):
@@ -299,7 +299,7 @@ class StreamingAggregator:
         lat = series.values
         valid = np.flatnonzero((lat != analysis.MISSING) & (series.unknown == 0))
         i = int(valid[np.flatnonzero((v + shift < 0) | (v + shift > top))[0]])
-        raise SampleOutOfRange(f"{kind} sample {first_index + i} (start at {int(series.start_tick[i])}): "
+        raise SampleOutOfRange(f"{kind} sample {first_index + i} (start at {int(series.start_mu[i])}): "
                                f"{int(lat[i])} is outside what its histogram holds ({-shift}..{top - shift})")
 
     # ---- results ----------------------------------------------------------------------------------

@@ -683,7 +683,7 @@ class Measurements:
         """Only the samples whose start edge lies before ``tick``."""
         each, late = self.task_before_isr_each, self.task_before_isr
         if each is not None:   # only the stimuli kept (a streamed tail's others are counted later)
-            each = each[self.series[KINDS[0][0]].start_tick < tick]
+            each = each[self.series[KINDS[0][0]].start_mu < tick]
             late = int(each.sum())
         return Measurements(self.titles, {k: _series_before(s, tick) for k, s in self.series.items()},
                             self.stimuli, late, each)
@@ -694,11 +694,11 @@ def _series_before(series, tick):
     not copies."""
     from hilat.measures import Series
 
-    idx = np.flatnonzero(series.start_tick < tick)
+    idx = np.flatnonzero(series.start_mu < tick)
     if len(idx) and idx[-1] != len(idx) - 1:
         return series.take(idx)
     n = len(idx)
-    return Series(series.start_tick[:n], series.window_end[:n], series.values[:n], series.duplicates[:n],
+    return Series(series.start_mu[:n], series.window_end[:n], series.values[:n], series.duplicates[:n],
                   series.tag_at_start[:n], series.tag_in_window[:n], series.unknown[:n])
 
 

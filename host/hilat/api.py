@@ -472,7 +472,7 @@ class Run:
             ok = (series.values != analysis.MISSING) & (series.unknown == 0)
             return Stats.from_values(kind, series.values[ok], mu_s, misses=series.n_misses,
                                      unknown=series.n_unknown, duplicates=int(series.duplicates.sum()),
-                                     title=title, subset=subset, start_mu=series.start_tick[ok],
+                                     title=title, subset=subset, start_mu=series.start_mu[ok],
                                      tagged=series.tag_in_window[ok] == 1)
         # The aggregates (streamed or the engine's) keep the single worst sample of all.
         w = source.worst.get(kind) if subset == "all" else None

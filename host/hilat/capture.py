@@ -395,7 +395,7 @@ class _Stream:
 
     def _write_samples(self, kind, series):
         self.writer.samples(kind, series)
-        values, starts = series.values, series.start_tick
+        values, starts = series.values, series.start_mu
         ok = values != analysis.MISSING
         measured = int(np.count_nonzero(ok))
         if kind in self._offset_kinds:

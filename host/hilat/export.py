@@ -32,7 +32,7 @@ def _sample_items(run, kind, chunk=1 << 20):
         return
     se = run.measurements.series[kind]
     items = np.empty(len(se), runs.SAMPLE_DTYPE)
-    items["start_tick"], items["ticks"], items["duplicates"] = se.start_tick, se.values, se.duplicates
+    items["start_mu"], items["value_mu"], items["duplicates"] = se.start_mu, se.values, se.duplicates
     items["tag_at_start"], items["tag_in_window"] = se.tag_at_start, se.tag_in_window
     items["unknown"] = se.unknown
     yield items
@@ -52,9 +52,9 @@ def iter_sample_columns(run, chunk=1 << 20):
         for items in _sample_items(run, kind, chunk):
             n = len(items)
             unknown = items["unknown"]
-            values = np.where(unknown != 0, analysis.MISSING, items["ticks"])
+            values = np.where(unknown != 0, analysis.MISSING, items["value_mu"])
             yield {"kind": np.full(n, kind, dtype=object), "index": np.arange(index, index + n, dtype=np.int64),
-                   "start_mu": items["start_tick"], "time_s": (items["start_tick"] - origin) / unit.mu_hz,
+                   "start_mu": items["start_mu"], "time_s": (items["start_mu"] - origin) / unit.mu_hz,
                    "value_mu": values,
                    "value_ns": np.where(values == analysis.MISSING, np.nan, unit.to_ns(values)),
                    "mu_ns": np.full(n, unit.mu_ns),
@@ -161,10 +161,10 @@ def write_hlog(run, path, kind="stim_to_isr", interval_s=1.0, significant_figure
     try:
         for items in _sample_items(run, kind):
             if origin is None and len(items):
-                origin = int(items["start_tick"][0])
-            ok = (items["ticks"] != analysis.MISSING) & (items["unknown"] == 0)
-            ns = np.round(run.unit.to_ns(items["ticks"][ok])).astype(np.int64)
-            idx = ((items["start_tick"][ok] - origin) / run.unit.mu_hz // interval_s).astype(np.int64)
+                origin = int(items["start_mu"][0])
+            ok = (items["value_mu"] != analysis.MISSING) & (items["unknown"] == 0)
+            ns = np.round(run.unit.to_ns(items["value_mu"][ok])).astype(np.int64)
+            idx = ((items["start_mu"][ok] - origin) / run.unit.mu_hz // interval_s).astype(np.int64)
             bounds = np.flatnonzero(np.diff(idx)) + 1
             for part_idx, part in zip(np.split(idx, bounds), np.split(ns, bounds)):
                 if not len(part):

@@ -146,10 +146,10 @@ def parse(text, roles, ts_hz=None, reserved=()):
 
 @dataclass
 class Series:
-    """One kind's samples: one per start edge, in tick order."""
-    start_tick: np.ndarray       # int64
+    """One kind's samples: one per start edge, in start order; times and values in the run's unit (mu)."""
+    start_mu: np.ndarray         # int64
     window_end: np.ndarray       # int64: where the window of this start closed (exclusive)
-    values: np.ndarray           # int64 ticks; MISSING (-1) where missed or unknown
+    values: np.ndarray           # int64 mu; MISSING (-1) where missed or unknown
     duplicates: np.ndarray       # int64: extra end edges in the window
     tag_at_start: np.ndarray     # uint8 (analysis.TAG_UNKNOWN: hidden by a gap)
     tag_in_window: np.ndarray    # uint8 (analysis.TAG_UNKNOWN: hidden by a gap)
@@ -157,13 +157,13 @@ class Series:
 
     def __post_init__(self):
         if self.unknown is None:
-            self.unknown = np.zeros(len(self.start_tick), np.uint8)
+            self.unknown = np.zeros(len(self.start_mu), np.uint8)
 
     def __len__(self):
-        return len(self.start_tick)
+        return len(self.start_mu)
 
     def take(self, idx):
-        return Series(*(a.take(idx) for a in (self.start_tick, self.window_end, self.values, self.duplicates,
+        return Series(*(a.take(idx) for a in (self.start_mu, self.window_end, self.values, self.duplicates,
                                               self.tag_at_start, self.tag_in_window, self.unknown)))
 
     @property

@@ -213,7 +213,7 @@ def plot_timeseries(runs, kinds=None, max_points=20000):
             if kind not in run.kind_titles or not len(run.measurements.series[kind]):
                 continue
             series = run.measurements.series[kind]
-            t = (series.start_tick - series.start_tick[0]) / run.unit.mu_hz
+            t = (series.start_mu - series.start_mu[0]) / run.unit.mu_hz
             lat = series.values
             unknown = series.unknown != 0
             ok = (lat != analysis.MISSING) & ~unknown

@@ -62,7 +62,7 @@ def _exact_statistics(run):
         lat = np.where(series.unknown == 1, analysis.MISSING, series.values)
         if (lat != analysis.MISSING).any():
             i = int(np.argmax(lat))
-            worst[kind] = {"index": i, "start_mu": int(series.start_tick[i]), "mu": int(lat[i]),
+            worst[kind] = {"index": i, "start_mu": int(series.start_mu[i]), "mu": int(lat[i]),
                            "ns": float(lat[i] * run.unit.mu_ns), "tagged": bool(series.tag_in_window[i] == 1)}
     tagged = {kind: int((found.series[kind].tag_in_window == 1).sum()) for kind in found.kinds}
     return subsets, worst, found.stimuli, tagged, int(len(run.ticks)), found.task_before_isr

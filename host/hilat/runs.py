@@ -50,7 +50,7 @@ EDGES_MAGIC = b"HILATEDG"
 SAMPLES_MAGIC = b"HILATSMP"
 STORE_VERSION = 1
 EDGE_DTYPE = np.dtype([("tick", "<i8"), ("channel", "u1"), ("level", "u1")])
-SAMPLE_DTYPE_V1 = np.dtype([("start_tick", "<i8"), ("ticks", "<i8"), ("duplicates", "<u2"),
+SAMPLE_DTYPE_V1 = np.dtype([("start_mu", "<i8"), ("value_mu", "<i8"), ("duplicates", "<u2"),
                             ("tag_at_start", "u1"), ("tag_in_window", "u1")])
 SAMPLE_DTYPE = np.dtype(SAMPLE_DTYPE_V1.descr + [("unknown", "u1")])
 SAMPLES_VERSIONS = {1: SAMPLE_DTYPE_V1, 2: SAMPLE_DTYPE}
@@ -59,7 +59,7 @@ SAMPLES_VERSIONS = {1: SAMPLE_DTYPE_V1, 2: SAMPLE_DTYPE}
 # the kinds a gap made unknown (bit k: kind k). Half the bytes of five per-kind stores.
 STIMULI_MAGIC = b"HILATSTM"
 BUILTIN_KINDS = tuple(kind for kind, _ in analysis.KINDS)
-STIMULUS_DTYPE = np.dtype([("start_tick", "<i8"), ("values", "<i8", (len(BUILTIN_KINDS),)),
+STIMULUS_DTYPE = np.dtype([("start_mu", "<i8"), ("values", "<i8", (len(BUILTIN_KINDS),)),
                            ("isr_duplicates", "<u2"), ("task_duplicates", "<u2"), ("tag_at_start", "u1"),
                            ("tag_in_window", "u1"), ("unknown", "u1")])
 GAPS_MAGIC = b"HILATGAP"
@@ -255,7 +255,7 @@ def _stimulus_items(series):
     if any(len(s) != len(first) for s in series):
         raise ValueError("the built-in kinds' samples of one step cover different stimuli")
     items = np.empty(len(first), STIMULUS_DTYPE)
-    items["start_tick"] = first.start_tick
+    items["start_mu"] = first.start_mu
     for k, s in enumerate(series):
         items["values"][:, k] = s.values
     items["isr_duplicates"] = np.minimum(series[BUILTIN_KINDS.index("stim_to_isr")].duplicates, 0xFFFF)
@@ -272,7 +272,7 @@ def _samples_of_stimuli(items, kind):
     """One built-in kind's SAMPLE_DTYPE items out of STIMULUS_DTYPE ones."""
     k = BUILTIN_KINDS.index(kind)
     out = np.zeros(len(items), SAMPLE_DTYPE)
-    out["start_tick"], out["ticks"] = items["start_tick"], items["values"][:, k]
+    out["start_mu"], out["value_mu"] = items["start_mu"], items["values"][:, k]
     if kind in ("stim_to_isr", "stim_to_task"):
         out["duplicates"] = items["isr_duplicates" if kind == "stim_to_isr" else "task_duplicates"]
     out["tag_at_start"], out["tag_in_window"] = items["tag_at_start"], items["tag_in_window"]
@@ -351,7 +351,7 @@ class RunWriter:
                 self._pending = {}
             return
         items = np.empty(len(series), SAMPLE_DTYPE)
-        items["start_tick"], items["ticks"] = series.start_tick, series.values
+        items["start_mu"], items["value_mu"] = series.start_mu, series.values
         items["duplicates"] = np.minimum(series.duplicates, 0xFFFF)
         items["tag_at_start"], items["tag_in_window"] = series.tag_at_start, series.tag_in_window
         items["unknown"] = series.unknown

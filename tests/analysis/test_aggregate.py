@@ -132,7 +132,7 @@ def _collector():
 
 def _joined(parts):
     return {name: np.concatenate([getattr(s, name) for s in parts])
-            for name in ("start_tick", "window_end", "values", "duplicates", "tag_in_window", "unknown")}
+            for name in ("start_mu", "window_end", "values", "duplicates", "tag_in_window", "unknown")}
 
 
 @pytest.mark.parametrize("definitions", [(), MEASURES[1:]])
@@ -180,7 +180,7 @@ def test_a_heartbeat_judges_a_quiet_duts_last_stimuli():
     assert _joined(got["stim_to_isr"])["values"].tolist() == [60, 70]
     agg.advance(11_000)
     isr = _joined(got["stim_to_isr"])
-    assert isr["start_tick"].tolist() == [1000, 5000, 9000] and isr["values"].tolist() == [60, 70, 80]
+    assert isr["start_mu"].tolist() == [1000, 5000, 9000] and isr["values"].tolist() == [60, 70, 80]
     assert _joined(got["stim_to_task"])["values"].tolist() == [150, analysis.MISSING, 170]
     assert _joined(got["isr_duration"])["values"].tolist() == [20, 20, 20]
     assert agg.stimuli == 3 and agg.misses[("all", "stim_to_task")] == 1
@@ -193,7 +193,7 @@ def test_a_heartbeat_judges_a_quiet_duts_last_stimuli():
     keep = t < 11_500               # the third ISR pulse falls at 12,080
     agg.feed(t[keep], c[keep], lv[keep])
     agg.advance(11_500)
-    assert _joined(got["isr_duration"])["start_tick"].tolist() == [1000, 5000]
+    assert _joined(got["isr_duration"])["start_mu"].tolist() == [1000, 5000]
     agg.feed(t[~keep], c[~keep], lv[~keep])
     agg.advance(20_000)
     assert _joined(got["isr_duration"])["values"].tolist() == [3000, 3000, 3000]
@@ -232,7 +232,7 @@ class _Sink:
         self.closed += closed
 
     def samples(self, kind, series):
-        self.samples_of.setdefault(kind, []).extend(series.start_tick.tolist())
+        self.samples_of.setdefault(kind, []).extend(series.start_mu.tolist())
 
 
 def test_the_capture_advances_on_a_heartbeat_only_with_no_gap_open():

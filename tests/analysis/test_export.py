@@ -185,7 +185,7 @@ def _store_samples(run, stimuli=False):
             continue
         se = run.measurements.series[kind]
         items = np.zeros(len(se), runs.SAMPLE_DTYPE)
-        items["start_tick"], items["ticks"], items["duplicates"] = se.start_tick, se.values, se.duplicates
+        items["start_mu"], items["value_mu"], items["duplicates"] = se.start_mu, se.values, se.duplicates
         items["tag_at_start"], items["tag_in_window"], items["unknown"] = se.tag_at_start, se.tag_in_window, se.unknown
         store = runs.StoreAppender(run.path / "samples" / f"{kind}.bin", runs.SAMPLES_MAGIC, runs.SAMPLE_DTYPE)
         store.append(items)

@@ -95,7 +95,7 @@ def test_tag_hidden_by_a_gap_is_unknown_only_without_tagged_samples():
     s = found.series["stim_to_isr"]
     assert s.tag_in_window.tolist() == [1, analysis.TAG_UNKNOWN, 1, 0, 0] and s.n_unknown == 0
     untagged = found.subset("stim_to_isr", "untagged")
-    assert untagged.start_tick.tolist() == [6000, 16000, 21000] and untagged.unknown.tolist() == [1, 0, 0]
+    assert untagged.start_mu.tolist() == [6000, 16000, 21000] and untagged.unknown.tolist() == [1, 0, 0]
     assert untagged.n_misses == 0 and untagged.valid().tolist() == [400, 60]
 
 

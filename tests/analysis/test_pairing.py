@@ -122,5 +122,5 @@ def test_pulse_widths_per_channel():
 
     series = analysis.measure(*arrays(sorted(edges)), ROLES, [measures.parse("w=width:in0", ROLES)],
                               builtin=False).series["w"]
-    starts, widths = series.start_tick, series.values
+    starts, widths = series.start_mu, series.values
     assert starts.tolist() == [1050, 11075, 16400, 21060] and widths.tolist() == [20] * 4

@@ -57,7 +57,7 @@ def test_loopback_offset_recovered_and_applied_by_capture(sim_dir, tmp_path, cap
     from hilat.runs import load_run
 
     loaded = load_run(run)
-    isr, task, isr_to_task = (np.concatenate(list(loaded.iter_samples(kind)))["ticks"]
+    isr, task, isr_to_task = (np.concatenate(list(loaded.iter_samples(kind)))["value_mu"]
                               for kind in ("stim_to_isr", "stim_to_task", "isr_to_task"))
     assert len(isr) == len(injected) == 300
     hit = injected[:, 1] == 0

@@ -116,7 +116,7 @@ def test_streaming_path_is_exact_at_any_chunk_boundary(sim_dir, tmp_path, chunk_
     run = capture.load()
     stored = {kind: np.concatenate(list(run.iter_samples(kind))) for kind in ("stim_to_isr", "stim_to_task")}
     for kind, column in (("stim_to_isr", 2), ("stim_to_task", 3)):
-        values = stored[kind]["ticks"]
+        values = stored[kind]["value_mu"]
         assert len(values) == 300
         np.testing.assert_array_equal(values[missed], -1)
         np.testing.assert_array_equal(values[~missed], injected[~missed, column])
@@ -124,8 +124,8 @@ def test_streaming_path_is_exact_at_any_chunk_boundary(sim_dir, tmp_path, chunk_
     found = run.measurements
     for kind in run.kind_titles:
         items = np.concatenate(list(run.iter_samples(kind)))
-        np.testing.assert_array_equal(items["ticks"], found.series[kind].values)
-        np.testing.assert_array_equal(items["start_tick"], found.series[kind].start_tick)
+        np.testing.assert_array_equal(items["value_mu"], found.series[kind].values)
+        np.testing.assert_array_equal(items["start_mu"], found.series[kind].start_mu)
     summary = json.loads((capture.run_dir / "summary.json").read_text())["runs"][0]
     isr = summary["subsets"]["all"]["stim_to_isr"]
     assert isr["starts"] == 300 and isr["misses"] == int(missed.sum())

@@ -43,8 +43,8 @@ def test_two_stimulus_channels_each_paired_with_its_own(sim_dir, tmp_path):
     np.testing.assert_array_equal(series.values[:-1], irq2[:-1, 2])
     assert series.values[-1] in (irq2[-1, 2], M)
     # The two stimuli interleave: the check pairs across them, and the other stimulus gives other numbers.
-    stim1 = series.start_tick
-    between = np.searchsorted(found.series["stim_to_isr"].start_tick, stim1)
+    stim1 = series.start_mu
+    between = np.searchsorted(found.series["stim_to_isr"].start_mu, stim1)
     assert len(np.unique(between)) > 150
     from hilat import measures
 
@@ -74,7 +74,7 @@ def test_no_stimulus_capture_with_definitions_and_a_period(sim_dir, tmp_path, ca
     log = np.loadtxt(paced_log, delimiter=",", dtype=np.int64, ndmin=2)
     index, send_tick, recv_delay, handler_delay, handler_width = log.T
     # Rig ticks and DUT cycles differ by a constant: find the logged send the first captured one is.
-    sends = found.series["send_to_recv"].start_tick
+    sends = found.series["send_to_recv"].start_mu
     assert len(sends) >= 300
     k0 = next(k for k in range(len(log) - 4)
               if np.array_equal(np.diff(send_tick[k:k + 5]), np.diff(sends[:5])))
@@ -86,10 +86,10 @@ def test_no_stimulus_capture_with_definitions_and_a_period(sim_dir, tmp_path, ca
     # The capture starts at an arbitrary tick: the receiver and handler of the send before the first
     # captured one may still lie inside it, so those series are aligned on the first captured send.
     handlers = found.series["recv_to_handler"]
-    handlers = handlers.values[handlers.start_tick > sends[0]]
+    handlers = handlers.values[handlers.start_mu > sends[0]]
     np.testing.assert_array_equal(handlers[:n], handler_delay[k0:k0 + n])
     widths = found.series["handler_width"]
-    widths = widths.values[widths.start_tick > sends[0]]
+    widths = widths.values[widths.start_mu > sends[0]]
     np.testing.assert_array_equal(widths[:n], handler_width[k0:k0 + n])
     # The jitter of the period is the DUT's: 8 bits of it.
     period = found.latency("send_period")

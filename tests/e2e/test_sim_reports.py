@@ -50,7 +50,7 @@ def test_report_equals_injected(runs, capsys):
         assert row["mu"]["mean"] == pytest.approx(isr.mean(), rel=1e-12)
         assert run_doc["subsets"]["all"]["stim_to_task"]["mu"]["percentiles"] == analysis.stats(task)["percentiles"]
         # ISR duration: the DUT holds the pin for exactly isr_width ticks.
-        dur = run_doc["subsets"]["all"]["isr_duration"]["ticks"]
+        dur = run_doc["subsets"]["all"]["isr_duration"]["mu"]
         assert dur["min"] == dur["max"] == isr_width
 
 

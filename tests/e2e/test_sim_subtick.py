@@ -155,7 +155,7 @@ def test_loopback_offset_in_sub_ticks_recovered_and_applied(subtick_sim_dir, tmp
     assert run.offset_mu == offset_subticks
     assert any(f"rig offset: {loop['offset_ticks']:g} ticks" in line for line in run.meta["calibration"]["statement"])
     injected = sim.read_dut_log(dut_log)[calibration_pulses:]
-    isr = np.concatenate(list(run.iter_samples("stim_to_isr")))["ticks"]
+    isr = np.concatenate(list(run.iter_samples("stim_to_isr")))["value_mu"]
     hit = injected[:, 1] == 0
     assert len(isr) == len(injected) == 200
     np.testing.assert_array_equal(isr[hit], injected[hit, 2] - 1 - offset_subticks)
@@ -204,7 +204,7 @@ def test_calibrate_resolution_recovers_uneven_bins_and_captures_use_their_centre
     ticks, phase_ns = np.divmod(true_ns, 20.0)
     bins = np.searchsorted(UNEVEN_BIN_EDGES_NS, phase_ns) - 1
     expected = ticks.astype(np.int64) * units + positions[bins]
-    isr = np.concatenate(list(run.iter_samples("stim_to_isr")))["ticks"]
+    isr = np.concatenate(list(run.iter_samples("stim_to_isr")))["value_mu"]
     np.testing.assert_array_equal(isr, expected)
     assert set(bins.tolist()) == set(range(S))
     # Each edge is now within half a nominal bin's rounding of its true time (0.5 ns off the true

@@ -161,7 +161,7 @@ def test_on_rig_windows_close_at_the_engines_deadline_limit_in_both_pairings(tmp
     assert int((latencies == analysis.MISSING).sum()) == isr["misses"]
     assert int((latencies != analysis.MISSING).sum()) == isr["count"]
     stored = next(loaded.iter_samples("stim_to_isr", 1 << 20))
-    assert int((stored["ticks"] == analysis.MISSING).sum()) == isr["misses"]
+    assert int((stored["value_mu"] == analysis.MISSING).sum()) == isr["misses"]
     # Without the deadline these windows' ISRs would be samples beyond 2**24 ticks.
     unlimited = ref.reference_samples(rig.edges, ref.roles(), end_tick=int(rig.edges[0][-1]) + 1)
     assert (unlimited.binned[0] & (unlimited.value[0] >= 1 << 24)).sum() >= 5

@@ -29,7 +29,7 @@ def check_run(cap, tmp_path, capsys):
     run = load_run(cap.run_dir)
     series = run.measurements.series["stim_to_isr"]
     start = int(run.meta["start_tick"])
-    index = (series.start_tick - start) // PERIOD
+    index = (series.start_mu - start) // PERIOD
     judged = series.unknown == 0
     # Every judged stimulus has its injected latency (the fake DUT misses none); the unknown ones
     # are neither samples nor misses.
@@ -118,7 +118,7 @@ def test_a_rig_reset_mid_run_is_said_and_the_run_up_to_it_kept(tmp_path, capsys)
     run = load_run(cap.run_dir)
     series = run.measurements.series["stim_to_isr"]
     start = int(run.meta["start_tick"])
-    index = (series.start_tick - start) // PERIOD
+    index = (series.start_mu - start) // PERIOD
     judged = series.unknown == 0
     # Every stimulus before the reset is measured exactly; the last one's window runs into the
     # silence: unknown, not a miss.
@@ -156,4 +156,4 @@ def test_a_run_of_format_3_reads_without_gaps_and_with_old_samples(tmp_path):
     assert run.has_stored_samples()
     back = next(run.iter_samples("stim_to_isr"))
     assert back.dtype == runs.SAMPLE_DTYPE and (back["unknown"] == 0).all()
-    assert back["ticks"].tolist() == new["ticks"].tolist()
+    assert back["value_mu"].tolist() == new["value_mu"].tolist()

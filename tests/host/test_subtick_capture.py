@@ -51,7 +51,7 @@ def test_subtick_latencies_are_exact_in_the_stream_the_stores_and_raw_bin(tmp_pa
     assert isr.tolist() == list(ISR_LATENCIES)
     assert run.measurements.latency("isr_duration").tolist() == [20 * S] * len(ISR_LATENCIES)
     # What the capture's streaming pairing wrote as it went.
-    stored = np.concatenate([items["ticks"] for items in run.iter_samples("stim_to_isr")])
+    stored = np.concatenate([items["value_mu"] for items in run.iter_samples("stim_to_isr")])
     assert stored.tolist() == list(ISR_LATENCIES)
     # The same edges decoded again from the bytes the rig sent.
     (run_dir / "edges.bin").rename(run_dir / "edges.kept")
@@ -86,7 +86,7 @@ def test_a_deadline_in_ticks_closes_windows_in_sub_ticks(tmp_path):
     assert run.deadline_mu == 61 * S
     expected = [v if v < 61 * S else analysis.MISSING for v in ISR_LATENCIES]
     assert run.measurements.latency("stim_to_isr").tolist() == expected
-    stored = np.concatenate([items["ticks"] for items in run.iter_samples("stim_to_isr")])
+    stored = np.concatenate([items["value_mu"] for items in run.iter_samples("stim_to_isr")])
     assert stored.tolist() == expected
     row = json.loads((run_dir / "summary.json").read_text())["runs"][0]["subsets"]["all"]["stim_to_isr"]
     assert row["misses"] == 2

@@ -54,7 +54,7 @@ TRUE_TICKS = {
     "threshold_ticks": "setting", "width_ticks": "setting", "period_ticks": "setting", "delay_ticks": "setting",
     "delta_ticks": "setting", "interval_ticks": "setting",
     "rec_ticks": "record", "record_ticks": "record", "last_record_tick": "record", "out_ticks": "record",
-    "origin_tick": "rig", "until_tick": "rig", "target_tick": "rig",
+    "origin_tick": "rig", "until_tick": "rig", "target_tick": "rig", "start_tick": "rig",
     "centres_ticks": "calibration", "widths_ticks": "calibration", "nominal_ticks": "calibration",
     "width_sigma_ticks": "calibration", "residual_rms_ticks": "calibration", "min_ticks": "calibration",
     "max_ticks": "calibration", "mean_ticks": "calibration", "std_ticks": "calibration",
@@ -62,10 +62,10 @@ TRUE_TICKS = {
     "floor_ticks": "clock", "span_ticks": "clock", "expected_tick": "clock",
     "_ticks": "parser", "_tick": "heartbeat",
 }
-# Names still holding values in mu inside the analysis (its pairing and its samples' item fields,
-# shared with the run directory's stores): not yet renamed (docs/analysis.md, "The run's unit").
+# Names still holding values in mu inside the pairing (analysis.pair, the capture's stream): not yet
+# renamed (docs/analysis.md, "The run's unit"); end_tick and last_tick also name rig ticks elsewhere.
 # The list may only shrink; the user-facing names (exports, report, API, summary.json) say mu.
-PENDING_MU = {"start_tick", "end_tick", "last_tick", "first_tick", "tag_ticks", "sorted_ticks", "stim_tick",
+PENDING_MU = {"end_tick", "last_tick", "first_tick", "tag_ticks", "sorted_ticks", "stim_tick",
               "edge_ticks", "task_tick", "isr_tick"}
 
 
