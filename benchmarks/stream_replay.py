@@ -40,9 +40,9 @@ def replay(run_dir, slots, out_dir, profile=False):
     writer = runs.RunWriter(out_dir)
     writer.set_kinds(kinds)
     (Path(out_dir) / "hlog").mkdir()
-    hlog = _RollingHlog(Path(out_dir) / "hlog" / "capture.hlog", kinds, run.ts_hz, 1.0, time.time())
-    stream = _Stream(writer, run.roles, run.analysis_measures, run.builtin, run.deadline_ticks, run.offset_ticks,
-                     (run.roles.stimulus, run.roles.stimulus_active), run.ts_hz, hlog=hlog, subticks=run.subticks)
+    hlog = _RollingHlog(Path(out_dir) / "hlog" / "capture.hlog", kinds, run.unit.mu_hz, 1.0, time.time())
+    stream = _Stream(writer, run.roles, run.analysis_measures, run.builtin, run.deadline_mu, run.offset_mu,
+                     (run.roles.stimulus, run.roles.stimulus_active), run.unit.mu_hz, hlog=hlog, subticks=run.subticks)
     decoder = udp.StreamDecoder(stream_info["layout"], session=stream_info["session"])
     session = Session.__new__(Session)   # only its delivery to the consumer is used
     session.stream, session.overflows = None, 0

@@ -80,14 +80,14 @@ def _start_cut(t, c, lv, channel, level, look_back=4096):
 class StreamingAggregator:
     """``measures``/``builtin``: the kinds, as in ``analysis.measure``."""
 
-    def __init__(self, roles, deadline=None, offset_ticks=0, highest=1 << 40, significant_figures=3,
+    def __init__(self, roles, deadline=None, offset_mu=0, highest=1 << 40, significant_figures=3,
                  measures=(), builtin=True, on_samples=None):
         self.roles = roles
         # Called as on_samples(kind, measures.Series) with every kind's samples once they are final,
         # in start order (the capture writes them to the run directory and its rolling .hlog).
         self.on_samples = on_samples
         self.deadline = deadline
-        self.offset_ticks = int(offset_ticks)
+        self.offset_mu = int(offset_mu)
         self.measures = list(measures)
         self.builtin = builtin
         self.significant_figures = significant_figures
@@ -107,7 +107,7 @@ class StreamingAggregator:
         # own delay, down to -offset: its histograms count value + offset (shifted back at output).
         offset_kinds = ({"stim_to_isr", "stim_to_task"} if builtin else set()) | {
             m.name for m in self.measures if m.subtract_offset}
-        self.shift = {k: max(self.offset_ticks, 0) if k in offset_kinds else 0 for k in self.kinds}
+        self.shift = {k: max(self.offset_mu, 0) if k in offset_kinds else 0 for k in self.kinds}
         self.exact = {("all", k): _Exact() for k in self.kinds}
         self.exact.update({("untagged", k): self.exact[("all", k)] for k in self.kinds})
         self.starts = dict.fromkeys(keys, 0)
@@ -135,7 +135,7 @@ class StreamingAggregator:
 
     def _measure(self, t, c, lv, end_tick):
         return analysis.measure(t, c, lv, self.roles, self.measures, self.builtin, self.deadline,
-                                end_tick=end_tick, offset_ticks=self.offset_ticks, tag_level=self._tag_level,
+                                end_tick=end_tick, offset_mu=self.offset_mu, tag_level=self._tag_level,
                                 gaps=self.gaps)
 
     def add_gap(self, start, end, channels):

@@ -13,8 +13,8 @@ Pairing (per stimulus k, active edge at tick S_k; its window runs to the next st
 - the tag level at the stimulus and whether the tag was high at any time in the window are kept, so
   every figure can be given with and without tagged samples (Faller's "incl./excl. DMA").
 
-A calibrated rig offset (``offset_ticks``: the rig's own stimulus-pin -> capture delay, measured with a
-loopback jumper) is subtracted from the two stimulus -> response latencies only.
+A calibrated rig offset (``offset_mu``, in the run's unit; stored in ticks: the rig's own stimulus-pin
+-> capture delay, measured with a loopback jumper) is subtracted from the two stimulus -> response latencies only.
 
 Statistics are exact, from the stored samples: Faller's count/min/median/max/mean/std and the tail
 percentiles, each percentile only where the sample count supports it.
@@ -455,7 +455,7 @@ class Pairing:
     task_duplicates: np.ndarray
     tag_at_stimulus: np.ndarray  # 0/1, TAG_UNKNOWN where a gap hides the tag
     tag_in_window: np.ndarray
-    offset_ticks: int = 0
+    offset_mu: int = 0
     # {kind: uint8 array}: 1 where a gap touches what the kind depends on (its value is MISSING,
     # and it is neither a miss nor a sample); missing kinds: nothing unknown.
     unknown: dict = dataclasses.field(default_factory=dict)
@@ -559,7 +559,7 @@ def _tag_flags(groups, roles, starts, window_end, tag_level=None, gaps=None):
     return tag_at, tag_window
 
 
-def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks=0, groups=None, tag_level=None,
+def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_mu=0, groups=None, tag_level=None,
          gaps=None, task_after_isr=True):
     """Pair stimuli and responses (``roles``: a :class:`Channels`). ``end_tick``: the capture's last
     tick (closes the last window). Each role's active edge is its rise, or its fall on an
@@ -613,8 +613,8 @@ def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks
     task_at, task_dup, task_duration = first_in_window(task_rise, task_fall, task_from)
     task_before_isr = (kernels.searchsorted(task_rise, np.minimum(task_from, window_end), side="left")
                        - kernels.searchsorted(task_rise, stim, side="left")).astype(np.int64)
-    isr_latency = np.where(isr_at != MISSING, isr_at - stim - offset_ticks, MISSING)
-    task_latency = np.where(task_at != MISSING, task_at - stim - offset_ticks, MISSING)
+    isr_latency = np.where(isr_at != MISSING, isr_at - stim - offset_mu, MISSING)
+    task_latency = np.where(task_at != MISSING, task_at - stim - offset_mu, MISSING)
     both = (isr_at != MISSING) & (task_at != MISSING)
     isr_to_task = np.where(both, task_at - isr_at, MISSING)
     tag_at, tag_window = _tag_flags(groups, roles, stim, window_end, tag_level, gaps)
@@ -643,7 +643,7 @@ def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_ticks
         task_dup = np.where(unknown["stim_to_task"].astype(bool), 0, task_dup)
         task_before_isr = np.where(unknown["stim_to_task"].astype(bool), 0, task_before_isr)
     return Pairing(stim, window_end, isr_latency, task_latency, isr_to_task, isr_duration, task_duration,
-                   isr_at, task_at, isr_dup, task_dup, tag_at, tag_window, int(offset_ticks), unknown,
+                   isr_at, task_at, isr_dup, task_dup, tag_at, tag_window, int(offset_mu), unknown,
                    task_before_isr)
 
 
@@ -708,7 +708,7 @@ def kind_titles(roles, measures=(), builtin=True):
     return titles
 
 
-def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=None, end_tick=None, offset_ticks=0,
+def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=None, end_tick=None, offset_mu=0,
             tag_level=None, gaps=None):
     """:class:`Measurements` of a capture: the built-in kinds (``builtin``: a stimulus fired; see
     :func:`pair`, also for ``tag_level`` and ``gaps``) and each measurement definition
@@ -721,7 +721,7 @@ def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=Non
     stimuli = 0
     task_before_isr = 0
     if builtin:
-        p = pair(ticks, chans, levels, roles, deadline, end_tick=last, offset_ticks=offset_ticks, groups=groups,
+        p = pair(ticks, chans, levels, roles, deadline, end_tick=last, offset_mu=offset_mu, groups=groups,
                  tag_level=tag_level, gaps=gaps)
         stimuli = len(p)
         task_before_isr = int(p.task_before_isr.sum()) if p.task_before_isr is not None else 0
@@ -732,7 +732,7 @@ def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=Non
                                   p.tag_at_stimulus, p.tag_in_window, p.unknown_of(kind))
     for m in measures:
         starts, window_end, values, duplicates, unknown = compute(
-            m, groups(m.start.channel, m.start.level), groups(m.end.channel, m.end.level), last, offset_ticks,
+            m, groups(m.start.channel, m.start.level), groups(m.end.channel, m.end.level), last, offset_mu,
             gaps=gaps)
         tag_at, tag_window = _tag_flags(groups, roles, starts, window_end, tag_level, gaps)
         series[m.name] = Series(starts, window_end, values, duplicates, tag_at, tag_window, unknown)

@@ -180,7 +180,7 @@ class Series:
         return self.values[(self.values != MISSING) & (self.unknown == 0)]
 
 
-def compute(m, starts, ends, end_tick, offset_ticks=0, gaps=None):
+def compute(m, starts, ends, end_tick, offset_mu=0, gaps=None):
     """The samples of measure ``m``: ``starts``/``ends`` are the ticks of its start and end edges
     (sorted; the same array for a period). Returns (start ticks, window ends, values, duplicates,
     unknown); tags are added by the caller, which knows the tag channel. ``gaps``
@@ -227,7 +227,7 @@ def compute(m, starts, ends, end_tick, offset_ticks=0, gaps=None):
     hi = np.searchsorted(ends, window, side="left")
     found = hi > lo
     values = np.full(n, MISSING, dtype=np.int64)
-    offset = int(offset_ticks) if m.subtract_offset else 0
+    offset = int(offset_mu) if m.subtract_offset else 0
     values[found] = ends[lo[found]] - starts[found] - offset
     unknown = unknown_of(starts, window, values)
     duplicates = np.where(unknown == 1, 0, np.maximum(hi - lo - 1, 0)).astype(np.int64)

@@ -574,7 +574,7 @@ class Run:
     def pairing(self):
         if self._pairing is None:
             self._pairing = analysis.pair(self.ticks, self.chans, self.levels, self.roles, self.deadline_mu,
-                                          end_tick=self.end_tick, offset_ticks=self.offset_mu, gaps=self.gaps)
+                                          end_tick=self.end_tick, offset_mu=self.offset_mu, gaps=self.gaps)
         return self._pairing
 
     @property
@@ -584,7 +584,7 @@ class Run:
             self._measurements = analysis.measure(self.ticks, self.chans, self.levels, self.roles,
                                                   self.analysis_measures,
                                                   builtin=self.builtin, deadline=self.deadline_mu,
-                                                  end_tick=self.end_tick, offset_ticks=self.offset_mu,
+                                                  end_tick=self.end_tick, offset_mu=self.offset_mu,
                                                   gaps=self.gaps)
         return self._measurements
 

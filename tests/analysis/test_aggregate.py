@@ -39,7 +39,7 @@ def test_streaming_equals_exact(tmp_path, chunk):
     run = load_run(write_run(tmp_path / "t", edges, measures=measures_json(MEASURES)))
     exact = run.measurements
     assert exact.kinds == [k for k, _ in analysis.KINDS] + ["spare_reply", "tag_period", "isr_width"]
-    agg = StreamingAggregator(run.roles, offset_ticks=0, measures=run.measures)
+    agg = StreamingAggregator(run.roles, offset_mu=0, measures=run.measures)
     t, c, lv = edges_of(run)
     for i in range(0, len(t), chunk):
         agg.feed(t[i:i + chunk], c[i:i + chunk], lv[i:i + chunk])
@@ -111,8 +111,8 @@ def test_a_response_sooner_than_the_offset_is_in_the_streamed_figures():
     refused it as out of range and the streamed p50 and min disagreed with the exact ones."""
     edges = dut_edges([1000, 2000, 3000, 4000], [60, 150, 160, 170], [None] * 4)
     t, c, lv = (np.array(x) for x in zip(*edges))
-    exact = analysis.measure(t, c.astype(np.uint8), lv.astype(np.uint8), ROLES, offset_ticks=100)
-    agg = StreamingAggregator(ROLES, offset_ticks=100)
+    exact = analysis.measure(t, c.astype(np.uint8), lv.astype(np.uint8), ROLES, offset_mu=100)
+    agg = StreamingAggregator(ROLES, offset_mu=100)
     agg.feed(t, c.astype(np.uint8), lv.astype(np.uint8))
     agg.finish(int(t[-1]) + 1)
     ref = analysis.stats(exact.series["stim_to_isr"].valid())

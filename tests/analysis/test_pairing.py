@@ -84,7 +84,7 @@ def test_tag_before_its_first_edge_is_the_other_level():
 
 
 def test_offset_subtracted_from_stimulus_responses_only():
-    p = analysis.pair(*arrays(dut_edges(STIM, ISR, TASK)), ROLES, offset_ticks=7)
+    p = analysis.pair(*arrays(dut_edges(STIM, ISR, TASK)), ROLES, offset_mu=7)
     assert p.isr_latency.tolist() == [43, M, 68, 393, 53]
     assert p.task_latency.tolist() == [133, M, M, 493, 143]
     assert p.isr_to_task.tolist() == [90, M, M, 100, 90]

@@ -81,7 +81,7 @@ def samples(cfg: EngineConfig, roles, edges, end_tick):
     # The engine pairs the window's first task rise, the host the first after the window's ISR
     # (docs/engine.md, "Pairing"): the model is the engine's rule.
     p = analysis.pair(ticks, chans, levels, roles, deadline=cfg.deadline or None, end_tick=end_tick,
-                      offset_ticks=cfg.offset, task_after_isr=False)
+                      offset_mu=cfg.offset, task_after_isr=False)
     out = []
     for i in range(len(p)):
         start = int(p.stim_tick[i])
