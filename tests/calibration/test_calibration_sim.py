@@ -116,8 +116,11 @@ def test_pps_clock_recovered_and_applied(sim_dir, tmp_path, capsys):
     assert meta["calibration"]["ts_hz"] == pytest.approx(TS_HZ * (1 + clock["ppm"] * 1e-6), rel=1e-12)
     assert meta["calibration"]["offset_ticks"] == 0
     summary = json.loads((capture.run_dir / "summary.json").read_text())
-    assert summary["format"] == "hilat-report" and summary["version"] == 3
+    assert summary["format"] == "hilat-report" and summary["version"] == 4
     assert summary["runs"][0]["tick_ns"] == pytest.approx(1e9 / meta["calibration"]["ts_hz"], rel=1e-12)
+    # The run's unit carries the calibrated tick clock (one mu is a tick on this one-sample rig).
+    assert summary["runs"][0]["unit"]["tick_hz"] == meta["unit"]["tick_hz"] == meta["calibration"]["ts_hz"]
+    assert summary["runs"][0]["mu_ns"] == pytest.approx(1e9 / meta["calibration"]["ts_hz"], rel=1e-12)
     assert any(line.startswith("clock: +37.") for line in meta["calibration"]["statement"])
 
 
