@@ -792,11 +792,6 @@ def stats(values, percentiles=PERCENTILES):
     return row
 
 
-def tagged_samples(found):
-    """Samples of the first kind whose window saw the tag (for the built-in kinds: tagged stimuli)."""
-    return int((found.series[found.kinds[0]].tag_in_window == 1).sum()) if found.kinds else 0
-
-
 def summarize(found, ts_hz, exclude_tagged=False):
     """{kind: {starts, count, misses, unknown, duplicates, min, median, max, mean, std, percentiles}}
     in ticks (Faller's table) for every kind of ``found`` (:class:`Measurements`), plus the tick period."""
@@ -810,25 +805,3 @@ def summarize(found, ts_hz, exclude_tagged=False):
         out[kind] = row
     out["tick_ns"] = 1e9 / ts_hz
     return out
-
-
-def format_table(summary, title=None):
-    tick_ns = summary["tick_ns"]
-    titles = summary["kinds"]
-    width = max([24] + [len(t) + 2 for t in titles.values()])
-    lines = []
-    if title:
-        lines.append(title)
-    head = f"{'latency':<{width}}{'count':>7}{'misses':>8}{'min':>11}{'median':>11}{'max':>11}{'mean':>11}{'std':>11}"
-    lines += [head + "   (ns)", "-" * len(head)]
-    for kind, label in titles.items():
-        row = summary[kind]
-        if row["count"]:
-            vals = [row[k] * tick_ns for k in ("min", "median", "max", "mean", "std")]
-            cells = "".join(f"{v:>11.1f}" for v in vals)
-        else:
-            cells = "".join(f"{'-':>11}" for _ in range(5))
-        lines.append(f"{label:<{width}}{row['count']:>7}{row['misses']:>8}{cells}")
-    dups = [f"{kind} {summary[kind]['duplicates']}" for kind in titles if summary[kind]["duplicates"]]
-    lines.append(f"duplicate responses: {', '.join(dups) if dups else 'none'}; 1 tick = {tick_ns:g} ns")
-    return "\n".join(lines)
