@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 from hilat import analysis
+from hilat.protocol import PROTOCOL_VERSION
 
 from gateware.channels import channel_table
 
@@ -14,6 +15,8 @@ TS_HZ = 50_000_000
 # in1 = task, in2 = spare, in3 = tag), so the edges below use channels 0, 2, 3 and 5.
 TABLE = [(c.name, c.role) for c in channel_table(2, 4)]
 ROLES = analysis.Channels.from_table(TABLE)
+# The run format `hilat capture` writes (meta.json "version"; capture.Capture._meta).
+RUN_FORMAT = 4
 
 
 def measures_json(definitions, roles=ROLES):
@@ -44,12 +47,14 @@ def dut_edges(stim_ticks, isr_latency, task_latency, isr_width=20, task_width=30
 
 
 def _meta(label, ts_hz, deadline_ticks, calibration, dut_settings, counters, settings, version, **meta_extra):
-    """meta.json of a synthetic run: the fields both run formats share."""
+    """meta.json of a synthetic run: the fields both run formats share. The rig speaks the current
+    protocol in a current run, protocol 2 (the first with a channel table) in a legacy one."""
+    protocol = PROTOCOL_VERSION if version == RUN_FORMAT else 2
     return {
         "format": "hilat-run", "version": version, "label": label, "url": "loop://",
         "started": "2026-01-01T00:00:00+00:00",
-        "rig": {"version": 2, "ts_hz": ts_hz, "sys_hz": ts_hz, "n_stimulus": 2, "n_inputs": 4,
-                "fifo_depth": 1024, "pin_to_stamp_delay": 17, "capabilities": 63, "firmware": "hilat-fw 2",
+        "rig": {"version": protocol, "ts_hz": ts_hz, "sys_hz": ts_hz, "n_stimulus": 2, "n_inputs": 4,
+                "fifo_depth": 1024, "pin_to_stamp_delay": 17, "capabilities": 63, "firmware": f"hilat-fw {protocol}",
                 "gateware": "synthetic 0000000", "channels": [list(c) for c in TABLE]},
         "settings": settings or {"count": None, "deadline_ticks": deadline_ticks,
                                  "stimulus": {"mode": "dither", "invert": False}},
@@ -66,11 +71,12 @@ def write_run(run_dir, edges, label="synthetic", ts_hz=TS_HZ, deadline_ticks=Non
               dut_settings=None, counters=None, settings=None, gaps=(), **meta_extra):
     """A run directory in the current format, written as a capture writes it: through
     ``runs.RunWriter`` (raw.bin, edges.bin, gaps.bin, and samples/ from the capture's streaming
-    pairing), then meta.json (run format 4). ``gaps``: [(start, end, channel mask, reason)] in ticks."""
+    pairing), then meta.json (``RUN_FORMAT``). ``gaps``: [(start, end, channel mask, reason)] in ticks."""
     from hilat import runs
     from hilat.aggregate import StreamingAggregator
 
-    meta = _meta(label, ts_hz, deadline_ticks, calibration, dut_settings, counters, settings, 4, **meta_extra)
+    meta = _meta(label, ts_hz, deadline_ticks, calibration, dut_settings, counters, settings, RUN_FORMAT,
+                 **meta_extra)
     items = np.array(edges, np.int64).reshape(-1, 3)
     ticks, chans, levels = items[:, 0], items[:, 1].astype(np.uint8), items[:, 2].astype(np.uint8)
     writer = runs.RunWriter(run_dir)
