@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hilat import kernels
+from hilat.measures import MISSING, Series, channel_bit, compute
 
 # (key, title, measured from the stimulus?)  Keys are stable: they name columns and JSON fields.
 KINDS = [
@@ -37,7 +38,6 @@ KINDS = [
     ("task_duration", "task duration"),
 ]
 KIND_TITLES = dict(KINDS)
-MISSING = -1
 
 # Percentiles the reports show (as fractions). p is shown when at least 1/(1-p) samples exist, i.e.
 # when at least one sample lies above it; below that the value would just be the maximum.
@@ -371,6 +371,10 @@ class Gaps:
         inside = idx < len(s)
         return inside & (s[np.minimum(idx, len(s) - 1)] < hi) & (hi > lo)
 
+    def touches_to_end(self, mask, tick):
+        """Whether a gap on a channel of ``mask`` lies anywhere from ``tick`` to the end of the run."""
+        return bool(self.touches(mask, [tick], [GAP_OPEN_END])[0])
+
 
 GAP_OVERFLOW, GAP_LINK, GAP_CUT_SHORT = 1, 2, 3   # why a gap is there (runs' gaps.bin)
 GAP_REASONS = {GAP_OVERFLOW: "gateware FIFO overflow", GAP_LINK: "frames lost on the link",
@@ -424,11 +428,6 @@ class GapTracker:
             closed.append((int(cut_short_after) + 1, GAP_OPEN_END, ALL_CHANNELS, GAP_CUT_SHORT))
         self.count += len(closed)
         return closed
-
-
-def channel_bit(channel):
-    """The mask bit of a channel (0 for a role no channel plays)."""
-    return 0 if channel is None else 1 << int(channel)
 
 
 def _level_at(edge_ticks, edge_levels, at, initial=0):
@@ -692,8 +691,6 @@ class Measurements:
 def _series_before(series, tick):
     """The samples of ``series`` whose start lies before ``tick``: a prefix (starts in order) as views,
     not copies."""
-    from hilat.measures import Series
-
     idx = np.flatnonzero(series.start_tick < tick)
     if len(idx) and idx[-1] != len(idx) - 1:
         return series.take(idx)
@@ -713,8 +710,6 @@ def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=Non
     """:class:`Measurements` of a capture: the built-in kinds (``builtin``: a stimulus fired; see
     :func:`pair`, also for ``tag_level`` and ``gaps``) and each measurement definition
     (``hilat.measures``)."""
-    from hilat.measures import Series, compute
-
     groups = EdgeGroups(ticks, chans, levels)
     last = end_tick if end_tick is not None else groups.last_tick + 1
     series = {}
