@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hilat.values import TICKS, DurationError, parse_duration
+
 # The lower of the two modules: analysis (the built-in kinds, Measurements) imports this one, and
 # nothing here imports analysis (``compute`` takes its ``Gaps`` as an argument).
 
@@ -34,8 +36,6 @@ import numpy as np
 MISSING = -1
 SHAPES = ("interval", "period", "width")
 _NAME = re.compile(r"[a-z_][a-z0-9_]*")
-_DURATION = re.compile(r"([0-9]*\.?[0-9]+)\s*(ns|us|ms|s|ticks?)?")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 class MeasureError(ValueError):
@@ -88,17 +88,10 @@ class Measure:
 
 
 def _ticks(text, ts_hz):
-    m = _DURATION.fullmatch(text.strip())
-    if not m:
-        raise MeasureError(f"not a duration: {text!r} (ticks, or a number with ns/us/ms/s)")
-    value, unit = float(m.group(1)), m.group(2) or "ticks"
-    if unit.startswith("tick"):
-        if not value.is_integer():
-            raise MeasureError(f"ticks must be a whole number: {text!r}")
-        return int(value)
-    if not ts_hz:
-        raise MeasureError(f"{text!r}: a time needs the rig's tick frequency; give ticks")
-    return int(round(value * _UNITS[unit] * ts_hz))
+    try:
+        return parse_duration(text, default_unit=TICKS).ticks(ts_hz)
+    except DurationError as e:
+        raise MeasureError(str(e)) from None
 
 
 def parse(text, roles, ts_hz=None, reserved=()):
