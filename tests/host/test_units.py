@@ -60,7 +60,8 @@ TRUE_TICKS = {
     "max_ticks": "calibration", "mean_ticks": "calibration", "std_ticks": "calibration",
     "median_ticks": "calibration", "_in_ticks": "calibration", "offset_ticks": "calibration",
     "floor_ticks": "clock", "span_ticks": "clock", "expected_tick": "clock",
-    "_ticks": "parser", "_tick": "heartbeat",
+    "_ticks": "parser", "in_ticks": "parser", "format_ticks": "parser", "with_ticks": "parser",
+    "_tick": "heartbeat",
 }
 # Names still holding values in mu inside the pairing (analysis.pair, the capture's stream): not yet
 # renamed (docs/analysis.md, "The run's unit"); end_tick and last_tick also name rig ticks elsewhere.
