@@ -27,7 +27,8 @@ from hilat.rig import Rig
 from hilat.runs import load_run
 from hilat.transport import Transport
 
-from targets import sim
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
+from targets import sim  # noqa: E402
 
 # Responses that end well inside any period tried: ISR 20..35 ticks, task 20..27 after it, 10-tick
 # pulses, no masked windows; a few misses and tags.

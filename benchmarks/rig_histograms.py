@@ -33,7 +33,8 @@ from hilat.hdr import HdrHistogram
 from hilat.rig import Rig
 from hilat.transport import Transport
 
-from targets import sim
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
+from targets import sim  # noqa: E402
 
 # The DUT model answers well inside a 50-tick period: ISR at 5..12 ticks for 3 ticks, the task 4..11
 # ticks later for 3 ticks, the tag (DMA) raised from S+1 to the task's end on 1 stimulus in 8. It

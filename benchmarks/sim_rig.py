@@ -22,7 +22,8 @@ from hilat.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.rig import Rig
 from hilat.transport import Transport
 
-from targets import sim
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
+from targets import sim  # noqa: E402
 
 CPU_DUTS = ("vexriscv", "picorv32")
 UNRELATED_CLOCK_HZ = 33_333_700

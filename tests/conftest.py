@@ -1,10 +1,66 @@
+"""Shared fixtures, and the test tiers (README, "Tests"): `sim` (the simulated rig, a gateware
+simulation: Verilator, LiteX/Migen), `board` (the board toolchain), `fuzz` (the fuzz harnesses), marked
+here by directory, by file and by the fixtures a test uses; the rest is the host tier (`make test-host`).
+gateware/ and targets/ come from the checkout (pyproject's pytest pythonpath), never site-packages."""
+
+import importlib.util
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
+TESTS = Path(__file__).resolve().parent
+
+# The scripts the tests start as subprocesses (tests/host/stream_rig.py, benchmarks/...) find gateware/ and
+# targets/ of the checkout too.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS.parent), os.environ.get("PYTHONPATH")) if p)
+
 # tests/analysis/synth.py (synthetic run directories) serves the tests of other folders too.
-sys.path.insert(0, str(Path(__file__).parent / "analysis"))
+sys.path.insert(0, str(TESTS / "analysis"))
+
+# Tier -> paths under tests/ whose every test is in it (a folder, or one file).
+TIER_PATHS = {
+    "sim": ("e2e", "gateware", "targets", "firmware/test_eth_sim.py", "calibration/test_calibration_sim.py",
+            # the engine's gateware in Migen's simulator behind a scripted rig (tests/host/engine_rig.py)
+            "host/test_engine_capture.py", "host/test_on_rig_export.py", "host/test_on_rig_live.py"),
+    "board": ("boards",),
+    "fuzz": ("firmware/test_fuzz.py",),
+}
+# A test using one of these fixtures (directly or through another) starts the simulated rig.
+SIM_FIXTURES = ("sim_dir", "engine_sim_dir", "eth_sim_dir", "subtick_sim_dir", "cpu_sim", "vex_sim")
+
+# Files that import LiteX/Migen when collected: without the gateware extra they are not collected at
+# all (pytest_report_header says so), as their tests are all `sim` anyway, or would be skipped.
+NEEDS_GATEWARE_TO_COLLECT = ("e2e", "gateware", "targets", "boards", "firmware", "calibration/test_calibration_sim.py",
+                             "host/test_engine_capture.py", "host/test_on_rig_export.py", "host/test_on_rig_live.py",
+                             "host/test_labgrid.py")
+HAVE_GATEWARE = importlib.util.find_spec("litex") is not None and importlib.util.find_spec("migen") is not None
+collect_ignore = [] if HAVE_GATEWARE else list(NEEDS_GATEWARE_TO_COLLECT)
+
+
+def pytest_report_header(config):
+    if not HAVE_GATEWARE:
+        return ("hilat: LiteX/Migen (the gateware extra) not installed: not collected: "
+                + ", ".join(NEEDS_GATEWARE_TO_COLLECT))
+    return None
+
+
+def _under(relative, path):
+    return relative == path or relative.startswith(path.rstrip("/") + "/")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        try:
+            relative = Path(str(item.path)).resolve().relative_to(TESTS).as_posix()
+        except ValueError:   # a test outside tests/ (pytester's): no tier of ours
+            continue
+        for tier, paths in TIER_PATHS.items():
+            if any(_under(relative, p) for p in paths):
+                item.add_marker(tier)
+        if "sim" not in item.keywords and any(f in getattr(item, "fixturenames", ()) for f in SIM_FIXTURES):
+            item.add_marker("sim")
 
 
 @pytest.fixture(scope="session")
