@@ -13,7 +13,7 @@ test: lint
 # The host tier alone (README, "Tests"): no simulated rig, gateware simulation, board toolchain or fuzzing
 # (the markers of tests/conftest.py); it runs without the gateware extra too. Under two minutes.
 test-host:
-	$(PY) -m pytest -q -m "not sim and not board and not fuzz" tests
+	$(PY) -m pytest -q -m "not sim and not board and not fuzz and not slow" tests
 
 # The main job: a capture against the simulated rig and DUT, ending in a latency table.
 demo: setup

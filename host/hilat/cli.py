@@ -369,7 +369,6 @@ def cmd_sim(args):
 
 
 def cmd_demo(args):
-    log.info("building the simulated rig (cached after the first run)")
     simulation = _simulate(args)
     sim = _enter_simulation(simulation)
     try:
