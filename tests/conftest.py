@@ -27,6 +27,8 @@ TIER_PATHS = {
     "board": ("boards",),
     "fuzz": ("firmware/test_fuzz.py",),
 }
+# Tests (node id prefixes under tests/) that start the simulated rig's launcher, which imports LiteX.
+SIM_TESTS = ("calibration/test_calibration_estimators.py::test_sim_calibration_sources",)
 # A test using one of these fixtures (directly or through another) starts the simulated rig.
 SIM_FIXTURES = ("sim_dir", "engine_sim_dir", "eth_sim_dir", "subtick_sim_dir", "cpu_sim", "vex_sim")
 
@@ -59,7 +61,9 @@ def pytest_collection_modifyitems(config, items):
         for tier, paths in TIER_PATHS.items():
             if any(_under(relative, p) for p in paths):
                 item.add_marker(tier)
-        if "sim" not in item.keywords and any(f in getattr(item, "fixturenames", ()) for f in SIM_FIXTURES):
+        node = relative + item.nodeid[len(item.nodeid.split("::")[0]):]
+        if "sim" not in item.keywords and (node.startswith(SIM_TESTS)
+                                           or any(f in getattr(item, "fixturenames", ()) for f in SIM_FIXTURES)):
             item.add_marker("sim")
 
 

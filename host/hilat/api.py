@@ -915,9 +915,10 @@ class simulate:
                  dut_top: str = "hilat_dut_model", workdir: str | Path | None = None, **settings):
         from hilat.simulator import SETTINGS
 
-        unknown = set(settings) - set(SETTINGS) - {"run_dir"}
+        unknown = set(settings) - set(SETTINGS) - {"run_dir"}   # run_dir: the launcher's name of workdir
         if unknown:
             raise SettingsError(f"simulate(): unknown settings {', '.join(sorted(unknown))}")
+        workdir = workdir or settings.pop("run_dir", None)
         self.settings = {**settings, "dut": dict(dut or {}), "on_rig": on_rig, "dut_top": dut_top,
                          "dut_model": str(Path(dut_model).resolve()) if dut_model else None,
                          "run_dir": str(Path(workdir).resolve()) if workdir else None}

@@ -108,6 +108,17 @@ INSTALLED_SIM_REFUSAL = ("hilat: the simulated rig runs from a clone of the repo
                          "installed without it")
 
 
+def test_the_simulated_rig_is_found_in_the_clone_or_refused_in_one_line(tmp_path):
+    from hilat import simulator
+
+    assert simulator.checkout_root() == ROOT          # the editable install of this clone
+    env = {**os.environ, "HILAT_CHECKOUT": str(tmp_path)}   # a directory without targets/simrig.py
+    for command in (["sim", "--on-rig"], ["demo", "--count", "5"]):
+        result = subprocess.run([sys.executable, "-m", "hilat.cli", *command], capture_output=True, text=True,
+                                env=env, cwd=tmp_path, timeout=60)
+        assert result.returncode == 1 and result.stderr.splitlines() == [INSTALLED_SIM_REFUSAL], result.stderr
+
+
 @pytest.mark.slow   # about 25 s: pip installs numpy, rich and pytest into the fresh venv (from its cache)
 def test_the_wheel_in_a_fresh_venv_does_what_the_readme_promises(tmp_path):
     # The package's sources, copied out of the checkout: the build writes nothing into it.
