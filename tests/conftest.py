@@ -27,8 +27,11 @@ TIER_PATHS = {
     "board": ("boards",),
     "fuzz": ("firmware/test_fuzz.py",),
 }
-# Tests (node id prefixes under tests/) that start the simulated rig's launcher, which imports LiteX.
-SIM_TESTS = ("calibration/test_calibration_estimators.py::test_sim_calibration_sources",)
+# Tests (node id prefixes under tests/) of the host folders that import LiteX/Migen when they run: the
+# simulated rig's launcher, the gateware's own constants, the DUT experiments.
+SIM_TESTS = ("calibration/test_calibration_estimators.py::test_sim_calibration_sources",
+             "host/test_rig_histograms.py::test_deadline_limit_is_the_gateware_s",
+             "analysis/test_one_median.py::test_make_demo_cpus_rows")
 # A test using one of these fixtures (directly or through another) starts the simulated rig.
 SIM_FIXTURES = ("sim_dir", "engine_sim_dir", "eth_sim_dir", "subtick_sim_dir", "cpu_sim", "vex_sim")
 

@@ -302,37 +302,33 @@ def _dut_cpu(args):
     return None if args.dut_cpu == "model" else args.dut_cpu
 
 
-# hilat sim/demo options -> the simulated rig's settings (hilat.simulator.SETTINGS): the calibration
-# sources' options keep their names.
-_SIM_OPTION_SETTINGS = {"edge_clock_high": "edge_clock_high_ps", "async_source": "async_source_cycles",
-                        "dut_cpu_clock": "dut_cpu_clk_hz", "on_rig": "on_rig", "port": "port", "trace": "trace",
-                        "dut_log": "dut_log", "pps_log": "pps_log", "dut_firmware": "dut_firmware",
-                        "samples_per_tick": "samples_per_tick", "ethernet": "ethernet", "dut_top": "dut_top",
-                        "dut_model": "dut_model", "loopback": "loopback", "loopback_jitter": "loopback_jitter",
-                        "pps_ppm": "pps_ppm", "pps_jitter": "pps_jitter", "pps_missing_every": "pps_missing_every",
-                        "pps_missing_run": "pps_missing_run", "pps_extra_every": "pps_extra_every"}
+# The options of hilat sim/demo whose names differ from the simulated rig's settings
+# (hilat.simulator.SETTINGS); the others, the calibration sources' among them, keep their names.
+_SIM_SETTING_OPTIONS = {"edge_clock_high_ps": "edge_clock_high", "async_source_cycles": "async_source",
+                        "dut_cpu_clk_hz": "dut_cpu_clock"}
 
 
 def _sim_settings(args):
     """The ``hilat.simulate`` keyword arguments of hilat sim's or demo's options (one launcher for both)."""
-    settings = {setting: getattr(args, option) for option, setting in _SIM_OPTION_SETTINGS.items()
-                if getattr(args, option, None) is not None}
-    settings["dut"] = _dut_args(args)
-    settings["dut_cpu"] = _dut_cpu(args)
+    from hilat.simulator import SETTINGS
+
+    settings = {name: getattr(args, _SIM_SETTING_OPTIONS.get(name, name), None) for name in SETTINGS}
+    settings = {name: value for name, value in settings.items() if value is not None}
+    settings.update(dut=_dut_args(args), dut_cpu=_dut_cpu(args))
     if getattr(args, "pps_period", None) is not None:
-        settings["pps_period"] = args.pps_period.text
+        settings["pps_period"] = args.pps_period.text   # converted with the simulated rig's tick rate
     for path in ("dut_log", "pps_log"):
         if path in settings:
             settings[path] = str(settings[path])
     return settings
 
 
-def _simulate(args, **overrides):
+def _simulate(args):
     """The simulated rig of the options (``hilat.simulate``); refused settings are usage errors."""
     from hilat.api import SettingsError, simulate
 
     try:
-        return simulate(**{**_sim_settings(args), **overrides})
+        return simulate(**_sim_settings(args))
     except SettingsError as e:
         raise UsageError(str(e)) from None
 
