@@ -11,6 +11,7 @@ closes or it is signalled, and stops the simulator. Code of the checkout (tests,
 benchmarks) calls ``check`` and ``start`` in its own process.
 """
 
+import contextlib
 import json
 import select
 import sys
@@ -118,6 +119,16 @@ def start(settings):
     rig.console = console
     rig.start()
     return rig
+
+
+@contextlib.contextmanager
+def running(settings):
+    """``with running(settings) as rig:``: ``start``, stopped when the block ends (the benchmarks')."""
+    rig = start(settings)
+    try:
+        yield rig
+    finally:
+        rig.stop()
 
 
 def describe(rig):
