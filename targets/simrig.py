@@ -8,7 +8,7 @@ hilat reaches it only as a subprocess (host/hilat/simulator.py has the interface
 prints one JSON line when the rig listens (url, udp_url, dut_log, run_dir, console, pid, sim_dir), or
 ``{"error": ..., "usage": true}`` and exits 2 for settings it refuses; then it runs until its stdin
 closes or it is signalled, and stops the simulator. Code of the checkout (tests, experiments,
-benchmarks) calls ``check`` and ``start`` in its own process.
+benchmarks) calls ``check``, ``start`` or ``running`` in its own process.
 """
 
 import contextlib
