@@ -55,8 +55,6 @@ DUT_CPU_CLK_FREQ = int(25e6)
 SIM_MODULES    = ROOT / "targets" / "sim_modules"
 SERIAL_MODULE  = "hilat_serial2tcp"
 DUT_CLOCK_MODULE = "hilat_dut_clock"
-# Built in place of LiteX's core/veril.cpp: tracing only in a traced build (_use_our_harness).
-HARNESS        = SIM_MODULES / "hilat_veril.cpp"
 SYS_CLK_FREQ   = int(50e6)
 TS_CLK_FREQ    = int(50e6)
 N_STIMULUS     = 2
@@ -274,9 +272,8 @@ def _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trac
         builder.build(sim_config=sim_config, run=False, interactive=False, opt_level="O3", trace=trace,
                       extra_mods=[SERIAL_MODULE, DUT_CLOCK_MODULE], extra_mods_path=str(SIM_MODULES))
     gateware = out / "gateware"
-    # Not _use_our_harness (LiteX's harness without the tracer, +18 % speed): with it an on-rig capture
-    # with raw edges took from 15 s to 10 min to end (tests/e2e/test_sim_on_rig.py), with LiteX's 9 s
-    # every time; the cause is not found yet. LiteX's harness traces only while sim_trace is high.
+    # LiteX's own harness (core/veril.cpp): it traces only while sim_trace is high. A harness of ours
+    # without the tracer (+18 %) made on-rig captures hang and was removed (docs/dut-cpus-design.md, 4).
     result = _run_build(["bash", "build_sim.sh"], gateware)
     if result.returncode != 0 or not binary.exists():
         (out / "build.log").write_text(result.stdout + result.stderr)
@@ -297,29 +294,6 @@ def _run_build(args, cwd):
         shutdown.stop_child(process, timeout=2)
         raise
     return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
-
-
-def _use_our_harness(gateware, trace):
-    """Make build_sim.sh build with a copy of LiteX's core Makefile that passes Verilator ``--trace``
-    only for a traced build and compiles HARNESS instead of LiteX's veril.cpp, which opens sim.vcd and
-    flushes the tracer at every time step even when nothing is dumped (docs/dut-cpus-design.md, 4)."""
-    from litex.build.sim import verilator
-
-    litex_makefile = Path(verilator.core_directory) / "Makefile"
-    text = litex_makefile.read_text()
-    patched = (text.replace("\t\t--trace \\\n", "\t\t$(if $(TRACE), --trace,) \\\n")
-                   .replace("$(SRC_DIR)/veril.cpp", str(HARNESS)))
-    script = (gateware / "build_sim.sh").read_text()
-    make = f"-f {litex_makefile} "
-    if "--trace \\" in patched or str(HARNESS) not in patched or make not in script:
-        raise RuntimeError(f"LiteX's simulator Makefile or build script is not as expected: {litex_makefile}")
-    (gateware / "hilat_sim.mk").write_text(patched)
-    script = script.replace(make, "-f hilat_sim.mk " + ("TRACE=1 " if trace else ""))
-    # The sources of the build directory by their relative names: Verilator writes the top file's path into
-    # the model's code (its DIDNOTCONVERGE errors), which would make those files differ from clone to clone
-    # and from build key to build key, and miss the compiler cache (targets/compiler_cache.py).
-    script = script.replace(f"--cc {gateware}{os.sep}", "--cc ")
-    (gateware / "build_sim.sh").write_text(script)
 
 
 class _quiet:

@@ -34,13 +34,16 @@ def _sim():
 def calibration_sources(settings):
     """The DUT model's settings of the calibration sources on SPARE (``sim.calibration_plusargs``), from
     the settings named as hilat sim's options; ``pps_period`` is a time ("1ms") or whole ticks."""
-    from hilat.cli import TimeValue
+    from hilat.values import TICKS, DurationError, parse_duration
 
     sim = _sim()
     s = {**SETTINGS, **settings}
     period = s["pps_period"]
     if period is not None and not isinstance(period, int):
-        period = TimeValue(str(period)).ticks(sim.TS_CLK_FREQ)
+        try:
+            period = parse_duration(str(period), default_unit=TICKS).ticks(sim.TS_CLK_FREQ)
+        except DurationError as e:
+            raise SettingsError(f"--pps-period: {e}") from None
     try:
         return sim.calibration_plusargs(s["loopback"], s["loopback_jitter"], period, s["pps_ppm"], s["pps_jitter"],
                                         s["pps_missing_every"], s["pps_missing_run"], s["pps_extra_every"])

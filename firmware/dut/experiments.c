@@ -239,31 +239,31 @@ static void stage1(void *arg)
     }
 }
 
-static void stage2(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        uint32_t index = k_queue_receive(&q12);
-        spin(work_cycles());
-        k_queue_send(&q23, index);
-    }
-}
+/* The stages after the first: each takes a sample from its queue, works, and hands it on to the
+   next queue, or (the last, without one) to the pins. */
+struct later_stage {
+    k_queue_t *in, *out;
+};
+static struct later_stage stage2 = {&q12, &q23}, stage3 = {&q23, 0};
 
-static void stage3(void *arg)
+static void later_stage(void *arg)
 {
-    (void)arg;
+    struct later_stage *stage = arg;
     for (;;) {
-        uint32_t index = k_queue_receive(&q23);
+        uint32_t index = k_queue_receive(stage->in);
         spin(work_cycles());
-        respond(index);
+        if (stage->out)
+            k_queue_send(stage->out, index);
+        else
+            respond(index);
     }
 }
 
 static void setup(void)
 {
     k_task_create("stage1", stage1, 0, PRIORITY_STAGE1, stage_stacks[0], STACK_WORDS);
-    k_task_create("stage2", stage2, 0, PRIORITY_STAGE2, stage_stacks[1], STACK_WORDS);
-    k_task_create("stage3", stage3, 0, PRIORITY_STAGE3, stage_stacks[2], STACK_WORDS);
+    k_task_create("stage2", later_stage, &stage2, PRIORITY_STAGE2, stage_stacks[1], STACK_WORDS);
+    k_task_create("stage3", later_stage, &stage3, PRIORITY_STAGE3, stage_stacks[2], STACK_WORDS);
     start_stimulus_experiment();
 }
 #endif

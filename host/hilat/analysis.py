@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hilat import kernels
+from hilat.measures import MISSING, Series, channel_bit, compute
 
 # (key, title, measured from the stimulus?)  Keys are stable: they name columns and JSON fields.
 KINDS = [
@@ -37,7 +38,6 @@ KINDS = [
     ("task_duration", "task duration"),
 ]
 KIND_TITLES = dict(KINDS)
-MISSING = -1
 
 # Percentiles the reports show (as fractions). p is shown when at least 1/(1-p) samples exist, i.e.
 # when at least one sample lies above it; below that the value would just be the maximum.
@@ -371,6 +371,10 @@ class Gaps:
         inside = idx < len(s)
         return inside & (s[np.minimum(idx, len(s) - 1)] < hi) & (hi > lo)
 
+    def touches_to_end(self, mask, tick):
+        """Whether a gap on a channel of ``mask`` lies anywhere from ``tick`` to the end of the run."""
+        return bool(self.touches(mask, [tick], [GAP_OPEN_END])[0])
+
 
 GAP_OVERFLOW, GAP_LINK, GAP_CUT_SHORT = 1, 2, 3   # why a gap is there (runs' gaps.bin)
 GAP_REASONS = {GAP_OVERFLOW: "gateware FIFO overflow", GAP_LINK: "frames lost on the link",
@@ -424,11 +428,6 @@ class GapTracker:
             closed.append((int(cut_short_after) + 1, GAP_OPEN_END, ALL_CHANNELS, GAP_CUT_SHORT))
         self.count += len(closed)
         return closed
-
-
-def channel_bit(channel):
-    """The mask bit of a channel (0 for a role no channel plays)."""
-    return 0 if channel is None else 1 << int(channel)
 
 
 def _level_at(edge_ticks, edge_levels, at, initial=0):
@@ -692,8 +691,6 @@ class Measurements:
 def _series_before(series, tick):
     """The samples of ``series`` whose start lies before ``tick``: a prefix (starts in order) as views,
     not copies."""
-    from hilat.measures import Series
-
     idx = np.flatnonzero(series.start_tick < tick)
     if len(idx) and idx[-1] != len(idx) - 1:
         return series.take(idx)
@@ -713,8 +710,6 @@ def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=Non
     """:class:`Measurements` of a capture: the built-in kinds (``builtin``: a stimulus fired; see
     :func:`pair`, also for ``tag_level`` and ``gaps``) and each measurement definition
     (``hilat.measures``)."""
-    from hilat.measures import Series, compute
-
     groups = EdgeGroups(ticks, chans, levels)
     last = end_tick if end_tick is not None else groups.last_tick + 1
     series = {}
@@ -792,11 +787,6 @@ def stats(values, percentiles=PERCENTILES):
     return row
 
 
-def tagged_samples(found):
-    """Samples of the first kind whose window saw the tag (for the built-in kinds: tagged stimuli)."""
-    return int((found.series[found.kinds[0]].tag_in_window == 1).sum()) if found.kinds else 0
-
-
 def summarize(found, ts_hz, exclude_tagged=False):
     """{kind: {starts, count, misses, unknown, duplicates, min, median, max, mean, std, percentiles}}
     in ticks (Faller's table) for every kind of ``found`` (:class:`Measurements`), plus the tick period."""
@@ -810,25 +800,3 @@ def summarize(found, ts_hz, exclude_tagged=False):
         out[kind] = row
     out["tick_ns"] = 1e9 / ts_hz
     return out
-
-
-def format_table(summary, title=None):
-    tick_ns = summary["tick_ns"]
-    titles = summary["kinds"]
-    width = max([24] + [len(t) + 2 for t in titles.values()])
-    lines = []
-    if title:
-        lines.append(title)
-    head = f"{'latency':<{width}}{'count':>7}{'misses':>8}{'min':>11}{'median':>11}{'max':>11}{'mean':>11}{'std':>11}"
-    lines += [head + "   (ns)", "-" * len(head)]
-    for kind, label in titles.items():
-        row = summary[kind]
-        if row["count"]:
-            vals = [row[k] * tick_ns for k in ("min", "median", "max", "mean", "std")]
-            cells = "".join(f"{v:>11.1f}" for v in vals)
-        else:
-            cells = "".join(f"{'-':>11}" for _ in range(5))
-        lines.append(f"{label:<{width}}{row['count']:>7}{row['misses']:>8}{cells}")
-    dups = [f"{kind} {summary[kind]['duplicates']}" for kind in titles if summary[kind]["duplicates"]]
-    lines.append(f"duplicate responses: {', '.join(dups) if dups else 'none'}; 1 tick = {tick_ns:g} ns")
-    return "\n".join(lines)

@@ -23,14 +23,14 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from hilat import analysis, shutdown
+from hilat import analysis, shutdown, values
+from hilat.values import format_seconds
 
 log = logging.getLogger("hilat")
 
 __all__ = ["Rig", "Run", "Stats", "Seconds", "Comparison", "FailRule", "InsufficientSamples", "load", "compare",
            "simulate", "parse_duration", "parse_fail_rule", "SettingsError", "CaptureError", "Baseline", "SUBSETS"]
 
-_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 SUBSETS = ("all", "untagged", "tagged")
 # Worst samples kept per kind for failure messages and summaries.
 WORST_SHOWN = 5
@@ -47,44 +47,15 @@ class InsufficientSamples(ValueError):
 
 # ---- durations ---------------------------------------------------------------------------------------
 
-def parse_duration(value: float | int | str, ts_hz: float | None = None) -> float:
-    """Seconds from a number of seconds or a string with a unit ("30us", "1.5 ms", "100ns", "2s");
-    "N ticks" needs ``ts_hz``."""
-    if isinstance(value, bool):
-        raise TypeError(f"a duration is seconds or a string with a unit, not {value!r}")
-    if isinstance(value, (int, float)):
-        if value < 0:
-            raise ValueError(f"a duration cannot be negative: {value!r}")
-        return float(value)
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s|ticks?)\s*", str(value))
-    if not m:
-        raise ValueError(f"not a duration: {value!r} (seconds, or a number with ns/us/ms/s or ticks)")
-    number, unit = float(m.group(1)), m.group(2).replace("µ", "u")
-    if unit.startswith("tick"):
-        if ts_hz is None:
-            raise ValueError(f"{value!r}: ticks need the rig's tick frequency")
-        return number / ts_hz
-    return number * _UNITS[unit]
+# The API's duration: seconds, or a string with a unit ("30us", "1.5 ms", "N ticks" with ts_hz).
+parse_duration = values.seconds
 
 
 def _ticks(value, ts_hz: float) -> int:
     """Whole ticks of a duration (a tick count given as "N ticks" stays exact)."""
-    m = re.fullmatch(r"\s*([0-9]+)\s*ticks?\s*", value) if isinstance(value, str) else None
-    if m:
-        return int(m.group(1))
-    return int(round(parse_duration(value) * ts_hz))
-
-
-def format_seconds(s: float | None) -> str:
-    """A duration for people: 4 significant digits in s, ms, us or ns."""
-    if s is None:
-        return "-"
-    if s == float("inf"):
-        return "inf"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(s) >= scale:
-            return f"{s / scale:.4g} {unit}"
-    return f"{s / 1e-9:.4g} ns"
+    if isinstance(value, str):
+        return values.parse_duration(value).ticks(ts_hz)
+    return int(round(values.seconds(value) * ts_hz))
 
 
 class Seconds(float):
@@ -718,9 +689,7 @@ def capture_settings(ts_hz: float, *, count: int | None = None, duration=None, d
 
     if count is not None and (not isinstance(count, int) or count <= 0):
         raise ValueError(f"count must be a whole number > 0, got {count!r}")
-    modes = ("periodic", "dither", "random", "burst", "oneshot")
-    if mode not in modes:
-        raise ValueError(f"mode is one of {', '.join(modes)}, got {mode!r}")
+    values.stimulus_mode(mode)
     period_t = _ticks(period, ts_hz)
     probability = 0
     if mode == "random":

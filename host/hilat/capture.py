@@ -31,6 +31,7 @@ from hilat.aggregate import SampleOutOfRange
 from hilat.rig import RigError, RigSilent
 from hilat.session import Session
 from hilat.transport import DEFAULT_BAUDRATE, TransportError
+from hilat.values import format_ticks
 
 log = logging.getLogger("hilat")
 
@@ -175,8 +176,8 @@ def _check_on_rig(settings, ident, roles, defined):
         larger = engine.shift_for_deadline(deadline)
         hint = (f"give a larger --interval-shift ({larger} takes it)" if larger is not None
                 else f"no interval shift up to {engine.INTERVAL_SHIFT_MAX} takes it")
-        raise ValueError(f"deadline {engine.duration_text(deadline, ident.ts_hz)}: with --on-rig at interval shift "
-                         f"{shift} the engine takes at most {engine.duration_text(max(limit, 0), ident.ts_hz)} (a "
+        raise ValueError(f"deadline {format_ticks(deadline, ident.ts_hz)}: with --on-rig at interval shift "
+                         f"{shift} the engine takes at most {format_ticks(max(limit, 0), ident.ts_hz)} (a "
                          f"window may not stay open across two interval boundaries); {hint}")
     if settings.trigger is not None:
         _check_trigger(settings.trigger, effective_deadline(settings), ident.ts_hz)
@@ -184,10 +185,8 @@ def _check_on_rig(settings, ident, roles, defined):
 
 
 def _check_trigger(trigger, deadline, ts_hz):
-    from hilat import engine
-
     def time(ticks):
-        return engine.duration_text(ticks, ts_hz)
+        return format_ticks(ticks, ts_hz)
 
     if trigger.threshold < 1:
         raise ValueError(f"trigger at {time(trigger.threshold)}: the engine's trigger needs 1 tick at least")

@@ -20,11 +20,9 @@ import sys
 from pathlib import Path
 
 from hilat.plots import PLOT_TITLES as _PLOT_TITLES  # the HTML report's plot titles (cmd_demo, cmd_report)
+from hilat.values import STIMULUS_MODES, TICKS, DurationError, parse_duration
 
 log = logging.getLogger("hilat")
-
-_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
-
 
 class UsageError(ValueError):
     """A command-line value that parses but cannot be used; reported as a usage error."""
@@ -34,19 +32,14 @@ class TimeValue:
     """A duration given as ticks ("1500") or with a unit ("20us"); converted once ts_hz is known."""
 
     def __init__(self, text):
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ns|us|ms|s|ticks?)?\s*", text)
-        if not m:
-            raise argparse.ArgumentTypeError(f"not a duration: {text!r} (ticks, or a number with ns/us/ms/s)")
-        self.value = float(m.group(1))
-        self.unit = m.group(2) or "ticks"
-        if self.unit.startswith("tick") and not self.value.is_integer():
-            raise argparse.ArgumentTypeError(f"ticks must be a whole number: {text!r}")
-        self.text = text
+        try:
+            self.duration = parse_duration(text, default_unit=TICKS)
+        except DurationError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        self.value, self.unit, self.text = self.duration.value, self.duration.unit, text
 
     def ticks(self, ts_hz):
-        if self.unit.startswith("tick"):
-            return int(self.value)
-        return int(round(self.value * _UNITS[self.unit] * ts_hz))
+        return self.duration.ticks(ts_hz)
 
     def __repr__(self):
         return self.text
@@ -81,10 +74,8 @@ def _fire_setting(text):
             raise argparse.ArgumentTypeError(f"--also-fire: {item!r} is not KEY=VALUE")
         key, value = key.strip(), value.strip()
         if key == "mode":
-            from hilat.session import MODES
-
-            if value not in MODES:
-                raise argparse.ArgumentTypeError(f"--also-fire: mode {value!r} (modes: {', '.join(MODES)})")
+            if value not in STIMULUS_MODES:
+                raise argparse.ArgumentTypeError(f"--also-fire: mode {value!r} (modes: {', '.join(STIMULUS_MODES)})")
             overrides[key] = value
         elif key == "invert":
             overrides[key] = value in ("1", "true", "yes")
@@ -209,7 +200,7 @@ def _add_capture_options(parser, default_count=2000):
     e.add_argument("--trigger-width", type=TimeValue, metavar="TIME",
                    help="with --trigger: the pulse's width, 1 to 65535 ticks (default 1us)")
     s = parser.add_argument_group("stimulus (the channel with the stimulus role)")
-    s.add_argument("--mode", choices=["periodic", "dither", "random", "burst", "oneshot"], default="dither")
+    s.add_argument("--mode", choices=list(STIMULUS_MODES), default="dither")
     s.add_argument("--period", type=TimeValue, default=TimeValue("100us"),
                    help="period, burst period, or random hold-off (default 100us)")
     s.add_argument("--jitter", type=TimeValue, default=TimeValue("20us"),
@@ -226,7 +217,7 @@ def _duration(value):
     """A TimeValue as the API takes it: a string with a unit, or whole ticks as "N ticks"."""
     if value is None:
         return None
-    return f"{int(value.value)} ticks" if value.unit.startswith("tick") else value.text
+    return f"{int(value.value)} ticks" if value.duration.in_ticks else value.text
 
 
 def _capture_kwargs(args, default_count=2000):
@@ -621,9 +612,9 @@ def _interval_seconds(text):
 
 def _seconds(text):
     value = TimeValue(text)
-    if value.unit.startswith("tick"):
+    if value.duration.in_ticks:
         raise argparse.ArgumentTypeError(f"give a time with a unit (e.g. 1s, 100ms), not ticks: {text!r}")
-    return value.value * _UNITS[value.unit]
+    return value.duration.seconds()
 
 
 # ---- calibration (hilat calibrate, hilat sim's calibration sources) --------------------------------

@@ -54,14 +54,6 @@ def shift_for_deadline(deadline: int) -> int | None:
     return next((s for s in range(1, INTERVAL_SHIFT_MAX + 1) if deadline_limit(s) >= deadline), None)
 
 
-def duration_text(ticks: int, ts_hz: float) -> str:
-    """Ticks as a time for a message: '573.1 us (28656 ticks)'."""
-    seconds = ticks / ts_hz
-    value, unit = next(((seconds / scale, unit) for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"))
-                        if abs(seconds) >= scale), (seconds * 1e9, "ns"))
-    return f"{value:.4g} {unit} ({ticks} ticks)"
-
-
 def engine_histogram() -> HdrHistogram:
     """An empty histogram in the rig's layout (ticks)."""
     return HdrHistogram(**ENGINE_HDR)

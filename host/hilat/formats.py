@@ -22,6 +22,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from hilat.values import seconds as parse_duration
+
 __all__ = ["stats_of", "cyclictest_histogram", "rt_tests_json", "rt_tests_json_text", "hgrm", "prometheus_text",
            "lava_lines", "PROMETHEUS_BUCKETS_S", "DEFAULT_SKIPPED_KINDS"]
 
@@ -389,8 +391,6 @@ def lava_lines(stats_list: Sequence, budgets: Mapping[str, float | str] | None =
     samples gives its figures as ``skip`` (no value); a percentile above the rig's range as ``unknown``.
     Names: ``prefix`` + kind, whitespace made ``_`` (LAVA splits its signal on blanks).
     """
-    from hilat.api import parse_duration
-
     known = {s.kind for s in stats_list}
     limits = {}
     for kind, limit in (budgets or {}).items():

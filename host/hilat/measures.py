@@ -27,12 +27,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hilat.analysis import MISSING
+from hilat.values import TICKS, DurationError, parse_duration
 
+# The lower of the two modules: analysis (the built-in kinds, Measurements) imports this one, and
+# nothing here imports analysis (``compute`` takes its ``Gaps`` as an argument).
+
+# A sample's value where its window had no response, or was unknown (every kind, built-in or defined).
+MISSING = -1
 SHAPES = ("interval", "period", "width")
 _NAME = re.compile(r"[a-z_][a-z0-9_]*")
-_DURATION = re.compile(r"([0-9]*\.?[0-9]+)\s*(ns|us|ms|s|ticks?)?")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 class MeasureError(ValueError):
@@ -85,17 +88,10 @@ class Measure:
 
 
 def _ticks(text, ts_hz):
-    m = _DURATION.fullmatch(text.strip())
-    if not m:
-        raise MeasureError(f"not a duration: {text!r} (ticks, or a number with ns/us/ms/s)")
-    value, unit = float(m.group(1)), m.group(2) or "ticks"
-    if unit.startswith("tick"):
-        if not value.is_integer():
-            raise MeasureError(f"ticks must be a whole number: {text!r}")
-        return int(value)
-    if not ts_hz:
-        raise MeasureError(f"{text!r}: a time needs the rig's tick frequency; give ticks")
-    return int(round(value * _UNITS[unit] * ts_hz))
+    try:
+        return parse_duration(text, default_unit=TICKS).ticks(ts_hz)
+    except DurationError as e:
+        raise MeasureError(str(e)) from None
 
 
 def parse(text, roles, ts_hz=None, reserved=()):
@@ -180,13 +176,16 @@ class Series:
         return self.values[(self.values != MISSING) & (self.unknown == 0)]
 
 
+def channel_bit(channel):
+    """The mask bit of a channel (0 for a role no channel plays)."""
+    return 0 if channel is None else 1 << int(channel)
+
+
 def compute(m, starts, ends, end_tick, offset_ticks=0, gaps=None):
     """The samples of measure ``m``: ``starts``/``ends`` are the ticks of its start and end edges
     (sorted; the same array for a period). Returns (start ticks, window ends, values, duplicates,
     unknown); tags are added by the caller, which knows the tag channel. ``gaps``
     (``analysis.Gaps``): a sample whose window touches one on its channels is unknown."""
-    from hilat.analysis import GAP_OPEN_END, channel_bit
-
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     n = len(starts)
@@ -215,7 +214,7 @@ def compute(m, starts, ends, end_tick, offset_ticks=0, gaps=None):
         # its end: then it is unknown).
         keep = closed | (np.arange(n) < n - 1)
         if has_gaps and n and not keep[-1]:
-            keep[-1] = bool(gaps.touches(mask, starts[-1:], [GAP_OPEN_END])[0])
+            keep[-1] = gaps.touches_to_end(mask, starts[-1])
         values = np.where(closed, end_at - starts, MISSING)
         window = np.where(closed, end_at + 1, next_start)
         values, starts, window = values[keep], starts[keep], window[keep]

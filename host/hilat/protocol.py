@@ -65,13 +65,6 @@ MODE_DITHER = 1
 MODE_RANDOM = 2
 MODE_BURST = 3
 MODE_ONESHOT = 4
-MODE_NAMES = {
-    MODE_PERIODIC: "periodic",
-    MODE_DITHER: "dither",
-    MODE_RANDOM: "random",
-    MODE_BURST: "burst",
-    MODE_ONESHOT: "oneshot",
-}
 
 # Protocol version 1 had no channel table in IDENTIFY: its channels were fixed, as here. Only run
 # directories written by a version-1 hilat need it (hilat.runs reads them).
@@ -878,9 +871,6 @@ class Events(Message):
             raise MalformedFrame("EVENTS: truncated record")
         return cls(base, records, mask_bytes, fraction_bytes)
 
-    @property
-    def timestamps(self) -> list[int]:
-        return [r[0] for r in self.records]
 
 
 @dataclass(slots=True)

@@ -28,6 +28,9 @@ from pathlib import Path
 
 import pytest
 
+from hilat.values import format_seconds
+from hilat.values import seconds as parse_duration
+
 _RUNS = pytest.StashKey[list]()       # the test's runs (hilat_capture)
 _VERDICTS = pytest.StashKey[list]()   # the test's budgets judged: (budget, verdict, value)
 _RULES = pytest.StashKey[list]()      # --hilat-compare-fail, parsed
@@ -116,8 +119,6 @@ def hilat_capture(request, hilat_rig, tmp_path_factory):
 
 class _Budget:
     def __init__(self, kind, limit, percentile=None, marginal=None, subset="all"):
-        from hilat.api import parse_duration
-
         self.kind, self.percentile, self.subset = kind, percentile, subset
         self.limit = parse_duration(limit)
         self.marginal = None if marginal is None else parse_duration(marginal)
@@ -130,7 +131,7 @@ class _Budget:
 
     def judge(self, run):
         """(verdict, value or None, message): verdict pass, marginal, fail or cannot judge."""
-        from hilat.api import InsufficientSamples, format_seconds
+        from hilat.api import InsufficientSamples
 
         stats = run.stats(self.kind, self.subset)
         what = f"{self.kind} {self.statistic} ({self.subset})"
@@ -221,7 +222,7 @@ def pytest_terminal_summary(terminalreporter, config):
     rows = config.stash.get(_SUMMARY, [])
     if not rows:
         return
-    from hilat.api import InsufficientSamples, format_seconds
+    from hilat.api import InsufficientSamples
 
     terminalreporter.section("hilat latencies")
     head = (f"{'test':<32} {'kind':<14} {'count':>7} {'misses':>6} {'unknown':>7} {'p50':>10} {'p99.9':>10} "

@@ -45,6 +45,7 @@ import numpy as np
 
 from hilat import analysis
 from hilat import protocol as p
+from hilat.measures import Measure, MeasureError
 
 EDGES_MAGIC = b"HILATEDG"
 SAMPLES_MAGIC = b"HILATSMP"
@@ -842,8 +843,6 @@ def run_from_meta(path, meta, edges=None):
                                              roles=settings.get("roles"), active_low=settings.get("active_low") or ())
     except ValueError as e:
         raise RunError(f"{path / 'meta.json'}: {e}") from None
-    from hilat.measures import Measure, MeasureError
-
     try:
         measures = [Measure.from_json(m) for m in meta.get("measures") or []]
     except MeasureError as e:

@@ -23,13 +23,12 @@ from hilat import protocol as p
 from hilat.rig import Rig, RigError, RigSilent
 from hilat.shutdown import uninterrupted
 from hilat.transport import DEFAULT_BAUDRATE, Transport
+from hilat.values import stimulus_mode
 
 log = logging.getLogger("hilat")
 
 ENGINE_FRAMES = (p.EngineBins, p.EngineOutliers, p.EngineStats)
 
-MODES = {"periodic": p.MODE_PERIODIC, "dither": p.MODE_DITHER, "random": p.MODE_RANDOM,
-         "burst": p.MODE_BURST, "oneshot": p.MODE_ONESHOT}
 
 
 COMMAND_READ_S = 0.05   # a read of the command link waits this long for data (Transport's default)
@@ -132,8 +131,8 @@ class Session:
 
     def configure_stimulus(self, channel, mode, width, period, jitter=0, probability=0, burst_count=1,
                            burst_spacing=10, count=0, seed=1, invert=False):
-        """Stimulus output ``channel`` (ticks); ``mode`` a name of ``MODES``."""
-        self.rig.command(p.StimConfig(channel=channel, mode=MODES[mode], invert=int(invert), width=width,
+        """Stimulus output ``channel`` (ticks); ``mode`` a name of ``values.STIMULUS_MODES``."""
+        self.rig.command(p.StimConfig(channel=channel, mode=stimulus_mode(mode), invert=int(invert), width=width,
                                       period=period, jitter=jitter, probability=probability,
                                       burst_count=burst_count, burst_spacing=burst_spacing, count=count,
                                       seed=seed))

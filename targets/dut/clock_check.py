@@ -30,13 +30,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from targets import sim
-from targets.dut.experiments import most_common
 
 EVENTS = ("isr_rise", "isr_fall", "task_rise")
 STEPS_PER_TICK = 2       # the rig's ts (50 MHz) on the simulator's 10 ns step
 TICK_OFFSET = -1         # rig tick of a DUT change at step s: s // STEPS_PER_TICK + TICK_OFFSET
 COUNTER_BITS = 32        # the firmware prints the low 32 bits of the count
 _STEP_PS = None
+
+
+def most_common(values):
+    """The value most samples show (0 of none): the firmware-to-pin constants of both cross-checks."""
+    if not len(values):
+        return 0
+    distinct, counts = np.unique(values, return_counts=True)
+    return int(distinct[counts.argmax()])
 
 
 def step_ps():

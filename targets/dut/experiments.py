@@ -27,6 +27,7 @@ from hilat.capture import Capture, CaptureSettings, StimulusSettings
 
 from targets import sim
 from targets.dut import cpu_soc
+from targets.dut.clock_check import clock_cross_check, most_common
 
 TICKS_PER_CYCLE = sim.TS_CLK_FREQ // sim.DUT_CPU_CLK_FREQ
 NS_PER_TICK = 1e9 / sim.TS_CLK_FREQ
@@ -77,13 +78,6 @@ class CrossCheck:
     def describe(self):
         return (f"cross-check: {self.samples} samples, rig = firmware x {TICKS_PER_CYCLE} ticks + {self.isr_constant} "
                 f"(ISR duration), + {self.task_constant} (ISR -> task); mismatches {self.mismatches}")
-
-
-def most_common(values):
-    if not len(values):
-        return 0
-    distinct, counts = np.unique(values, return_counts=True)
-    return int(distinct[counts.argmax()])
 
 
 def cross_check(pairing, console_rows):
@@ -144,8 +138,6 @@ def run(sim_dir, work, cpu, firmware, *, count, period=None, jitter=None, mode="
     if not no_stimulus and dut_hz == sim.DUT_CPU_CLK_FREQ:
         check = cross_check(capture.pairing(), read_console(console))
     elif not no_stimulus:   # a clock unrelated to the rig's: each pin event through the clock's schedule
-        from targets.dut.clock_check import clock_cross_check
-
         check = clock_cross_check(capture.pairing(), read_console(console), dut_hz)
     return Result(cpu, label, capture, console, check, dut_hz)
 

@@ -1,10 +1,12 @@
-"""Synthetic run directories with known answers, in the layout `hilat capture` writes."""
+"""Synthetic run directories with known answers, written as `hilat capture` writes them (``write_run``),
+and one in the previous run format for the compatibility reader (``write_legacy_run``)."""
 
 import csv
 import json
 
 import numpy as np
 from hilat import analysis
+from hilat.protocol import PROTOCOL_VERSION
 
 from gateware.channels import channel_table
 
@@ -13,6 +15,8 @@ TS_HZ = 50_000_000
 # in1 = task, in2 = spare, in3 = tag), so the edges below use channels 0, 2, 3 and 5.
 TABLE = [(c.name, c.role) for c in channel_table(2, 4)]
 ROLES = analysis.Channels.from_table(TABLE)
+# The run format `hilat capture` writes (meta.json "version"; capture.Capture._meta).
+RUN_FORMAT = 4
 
 
 def measures_json(definitions, roles=ROLES):
@@ -42,22 +46,15 @@ def dut_edges(stim_ticks, isr_latency, task_latency, isr_width=20, task_width=30
     return edges
 
 
-def write_run(run_dir, edges, label="synthetic", ts_hz=TS_HZ, deadline_ticks=None, calibration=None,
-              dut_settings=None, counters=None, settings=None, **meta_extra):
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "events.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["tick", "channel", "level", "tag"])
-        tag = 0
-        for tick, ch, level in edges:
-            if ch == 5:
-                tag = level
-            w.writerow([tick, ch, level, tag])
-    meta = {
-        "format": "hilat-run", "version": 1, "label": label, "url": "loop://",
+def _meta(label, ts_hz, deadline_ticks, calibration, dut_settings, counters, settings, version, **meta_extra):
+    """meta.json of a synthetic run: the fields both run formats share. The rig speaks the current
+    protocol in a current run, protocol 2 (the first with a channel table) in a legacy one."""
+    protocol = PROTOCOL_VERSION if version == RUN_FORMAT else 2
+    return {
+        "format": "hilat-run", "version": version, "label": label, "url": "loop://",
         "started": "2026-01-01T00:00:00+00:00",
-        "rig": {"version": 2, "ts_hz": ts_hz, "sys_hz": ts_hz, "n_stimulus": 2, "n_inputs": 4,
-                "fifo_depth": 1024, "pin_to_stamp_delay": 17, "capabilities": 63, "firmware": "hilat-fw 2",
+        "rig": {"version": protocol, "ts_hz": ts_hz, "sys_hz": ts_hz, "n_stimulus": 2, "n_inputs": 4,
+                "fifo_depth": 1024, "pin_to_stamp_delay": 17, "capabilities": 63, "firmware": f"hilat-fw {protocol}",
                 "gateware": "synthetic 0000000", "channels": [list(c) for c in TABLE]},
         "settings": settings or {"count": None, "deadline_ticks": deadline_ticks,
                                  "stimulus": {"mode": "dither", "invert": False}},
@@ -68,7 +65,60 @@ def write_run(run_dir, edges, label="synthetic", ts_hz=TS_HZ, deadline_ticks=Non
         "extra": {"dut_settings": dut_settings or {}},
         **meta_extra,
     }
-    (run_dir / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def write_run(run_dir, edges, label="synthetic", ts_hz=TS_HZ, deadline_ticks=None, calibration=None,
+              dut_settings=None, counters=None, settings=None, gaps=(), **meta_extra):
+    """A run directory in the current format, written as a capture writes it: through
+    ``runs.RunWriter`` (raw.bin, edges.bin, gaps.bin, and samples/ from the capture's streaming
+    pairing), then meta.json (``RUN_FORMAT``). ``gaps``: [(start, end, channel mask, reason)] in ticks."""
+    from hilat import runs
+    from hilat.aggregate import StreamingAggregator
+
+    meta = _meta(label, ts_hz, deadline_ticks, calibration, dut_settings, counters, settings, RUN_FORMAT,
+                 **meta_extra)
+    items = np.array(edges, np.int64).reshape(-1, 3)
+    ticks, chans, levels = items[:, 0], items[:, 1].astype(np.uint8), items[:, 2].astype(np.uint8)
+    writer = runs.RunWriter(run_dir)
+    try:
+        writer.edges(ticks, chans, levels)
+        writer.gaps(list(gaps))
+        # The reader's view of the meta (roles, deadline, offset, measures in the edges' unit) drives
+        # the pairing, as the capture's own settings drive it.
+        run = runs.run_from_meta(run_dir, meta, edges=(ticks, chans, levels))
+        writer.set_kinds(list(run.kind_titles))
+        agg = StreamingAggregator(run.roles, run.deadline_ticks, run.offset_ticks, measures=run.analysis_measures,
+                                  builtin=run.builtin, on_samples=writer.samples)
+        for start, end, channels, _reason in gaps:
+            agg.add_gap(start, end, channels)
+        agg.feed(ticks, chans, levels)
+        agg.finish()
+        writer.flush()
+        meta.update(stimuli=agg.stimuli if run.builtin else 0, records=len(ticks), edges=writer.edge_count,
+                    raw_bytes=0, interim=False, time_unit=analysis.Subticks().to_meta(),
+                    deadline_ticks=deadline_ticks, observed_end=None)
+        meta.setdefault("measures", [])
+        writer.write_json("meta.json", meta)
+    finally:
+        writer.close()
+    return run_dir
+
+
+def write_legacy_run(run_dir, edges, label="legacy", **kw):
+    """A run directory in the previous format (run format 1: events.csv, no edges.bin nor samples/),
+    the one fixture of the compatibility reader (``runs.read_events_csv``)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "events.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["tick", "channel", "level", "tag"])
+        tag = 0
+        for tick, ch, level in edges:
+            if ch == 5:
+                tag = level
+            w.writerow([tick, ch, level, tag])
+    (run_dir / "meta.json").write_text(json.dumps(_meta(label, version=1, **{
+        "ts_hz": TS_HZ, "deadline_ticks": None, "calibration": None, "dut_settings": None, "counters": None,
+        "settings": None, **kw}), indent=1))
     return run_dir
 
 
@@ -84,17 +134,6 @@ def random_run(run_dir, n=5000, seed=1, isr_base=50, shift=0, miss_every=0, labe
     return run_dir, isr_l, task_l
 
 
-def write_gaps(run_dir, gaps):
-    """gaps.bin of a run directory: [(start, end, channel mask, reason)] in ticks, as a capture writes
-    them (``runs.RunWriter.gaps``; reason ``analysis.GAP_OVERFLOW``/``GAP_LINK``/``GAP_CUT_SHORT``)."""
-    from hilat import runs
-
-    store = runs.StoreAppender(run_dir / "gaps.bin", runs.GAPS_MAGIC, runs.GAP_DTYPE)
-    store.append(np.array([tuple(g) for g in gaps], runs.GAP_DTYPE))
-    store.close()
-    return run_dir
-
-
 # A run with holes in its record stream: 10 stimuli 5000 ticks apart, stimulus 2 missed (no ISR, no
 # task), and a gateware overflow on the ISR channel (in0, channel 2) in the window of stimulus 6, whose
 # ISR edges are lost: that window is unknown for the kinds that read the ISR, not a miss.
@@ -106,15 +145,15 @@ GAPPED_MISSED, GAPPED_UNKNOWN = 2, 6
 GAPPED_GAP = (GAPPED_STIM[6] + 20, GAPPED_STIM[6] + 200, 1 << 2, analysis.GAP_OVERFLOW)
 
 
-def gapped_run(run_dir, fired=None, label="gapped", **kw):
-    """The gapped run's directory (events.csv and gaps.bin); ``fired``: the rig's count of stimuli
-    fired (meta.json counters), more than seen when stimulus edges were lost."""
+def gapped_run(run_dir, fired=None, label="gapped", gaps=(GAPPED_GAP,), **kw):
+    """The gapped run's directory (its gaps: ``gaps``); ``fired``: the rig's count of stimuli fired
+    (meta.json counters), more than seen when stimulus edges were lost."""
     counters = {"decoder": {"frames_ok": 1, "lost": 0, "corrupt": 0}, "gateware_overflow_markers": 1,
                 "gateware_dropped_per_channel": [0, 0, 2, 0, 0, 0]}
     if fired is not None:
         counters["rig_stimuli_fired"] = [fired, 0]
-    write_run(run_dir, dut_edges(GAPPED_STIM, GAPPED_ISR, GAPPED_TASK), label=label, counters=counters, **kw)
-    return write_gaps(run_dir, [GAPPED_GAP])
+    return write_run(run_dir, dut_edges(GAPPED_STIM, GAPPED_ISR, GAPPED_TASK), label=label, counters=counters,
+                     gaps=gaps, **kw)
 
 
 def live_capture(run, gaps=True):

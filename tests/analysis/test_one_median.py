@@ -155,11 +155,6 @@ def test_the_faller_table_of_the_analysis(run_dir):
     run = load_run(run_dir)
     summary = analysis.summarize(run.measurements, run.ts_hz)
     assert summary["stim_to_isr"]["median"] == summary["stim_to_isr"]["percentiles"]["p50"] == MEDIAN_TICKS
-    table = analysis.format_table(summary).splitlines()
-    head = table[0].split()
-    (row,) = [line for line in table if line.startswith(ISR_TITLE)]
-    cells = row[len(ISR_TITLE):].split()
-    assert cells[head.index("median") - 1] == f"{MEDIAN_NS:.1f}"
 
 
 # ---- the live view ----------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 from hilat import analysis
 from hilat.cli import main
 from hilat.runs import load_run
-from synth import TS_HZ, dut_edges, measures_json, random_run, write_run
+from synth import TS_HZ, dut_edges, measures_json, random_run, write_legacy_run, write_run
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "hilat-report.schema.json").read_text())
 TICK_NS = 1e9 / TS_HZ
@@ -177,7 +177,8 @@ def test_run_with_only_misses(tmp_path, cli):
     ("short_row", "rows must have 4 fields"),
 ])
 def test_bad_run_directories_give_clear_errors(tmp_path, cli, damage, message):
-    run = write_run(tmp_path / "r", dut_edges([1000], [50], [140]))
+    # The previous format's events.csv: its reader's errors too.
+    run = write_legacy_run(tmp_path / "r", dut_edges([1000], [50], [140]))
     if damage == "missing":
         run = tmp_path / "nope"
     elif damage == "file":
@@ -213,7 +214,7 @@ def test_events_decoded_from_raw_bin_when_events_csv_is_missing(tmp_path):
                 mask |= 1 << ch
                 levels = (levels & ~(1 << ch)) | (lv << ch)
         records.append((tick, mask, levels))
-    run = write_run(tmp_path / "raw", edges)
+    run = write_legacy_run(tmp_path / "raw", edges)
     raw = b"".join(msg.encode(seq) for seq, msg in enumerate(p.pack_events(records)))
     (run / "raw.bin").write_bytes(raw)
     (run / "events.csv").unlink()
@@ -224,7 +225,7 @@ def test_events_decoded_from_raw_bin_when_events_csv_is_missing(tmp_path):
 
 def test_a_run_written_by_protocol_1_is_still_read(tmp_path, cli):
     # Protocol 1's IDENTIFY had no channel table: its fixed channels (protocol.V1_CHANNEL_TABLE) apply.
-    run = write_run(tmp_path / "v1", dut_edges([1000, 6000], [50, 60], [140, 150], tag_spans=[(6100, 6300)]))
+    run = write_legacy_run(tmp_path / "v1", dut_edges([1000, 6000], [50, 60], [140, 150], tag_spans=[(6100, 6300)]))
     meta = json.loads((run / "meta.json").read_text())
     meta["rig"] = {k: v for k, v in meta["rig"].items() if k != "channels"} | {"version": 1, "tag_channel": 5}
     (run / "meta.json").write_text(json.dumps(meta))
@@ -295,3 +296,20 @@ def test_defined_kinds_in_every_output(tmp_path, cli):
     assert code == 2 and "no kind in common" in err
     code, _, _ = cli("export", tmp_path / "a", "--hlog", tmp_path / "p.hlog", "--kind", "send_period")
     assert code == 0 and (tmp_path / "p.hlog").read_text().count("\n") > 3
+
+
+def test_a_run_of_the_previous_format_reads_as_the_current_one(tmp_path, cli):
+    # The same edges in both run formats: the current one (edges.bin and the capture's stored samples)
+    # and the previous one (events.csv, read by the compatibility reader) report the same figures.
+    edges = dut_edges([1000, 6000, 11000, 16000], [50, None, 75, 400], [140, None, None, 500],
+                      tag_spans=[(6100, 6300)])
+    current = write_run(tmp_path / "now", edges, label="x")
+    legacy = write_legacy_run(tmp_path / "old", edges, label="x")
+    assert load_run(current).edges_source == "edges.bin" and load_run(current).has_stored_samples()
+    assert load_run(legacy).edges_source == "events.csv" and not load_run(legacy).has_stored_samples()
+    docs = []
+    for run in (current, legacy):
+        code, out, err = cli("report", run, "--format", "json")
+        assert code == 0, err
+        docs.append(json.loads(out)["runs"][0]["subsets"])
+    assert docs[0] == docs[1] and docs[0]["all"]["stim_to_isr"]["ticks"]["max"] == 400

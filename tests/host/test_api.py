@@ -242,15 +242,14 @@ def test_unknown_windows_are_neither_samples_nor_misses(tmp_path, monkeypatch, s
 
 
 def test_a_tag_hidden_by_a_gap_is_unknown_untagged(tmp_path):
-    from synth import dut_edges, write_gaps, write_run
+    from synth import dut_edges, write_run
 
     stim = [1000 + 5000 * i for i in range(6)]
     isr = [50, 60, 70, 80, 90, 100]
     edges = dut_edges(stim, isr, [v + 100 for v in isr], tag_spans=[(stim[1] + 5, stim[1] + 900)])
-    path = write_run(tmp_path / "t", edges)
     # A gap on the tag's channel (in3, channel 5) in stimulus 4's window: whether 4 was tagged is not
     # known, nor whether 5 was (no tag edge after the gap says the tag's level again).
-    write_gaps(path, [(stim[4] + 10, stim[4] + 20, 1 << 5, 1)])
+    path = write_run(tmp_path / "t", edges, gaps=[(stim[4] + 10, stim[4] + 20, 1 << 5, 1)])
     run = hilat.load(path)
     assert run.stats("stim_to_isr").unknown == 0                    # the ISR was seen: a sample of all
     hidden, tagged = 2, 1
@@ -293,11 +292,10 @@ def test_stats_from_values_counts_unknown_apart():
 def test_a_budget_on_a_kind_whose_windows_are_all_unknown_cannot_judge(tmp_path):
     from hilat import analysis
     from hilat.pytest_plugin import _Budget
-    from synth import GAPPED_STIM, gapped_run, write_gaps
+    from synth import GAPPED_GAP, GAPPED_STIM, gapped_run
 
-    path = gapped_run(tmp_path / "g")
     # The ISR channel lost from before the first stimulus to the end: no stim -> ISR window is known.
-    write_gaps(path, [(0, analysis.GAP_OPEN_END, 1 << 2, analysis.GAP_OVERFLOW)])
+    path = gapped_run(tmp_path / "g", gaps=[GAPPED_GAP, (0, analysis.GAP_OPEN_END, 1 << 2, analysis.GAP_OVERFLOW)])
     run = hilat.load(path)
     st = run.stats("stim_to_isr")
     assert (st.count, st.misses, st.unknown) == (0, 0, len(GAPPED_STIM))

@@ -151,12 +151,6 @@ class HdrHistogram:
         v = self.value_from_index(i) + self._bucket_width_at_index(i) - 1
         return int(v) if v.ndim == 0 else v
 
-    def median_equivalent_value(self, values):
-        """Middle (rounded up) of each value's bucket (what ``mean`` and ``stddev`` use)."""
-        i = self.counts_array_index(values)
-        v = self.value_from_index(i) + (self._bucket_width_at_index(i) >> 1)
-        return int(v) if v.ndim == 0 else v
-
     # ---- recording ----------------------------------------------------------------------------------
 
     def record(self, values) -> int:
