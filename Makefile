@@ -2,13 +2,18 @@
 PY      := .venv/bin/python
 BUILD   := build
 
-.PHONY: demo-cpus setup test demo lint verilog bitstream clean
+.PHONY: demo-cpus setup test test-host demo lint verilog bitstream clean
 
 setup:
 	@bash scripts/setup.sh
 
 test: lint
 	$(PY) -m pytest -q --durations=25 tests
+
+# The host tier alone (README, "Tests"): no simulated rig, gateware simulation, board toolchain or fuzzing
+# (the markers of tests/conftest.py); it runs without the gateware extra too. Under two minutes.
+test-host:
+	$(PY) -m pytest -q -m "not sim and not board and not fuzz and not slow" tests
 
 # The main job: a capture against the simulated rig and DUT, ending in a latency table.
 demo: setup

@@ -15,12 +15,15 @@ Not a test: figures are printed, nothing is asserted. Best of 3 (the loop: 1) wa
 
 import argparse
 import math
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from hilat import analysis
 
-from gateware.channels import channel_table
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
+from gateware.channels import channel_table  # noqa: E402
 
 # The default simulated rig's channels: stim0, stim1, in0 = isr, in1 = task, in2 = spare, in3 = tag.
 ROLES = analysis.Channels.from_table([(c.name, c.role) for c in channel_table(2, 4)])

@@ -19,8 +19,10 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from targets import board_flow
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
+from targets import board_flow  # noqa: E402
 
 
 def line(report):

@@ -33,6 +33,7 @@ from pathlib import Path
 from hilat import protocol as p
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "host"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
 import stream_rig  # noqa: E402
 
 REFERENCE = 10**6

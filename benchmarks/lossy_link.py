@@ -27,7 +27,8 @@ from hilat.rig import Rig
 from hilat.runs import load_run
 from hilat.transport import Transport
 
-from targets import sim
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
+from targets import sim, simrig  # noqa: E402
 
 # Responses that end well inside any period tried: ISR 20..35 ticks, task 20..27 after it, 10-tick
 # pulses, no masked windows; a few misses and tags.
@@ -56,7 +57,7 @@ def main(argv=None):
         tmp = Path(tmp)
         for factor in factors:
             dut_log = tmp / f"injected-{factor}.csv"
-            with sim.SimulatedRig(sim.build(), tmp / f"sim-{factor}", dut_args=DUT, dut_log=dut_log) as rig:
+            with simrig.running({"dut": DUT, "run_dir": tmp / f"sim-{factor}", "dut_log": dut_log}) as rig:
                 base, plan = link_period(rig.url)
                 period = max(base // factor, 100)
                 settings = CaptureSettings(count=args.stimuli, out_dir=tmp / "runs", progress=False,

@@ -33,7 +33,8 @@ from hilat.hdr import HdrHistogram
 from hilat.rig import Rig
 from hilat.transport import Transport
 
-from targets import sim
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
+from targets import sim, simrig  # noqa: E402
 
 # The DUT model answers well inside a 50-tick period: ISR at 5..12 ticks for 3 ticks, the task 4..11
 # ticks later for 3 ticks, the tag (DMA) raised from S+1 to the task's end on 1 stimulus in 8. It
@@ -83,12 +84,11 @@ def expected_bins(injected, first_tick, period, shift):
 def run(args):
     dut = dut_for(args.period, dict(kv.split("=", 1) for kv in args.dut))
     dut = {k: int(v) for k, v in dut.items()}
-    sim_dir = sim.build(with_engine=True)
     work = Path(tempfile.mkdtemp(prefix="hilat-rig-histograms-"))
     dut_log = work / "injected.csv"
     received = defaultdict(lambda: np.zeros(HdrHistogram(**ENGINE_HDR).counts_len + 1, np.int64))
     closes = defaultdict(set)
-    with sim.SimulatedRig(sim_dir, work / "sim", dut_args=dut, dut_log=dut_log) as simulated:
+    with simrig.running({"on_rig": True, "dut": dut, "run_dir": work / "sim", "dut_log": dut_log}) as simulated:
         with Transport(simulated.url) as transport:
             rig = Rig(transport, command_timeout=60.0)
             identity = rig.hello()

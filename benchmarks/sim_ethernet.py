@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from targets import netns, sim
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
+from targets import netns, sim  # noqa: E402
 
 DUT = {"seed": 11}                     # the model's default latencies, masks, misses and tags
 

@@ -22,7 +22,8 @@ from hilat.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.rig import Rig
 from hilat.transport import Transport
 
-from targets import sim
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
+from targets import sim, simrig  # noqa: E402
 
 CPU_DUTS = ("vexriscv", "picorv32")
 UNRELATED_CLOCK_HZ = 33_333_700
@@ -87,7 +88,7 @@ def speed_line(name, state, wall_rate, cpu_rate):
 
 
 def model_dut(out, speed_only):
-    with sim.SimulatedRig(sim.build(), out / "sim") as rig:
+    with simrig.running({"run_dir": out / "sim"}) as rig:
         speed_line("model DUT", "idle", *idle_speed(rig))
         speed_line("model DUT", "streaming", *streaming_speed(rig, STREAM_PERIOD, STREAM_COUNT, out))
         if speed_only:

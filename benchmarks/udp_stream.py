@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))   # gateware/ and targets/ of the checkout
 sys.path.insert(0, str(ROOT / "tests" / "host"))
 import stream_rig  # noqa: E402
 import udp_rig  # noqa: E402

@@ -383,15 +383,8 @@ def _listening(port):
     return any(line.split()[1] == wanted and line.split()[3] == "0A" for line in lines)
 
 
-DUT_LOG_COLUMNS = ("index", "missed", "isr", "task", "tagged")
-
-
-def read_dut_log(path):
-    """The DUT model's log of what it injected (``+dut_log``), one row per stimulus, as an int64 array
-    with the columns DUT_LOG_COLUMNS (latencies in ticks)."""
-    import numpy as np
-    rows = np.loadtxt(path, delimiter=",", dtype=np.int64, ndmin=2)
-    return rows.reshape(-1, len(DUT_LOG_COLUMNS))
+# The DUT model's log (``+dut_log``): its format is hilat's, which reads it for hilat.simulate().
+from hilat.simulator import DUT_LOG_COLUMNS, read_dut_log  # noqa: E402, F401
 
 
 def compare_with_dut_log(run, injected, period):

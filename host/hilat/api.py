@@ -851,69 +851,86 @@ class Rig:
 # ---- the simulated rig --------------------------------------------------------------------------------
 
 class Simulation:
-    """The simulated rig and DUT (Verilator), started by ``simulate``: ``url``, ``rig()``, and what
-    the DUT model injected (``injected()``, from its log)."""
+    """The simulated rig and DUT (Verilator), started by ``simulate``: ``url`` (and ``udp_url`` with
+    Ethernet), ``rig()``, and what the DUT model injected (``injected()``, from its log)."""
 
-    def __init__(self, sim_rig, dut_log: Path):
-        self._sim = sim_rig
-        self.dut_log = dut_log
-
-    @property
-    def url(self) -> str:
-        return self._sim.url
+    def __init__(self, process):
+        self._process = process
+        info = process.info
+        self.url: str = info["url"]
+        self.udp_url: str | None = info.get("udp_url")
+        self.dut_log = Path(info["dut_log"])
+        self.run_dir = Path(info["run_dir"])
+        self.console = Path(info["console"]) if info.get("console") else None
+        self.pid: int = info["pid"]
+        self.sim_dir = Path(info["sim_dir"])
 
     def rig(self, **kwargs) -> Rig:
-        return Rig(self.url, **kwargs)
+        return Rig(self.udp_url or self.url, **kwargs)
 
     def injected(self) -> list:
-        """The latencies the DUT model injected so far (``targets.sim.read_dut_log`` rows)."""
-        from hilat.extras import require
+        """The latencies the DUT model injected so far (``hilat.simulator.read_dut_log`` rows)."""
+        from hilat.simulator import read_dut_log
 
-        return require("targets.sim", "gateware", "the simulated rig").read_dut_log(self.dut_log)
+        return read_dut_log(self.dut_log)
+
+    def wait(self) -> int:
+        """Until the simulator stops (an interrupt, or it ends by itself)."""
+        return self._process.wait()
 
 
 class simulate:
     """``with hilat.simulate() as sim:`` starts the simulated rig and DUT model (built on first use,
-    cached), stops it on exit. ``dut``: DUT model settings ({"isr_base": 80, ...}); ``on_rig``: the
-    build with the measurement engine; ``dut_model``/``dut_top``: a DUT model of your own."""
+    cached), stops it on exit. It runs from a clone of the repository only (``hilat.simulator``).
+    ``dut``: DUT model settings ({"isr_base": 80, ...}); ``on_rig``: the build with the measurement
+    engine; ``dut_model``/``dut_top``: a DUT model of your own; ``workdir``: where the simulator runs
+    and its DUT log goes (default: a new temporary directory). Every other option of ``hilat sim`` by
+    its ``hilat.simulator.SETTINGS`` name: ``samples_per_tick``, ``dut_cpu``, ``dut_firmware``,
+    ``dut_cpu_clk_hz``, ``edge_clock_high_ps``, ``async_source_cycles``, ``ethernet``, ``trace``,
+    ``port``, ``dut_log``, ``pps_log``, the calibration sources (``loopback``, ``pps_period``, ...).
+    Refused settings raise ``SettingsError``; no simulated rig here, ``SimulatorUnavailable``."""
 
     def __init__(self, *, dut: dict | None = None, on_rig: bool = False, dut_model: str | Path | None = None,
-                 dut_top: str = "hilat_dut_model", workdir: str | Path | None = None):
-        self.dut, self.on_rig, self.dut_model, self.dut_top = dut or {}, on_rig, dut_model, dut_top
-        self.workdir = workdir
-        self._sim = None
+                 dut_top: str = "hilat_dut_model", workdir: str | Path | None = None, **settings):
+        from hilat.simulator import SETTINGS
+
+        unknown = set(settings) - set(SETTINGS) - {"run_dir"}   # run_dir: the launcher's name of workdir
+        if unknown:
+            raise SettingsError(f"simulate(): unknown settings {', '.join(sorted(unknown))}")
+        workdir = workdir or settings.pop("run_dir", None)
+        self.settings = {**settings, "dut": dict(dut or {}), "on_rig": on_rig, "dut_top": dut_top,
+                         "dut_model": str(Path(dut_model).resolve()) if dut_model else None,
+                         "run_dir": str(Path(workdir).resolve()) if workdir else None}
+        for path in ("dut_log", "pps_log"):
+            if self.settings.get(path):
+                self.settings[path] = str(Path(self.settings[path]).resolve())
+        self._process = None
 
     def __enter__(self) -> Simulation:
-        import tempfile
+        from hilat.simulator import SimulatorProcess, SimulatorSettingsError
 
-        from hilat.extras import require
-
-        sim = require("targets.sim", "gateware", "the simulated rig")
         # While it runs (and builds), SIGTERM and SIGHUP, unless the program handles them itself,
         # raise hilat.shutdown.Terminated, a KeyboardInterrupt, so that leaving the with block stops
         # the simulator; were the program killed outright, the kernel stops it (hilat.shutdown).
         self._signals = shutdown.signals_stop()
         self._signals.__enter__()
         try:
-            sim_dir = sim.build(dut_model=self.dut_model or sim.DEFAULT_DUT, dut_top=self.dut_top,
-                                with_engine=self.on_rig)
-            work = Path(self.workdir) if self.workdir else Path(tempfile.mkdtemp(prefix="hilat-sim-"))
-            work.mkdir(parents=True, exist_ok=True)
-            dut_log = work / "dut_injected.csv"
-            self._sim = sim.SimulatedRig(sim_dir, work, dut_args={k: str(v) for k, v in self.dut.items()},
-                                         dut_log=dut_log)
-            self._sim.__enter__()
+            self._process = SimulatorProcess(self.settings).start()
+        except SimulatorSettingsError as e:
+            self._process = None
+            self._signals.__exit__(None, None, None)
+            raise SettingsError(str(e)) from None
         except BaseException:
-            self._sim = None
+            self._process = None
             self._signals.__exit__(None, None, None)
             raise
-        return Simulation(self._sim, dut_log)
+        return Simulation(self._process)
 
     def __exit__(self, *exc) -> None:
         try:
-            if self._sim is not None:
-                self._sim.__exit__(*exc)
-                self._sim = None
+            if self._process is not None:
+                self._process.stop()
+                self._process = None
         finally:
             signals, self._signals = getattr(self, "_signals", None), None
             if signals is not None:

@@ -117,13 +117,6 @@ def _dut_setting(text):
     return tuple(text.split("=", 1))
 
 
-def _sim():
-    """targets.sim (the simulated rig), which needs the gateware extra."""
-    from hilat.extras import require
-
-    return require("targets.sim", "gateware", "the simulated rig (hilat sim, hilat demo)")
-
-
 def _add_link_options(parser):
     from hilat.transport import BOARD_BAUDRATES, DEFAULT_BAUDRATE
 
@@ -295,128 +288,92 @@ def _dut_args(args):
     return dict(args.dut or [])
 
 
-def _check_sim_clocks(sim, args):
-    """Settings the simulated clocks cannot take are refused before a build that may take minutes."""
-    try:
-        sim.check_clock_settings(args.samples_per_tick, args.edge_clock_high, args.async_source, bool(_dut_cpu(args)),
-                                 args.dut_cpu_clock)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    if _dut_cpu(args) and args.samples_per_tick != 1:
-        raise UsageError("--dut-cpu goes with a rig sampling once a tick (--samples-per-tick 1)")
-    if _dut_cpu(args) and args.dut_model:
-        raise UsageError("--dut-cpu and --dut-model both choose the DUT: give one")
-    if args.dut_firmware and not _dut_cpu(args):
-        raise UsageError("--dut-firmware goes with --dut-cpu (the DUT model runs no firmware)")
-
-
-def _dut_firmware_choices():
-    """--dut-firmware: the CPU DUT's firmware images (targets/dut/cpu_soc.py, docs/dut-benchmarks.md)."""
-    try:
-        from targets.dut.cpu_soc import FIRMWARE_IMAGES
-    except ImportError:   # an install without the simulated rig's sources
-        return ()
-    return tuple(FIRMWARE_IMAGES)
-
-
-def _dut_cpu_choices():
-    """--dut-cpu: "model", then the CPUs targets/dut/cpu_soc.py builds (listed there without LiteX)."""
-    try:
-        from targets.dut.cpu_soc import CPUS
-    except ImportError:   # an install without the simulated rig's sources
-        return ("model",)
-    return ("model", *CPUS)
-
-
 def _dut_cpu(args):
     """The CPU of a CPU DUT (targets/dut/cpu_soc.py), None for the Verilog model."""
     return None if args.dut_cpu == "model" else args.dut_cpu
 
 
-def _console_args(args, directory):
-    """A CPU DUT's console file (its firmware's lines: docs/dut-cpus-design.md), as a DUT setting."""
-    return {"console": str(Path(directory) / "dut_console.txt")} if _dut_cpu(args) else {}
+# The options of hilat sim/demo whose names differ from the simulated rig's settings
+# (hilat.simulator.SETTINGS); the others, the calibration sources' among them, keep their names.
+_SIM_SETTING_OPTIONS = {"edge_clock_high_ps": "edge_clock_high", "async_source_cycles": "async_source",
+                        "dut_cpu_clk_hz": "dut_cpu_clock"}
 
 
-def _simulated_rig(sim, sim_dir, run_dir, args, **kwargs):
+def _sim_settings(args):
+    """The ``hilat.simulate`` keyword arguments of hilat sim's or demo's options (one launcher for both)."""
+    from hilat.simulator import SETTINGS
+
+    settings = {name: getattr(args, _SIM_SETTING_OPTIONS.get(name, name), None) for name in SETTINGS}
+    settings = {name: value for name, value in settings.items() if value is not None}
+    settings.update(dut=_dut_args(args), dut_cpu=_dut_cpu(args))
+    if getattr(args, "pps_period", None) is not None:
+        settings["pps_period"] = args.pps_period.text   # converted with the simulated rig's tick rate
+    for path in ("dut_log", "pps_log"):
+        if path in settings:
+            settings[path] = str(settings[path])
+    return settings
+
+
+def _simulate(args):
+    """The simulated rig of the options (``hilat.simulate``); refused settings are usage errors."""
+    from hilat.api import SettingsError, simulate
+
     try:
-        return sim.SimulatedRig(sim_dir, run_dir, edge_clock_high_ps=args.edge_clock_high,
-                                async_source_cycles=args.async_source, dut_cpu_clk_hz=args.dut_cpu_clock,
-                                dut_firmware=args.dut_firmware, **kwargs)
-    except ValueError as e:
+        return simulate(**_sim_settings(args))
+    except SettingsError as e:
         raise UsageError(str(e)) from None
 
 
-def _sim_namespace(args):
-    """--ethernet: the simulated rig's TAP interface and addresses go in a network namespace of this
-    process's own (targets/netns.py), entered here unless this one is already such (`unshare --net`)."""
-    if not args.ethernet:
-        return
-    from targets import netns
+def _enter_simulation(simulation):
+    from hilat.api import SettingsError
 
-    if netns.isolated():
-        return
-    reason = netns.unavailable_reason()
-    if reason:
-        raise UsageError(f"--ethernet runs the simulated rig in a network namespace of its own: {reason}")
-    netns.enter()
+    try:
+        return simulation.__enter__()
+    except SettingsError as e:
+        raise UsageError(str(e)) from None
 
 
 def cmd_sim(args):
-    sim = _sim()
-
-    # Settings are refused before a build that may take minutes.
-    sources = _sim_calibration_sources(args)
-    _check_sim_clocks(sim, args)
-    sim_dir = sim.build(dut_model=args.dut_model or sim.DEFAULT_DUT, dut_top=args.dut_top,
-                        samples_per_tick=args.samples_per_tick, dut_cpu=_dut_cpu(args), trace=args.trace,
-                        ethernet=args.ethernet)
-    _sim_namespace(args)
-    dut_args = {**_dut_args(args), **sources, **_console_args(args, sim_dir / "run-sim")}
-    rig = _simulated_rig(sim, sim_dir, sim_dir / "run-sim", args, port=args.port, dut_args=dut_args,
-                         dut_log=args.dut_log, pps_log=args.pps_log)
-    with rig:
-        print(rig.url, flush=True)
-        if args.ethernet:
+    simulation = _simulate(args)
+    sim = _enter_simulation(simulation)
+    try:
+        print(sim.url, flush=True)
+        if sim.udp_url:
             # Both links live in the simulator's namespace: other processes reach them through nsenter.
-            print(rig.udp_url, flush=True)
+            print(sim.udp_url, flush=True)
             log.info("the simulated rig's links are in its network namespace: reach them with "
-                     "`nsenter --net=/proc/%d/ns/net hilat info %s`", rig.process.pid, rig.udp_url)
-        if _dut_cpu(args):
-            log.info("the DUT's console: %s", dut_args["console"])
+                     "`nsenter --net=/proc/%d/ns/net hilat info %s`", sim.pid, sim.udp_url)
+        if sim.console:
+            log.info("the DUT's console: %s", sim.console)
         if args.trace:
-            log.info("waveforms of every signal: %s", sim_dir / "run-sim" / "sim.vcd")
+            log.info("waveforms of every signal: %s", sim.run_dir / "sim.vcd")
         log.info("simulated rig running; Ctrl-C to stop")
-        # Ctrl-C, SIGTERM or SIGHUP end the wait (KeyboardInterrupt): leaving `with` stops the simulator.
-        rig.process.wait()
+        # Ctrl-C, SIGTERM or SIGHUP end the wait (KeyboardInterrupt): leaving stops the simulator.
+        sim.wait()
+    finally:
+        simulation.__exit__(None, None, None)
     return 0
 
 
 def cmd_demo(args):
-    import tempfile
+    simulation = _simulate(args)
+    sim = _enter_simulation(simulation)
+    try:
+        if sim.udp_url:   # the Ethernet link exists only in the simulator's network namespace
+            from hilat.simulator import join_network_namespace
 
-    sim = _sim()
-
-    _check_sim_clocks(sim, args)
-    log.info("building the simulated rig (cached after the first run)")
-    # --on-rig: the simulated rig with the measurement engine (a separate, cached build).
-    sim_dir = sim.build(dut_model=args.dut_model or sim.DEFAULT_DUT, dut_top=args.dut_top, with_engine=args.on_rig,
-                        samples_per_tick=args.samples_per_tick, dut_cpu=_dut_cpu(args), ethernet=args.ethernet)
-    _sim_namespace(args)
-    run_tmp = Path(tempfile.mkdtemp(prefix="hilat-sim-"))
-    dut_log = run_tmp / "dut_injected.csv"
-    rig = _simulated_rig(sim, sim_dir, run_tmp, args, dut_args={**_dut_args(args), **_console_args(args, run_tmp)},
-                         dut_log=dut_log)
-    with rig:
-        url = rig.udp_url if args.ethernet else rig.url
+            join_network_namespace(sim.pid)
+        url = sim.udp_url or sim.url
         log.info("simulated rig and DUT on %s", url)
         if not args.label:
             args.label = "demo"
         code, capture = _run_capture(url, args, extra_meta={"simulated": True, "dut_settings": _dut_args(args)})
+    finally:
+        simulation.__exit__(None, None, None)
     run_dir = capture.run_dir
     # Keep what the DUT model injected (or a CPU DUT wrote on its console) next to the run.
-    for kept in (dut_log, run_tmp / "dut_console.txt"):
-        if run_dir and kept.exists():
+    for kept in (sim.dut_log, sim.console):
+        if run_dir and kept and kept.exists():
             (run_dir / kept.name).write_bytes(kept.read_bytes())
     if code == 0 and run_dir:
         from hilat import plots, report
@@ -709,17 +666,6 @@ def _add_sim_calibration_options(parser):
     g.add_argument("--pps-log", type=Path, help="write every 1PPS pulse the model emits here (CSV)")
 
 
-def _sim_calibration_sources(args):
-    """DUT-model plusargs of the calibration sources (``targets.sim.calibration_plusargs``)."""
-    sim = _sim()
-    pps_period = args.pps_period.ticks(sim.TS_CLK_FREQ) if args.pps_period is not None else None
-    try:
-        return sim.calibration_plusargs(args.loopback, args.loopback_jitter, pps_period, args.pps_ppm, args.pps_jitter,
-                                        args.pps_missing_every, args.pps_missing_run, args.pps_extra_every)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-
-
 def _add_calibrate_parser(sub):
     cal = sub.add_parser("calibrate", help="measure the rig itself: its offset and jitter, its clock error")
     csub = cal.add_subparsers(dest="what", required=True, metavar="WHAT")
@@ -916,12 +862,13 @@ def build_parser():
                              "udp://192.168.1.50 from the host address 192.168.1.100 on a TAP interface, all in a "
                              "network namespace of the simulator's own (root; docs/ethernet.md, \"Simulation\")")
         sp.add_argument("--dut-top", default="hilat_dut_model", help="module name of the DUT model")
-        sp.add_argument("--dut-cpu", choices=_dut_cpu_choices(), default="model",
-                        help="the DUT: the Verilog model (default), or a LiteX SoC with this CPU running "
+        sp.add_argument("--dut-cpu", default="model", metavar="CPU",
+                        help="the DUT: the Verilog model (default), or a LiteX SoC with this CPU (vexriscv, "
+                             "picorv32, vexriscv_min...: targets/dut/cpu_soc.py's CPUS) running "
                              "hkern and its experiments (firmware/dut, docs/dut-benchmarks.md) on a 25 MHz clock "
                              "of its own; its console goes to dut_console.txt (give the stimuli --period 160us "
                              "or more on vexriscv, 600us on picorv32 and vexriscv_min)")
-        sp.add_argument("--dut-firmware", choices=_dut_firmware_choices(), default=None,
+        sp.add_argument("--dut-firmware", default=None, metavar="IMAGE",
                         help="with --dut-cpu: the firmware image its ROM starts with (default response: stimulus "
                              "-> handler -> task; response-dma adds interrupts masked by a background task, "
                              "pipeline three tasks through queues, ipc kernel calls timed without stimulus)")
@@ -944,6 +891,8 @@ def build_parser():
     s = sub.add_parser("sim", help="start the simulated rig and DUT; print the URL")
     s.add_argument("--port", type=_positive_int, default=None, help="TCP port on 127.0.0.1 (default: a free one)")
     s.add_argument("--dut-log", type=Path, help="write the DUT model's injected latencies here (CSV)")
+    s.add_argument("--on-rig", action="store_true", help="the rig with the measurement engine (a separate, cached "
+                   "build): captures on it take --on-rig (docs/engine.md)")
     s.add_argument("--trace", action="store_true", help="a simulator build (of its own) that writes every signal "
                    "to sim.vcd for waveforms: slower, and the file grows by about 100 MB a second")
     add_sim_options(s)
@@ -1027,13 +976,14 @@ def main(argv=None):
     from hilat.extras import MissingExtra
     from hilat.rig import RigError
     from hilat.runs import RunError
+    from hilat.simulator import SimulatorUnavailable
     from hilat.transport import TransportError
     try:
         # SIGTERM and SIGHUP stop a command as Ctrl-C does: the simulator it started is stopped, a
         # capture keeps what it captured (hilat.shutdown); the exit status is then 128 + the signal.
         with shutdown.signals_stop():
             return shutdown.exit_code(args.func(args))
-    except (RigError, TransportError, RunError, MissingExtra) as e:
+    except (RigError, TransportError, RunError, MissingExtra, SimulatorUnavailable) as e:
         log.error("%s", e)
         return 1
     except UsageError as e:

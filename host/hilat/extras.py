@@ -26,5 +26,9 @@ def require(module, extra, feature):
     except ImportError as e:
         if isinstance(e, MissingExtra):
             raise
-        missing = e.name or module
-        raise MissingExtra(f"{feature} needs {missing}, which is not installed: pip install 'hilat[{extra}]'") from None
+        raise MissingExtra(missing_text(feature, e.name or module, extra)) from None
+
+
+def missing_text(feature, missing, extra):
+    """The one line of a MissingExtra: what ``feature`` needs and the extra that brings it."""
+    return f"{feature} needs {missing}, which is not installed: pip install 'hilat[{extra}]'"

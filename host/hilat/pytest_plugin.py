@@ -43,7 +43,8 @@ def pytest_addoption(parser):
                     help="the rig's URL for the hilat_rig fixture (/dev/ttyUSB0, socket://HOST:PORT, "
                          "udp://HOST[:PORT]; default $HILAT_PORT)")
     group.addoption("--hilat-sim", action="store_true",
-                    help="start the simulated rig and DUT model for the session (needs hilat[gateware])")
+                    help="start the simulated rig and DUT model for the session (from a clone of the repository, "
+                         "with the gateware extra: hilat.simulator)")
     group.addoption("--hilat-baud", type=int, default=None, metavar="RATE", help="the rig's UART baud rate")
     group.addoption("--hilat-out", metavar="DIR", default=None,
                     help="where the captured run directories go (default: pytest's temporary directory)")
@@ -80,9 +81,13 @@ def hilat_rig(request):
     sim = None
     if url is None and config.getoption("hilat_sim"):
         from hilat.api import simulate
+        from hilat.simulator import SimulatorUnavailable
 
         sim = simulate()
-        url = sim.__enter__().url
+        try:
+            url = sim.__enter__().url
+        except SimulatorUnavailable as e:   # an installed hilat, or the build failed: one line, no traceback
+            pytest.fail(f"--hilat-sim: {e}", pytrace=False)
         request.addfinalizer(lambda: sim.__exit__(None, None, None))
     if url is None:
         pytest.skip("no hilat rig configured: give --hilat-port URL, set HILAT_PORT, or --hilat-sim")

@@ -408,11 +408,15 @@ def test_sim_calibration_sources_refuse_contradictions(argv, message, capsys):
 
 
 def test_sim_calibration_sources_become_plusargs():
-    from hilat.cli import _sim_calibration_sources, build_parser
+    # hilat sim's options become the launcher's settings (hilat.cli), the DUT model's plusargs there.
+    simrig = pytest.importorskip("targets.simrig", reason="the simulated rig's launcher needs the gateware extra")
+    from hilat.cli import _sim_settings, build_parser
 
     args = build_parser().parse_args(["sim", "--pps-period", "1ms", "--pps-ppm", "-42.125", "--pps-jitter", "5",
                                       "--pps-missing-every", "10", "--pps-extra-every", "7"])
-    assert _sim_calibration_sources(args) == {"pps_period": 50_000, "pps_ppb": -42_125, "pps_jitter": 5,
-                                              "pps_missing_every": 10, "pps_missing_run": 1, "pps_extra_every": 7}
+    assert simrig.calibration_sources(_sim_settings(args)) == {
+        "pps_period": 50_000, "pps_ppb": -42_125, "pps_jitter": 5, "pps_missing_every": 10, "pps_missing_run": 1,
+        "pps_extra_every": 7}
     args = build_parser().parse_args(["sim", "--loopback", "7"])
-    assert _sim_calibration_sources(args) == {"loopback": 1, "loopback_delay": 7, "loopback_jitter": 0}
+    assert simrig.calibration_sources(_sim_settings(args)) == {"loopback": 1, "loopback_delay": 7,
+                                                               "loopback_jitter": 0}
