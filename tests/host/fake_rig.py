@@ -4,9 +4,17 @@ For host tests that need a rig misbehaving on purpose (silent, another version, 
 """
 
 import socket
+import sys
 import threading
+from pathlib import Path
 
 from hilat import protocol as p
+
+# The fake rigs also run as scripts (stream_rig.py, udp_rig.py, engine_rig.py: benchmarks start them):
+# the clone's gateware/ is imported from the clone (it is not installed; docs/architecture.md).
+CLONE = str(Path(__file__).resolve().parents[2])
+if CLONE not in sys.path:
+    sys.path.append(CLONE)
 
 
 def identify(version=p.PROTOCOL_VERSION, n_inputs=4, samples_per_tick=1):
