@@ -332,22 +332,18 @@ class StreamDecoder:
             recv = head["recv_ns"][data]
             self.first_data_ns = int(recv[0]) if self.first_data_ns is None else self.first_data_ns
             self.last_data_ns = max(self.last_data_ns or 0, int(recv.max()))
+        before = np.concatenate(([0], np.cumsum(count)[:-1]))   # records before each datagram
+        for i in np.flatnonzero(lost > 0).tolist():
+            self.counts["records_lost"] += int(lost[i])
+            marks.append((int(before[i]), int(lost[i])))
         fast = self._fast_records(rows, head, count)
         if fast is not None:   # no overflow marker among them (the usual case): one compiled pass
             ticks, channels, levels, fractions = fast
             self.counts["records"] += len(ticks)
             if len(ticks):
                 self.last_tick = int(ticks[-1])
-            before = np.concatenate(([0], np.cumsum(count)[:-1]))
-            for i in np.flatnonzero(lost > 0).tolist():
-                self.counts["records_lost"] += int(lost[i])
-                marks.append((int(before[i]), int(lost[i])))
             return RecordBatch(ticks, channels, levels, [], 0, fractions, marks)
         ticks, words = self._records(rows, head, count)
-        before = np.concatenate(([0], np.cumsum(count)[:-1]))   # records before each datagram
-        for i in np.flatnonzero(lost > 0).tolist():
-            self.counts["records_lost"] += int(lost[i])
-            marks.append((int(before[i]), int(lost[i])))
         n = self.layout.n_channels
         kind = (words >> np.uint64(32 + 2 * n)) & np.uint64(1)
         if kind.any():   # overflow markers: marks, not records
