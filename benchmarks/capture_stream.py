@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hilat import protocol as p
+from hilat.link import protocol as p
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "host"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout

@@ -1,4 +1,4 @@
-"""Decoding throughput: the per-frame decoder against the vectorised one (hilat.batch).
+"""Decoding throughput: the per-frame decoder against the vectorised one (hilat.link.batch).
 
 Not a test: figures are printed, nothing is asserted by timing. A clean stream of full EVENTS frames
 as the rig sends them (deltas of 1 byte, a fifth of 2 bytes; 1-byte masks: ~75 records a frame,
@@ -17,8 +17,8 @@ import argparse
 import time
 
 import numpy as np
-from hilat import protocol as p
-from hilat.batch import BatchDecoder
+from hilat.link import protocol as p
+from hilat.link.batch import BatchDecoder
 
 CHUNKS = (256 << 10, 1 << 20)
 

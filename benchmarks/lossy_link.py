@@ -1,6 +1,6 @@
 """The simulated rig driven past its link, raw edges only (issue 32; not a test: figures are printed).
 
-At 2, 4 and 8 times the stimulus rate the link carries (``hilat.link_plan``'s shortest period for
+At 2, 4 and 8 times the stimulus rate the link carries (``hilat.acquisition.link_plan``'s shortest period for
 this rig, halved, quartered, eighthed), 20,000 periodic stimuli each against the model DUT, whose
 responses end well inside the shortest period (so the DUT itself never drops one). Every stimulus
 the run judged (a latency or a miss of stimulus -> ISR) is compared with the DUT's log, stimulus ->
@@ -21,11 +21,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hilat import analysis, link_plan
-from hilat.capture import Capture, CaptureSettings, StimulusSettings
-from hilat.rig import Rig
-from hilat.runs import load_run
-from hilat.transport import Transport
+from hilat import analysis
+from hilat.acquisition import link_plan
+from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.link.rig import Rig
+from hilat.link.transport import Transport
+from hilat.rundir.runs import load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
 from targets import sim, simrig  # noqa: E402

@@ -27,11 +27,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from hilat import protocol as p
 from hilat.engine import ENGINE_HDR, deadline_limit
 from hilat.hdr import HdrHistogram
-from hilat.rig import Rig
-from hilat.transport import Transport
+from hilat.link import protocol as p
+from hilat.link.rig import Rig
+from hilat.link.transport import Transport
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
 from targets import sim, simrig  # noqa: E402

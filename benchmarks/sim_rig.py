@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from hilat.capture import Capture, CaptureSettings, StimulusSettings
-from hilat.rig import Rig
-from hilat.transport import Transport
+from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.link.rig import Rig
+from hilat.link.transport import Transport
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
 from targets import sim, simrig  # noqa: E402

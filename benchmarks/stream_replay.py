@@ -20,9 +20,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from hilat import analysis, runs, udp
-from hilat.capture import _RollingHlog, _Stream
-from hilat.session import Session
+from hilat import analysis
+from hilat.acquisition.capture import _RollingHlog, _Stream
+from hilat.link import udp
+from hilat.link.session import Session
+from hilat.rundir import runs
 
 DECODE_SLOTS = 4096
 

@@ -331,7 +331,7 @@ def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, pro
     parser.add_target_argument("--cable", default=None,
                                help=f"openFPGALoader cable, if not the board's default (-b {programmer_board}).")
     # The rig's SoC: VexRiscv, firmware in ROM, the UART at the rate the board's bridge carries (the
-    # host's --board picks the same rate: hilat.transport.BOARD_BAUDRATES).
+    # host's --board picks the same rate: hilat.link.transport.BOARD_BAUDRATES).
     parser.set_defaults(cpu_type="vexriscv", cpu_variant="standard", uart_baudrate=uart_baudrate,
                         integrated_rom_size=None, integrated_sram_size=0x2000,
                         output_dir=str(board_dir(board)))

@@ -35,7 +35,7 @@ from labgrid.step import step
 from labgrid.util.proxy import proxymanager
 
 from hilat.api import Rig
-from hilat.transport import UDP_COMMAND_PORT
+from hilat.link.transport import UDP_COMMAND_PORT
 
 __all__ = ["HilatDriver", "rig_url"]
 

@@ -5,7 +5,7 @@ plugin and the formats' limits all parse with these, so one text means one thing
 import re
 from dataclasses import dataclass
 
-from hilat import protocol as p
+from hilat.link import protocol as p
 
 # Seconds per unit of a duration; "ticks" is the rig's tick, known only with its tick frequency.
 UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}

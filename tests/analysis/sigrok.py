@@ -6,7 +6,8 @@ import shutil
 import subprocess
 
 import numpy as np
-from hilat import analysis, export
+from hilat import analysis
+from hilat.reports import export
 
 
 def sigrok_cli(*args):

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 from hilat import analysis, units
-from hilat.protocol import PROTOCOL_VERSION
+from hilat.link.protocol import PROTOCOL_VERSION
 
 from gateware.channels import channel_table
 
@@ -21,7 +21,7 @@ RUN_FORMAT = units.RUN_FORMAT_VERSION
 
 def measures_json(definitions, roles=ROLES):
     """meta.json's "measures" for definitions such as "a_to_b=in0..in1" on this rig."""
-    from hilat import measures
+    from hilat.analysis import measures
 
     return [measures.parse(d, roles, TS_HZ, reserved=[k for k, _ in analysis.KINDS]).to_json() for d in definitions]
 
@@ -72,8 +72,8 @@ def write_run(run_dir, edges, label="synthetic", ts_hz=TS_HZ, deadline_ticks=Non
     """A run directory in the current format, written as a capture writes it: through
     ``runs.RunWriter`` (raw.bin, edges.bin, gaps.bin, and samples/ from the capture's streaming
     pairing), then meta.json (``RUN_FORMAT``). ``gaps``: [(start, end, channel mask, reason)] in ticks."""
-    from hilat import runs
-    from hilat.aggregate import StreamingAggregator
+    from hilat.rundir import runs
+    from hilat.statistics.streaming import StreamingAggregator
 
     meta = _meta(label, ts_hz, deadline_ticks, calibration, dut_settings, counters, settings, RUN_FORMAT,
                  **meta_extra)
@@ -157,11 +157,11 @@ def gapped_run(run_dir, fired=None, label="gapped", gaps=(GAPPED_GAP,), **kw):
 
 
 def live_capture(run, gaps=True):
-    """What the live view (hilat.live.LiveView) reads of a capture, for a run read back: its edges
+    """What the live view (hilat.acquisition.live.LiveView) reads of a capture, for a run read back: its edges
     through the capture's StreamingAggregator (with its gaps), no session, no rig status."""
     from types import SimpleNamespace
 
-    from hilat.aggregate import StreamingAggregator
+    from hilat.statistics.streaming import StreamingAggregator
 
     agg = StreamingAggregator(run.roles, run.deadline_mu, run.offset_mu, measures=run.analysis_measures,
                               builtin=run.builtin)
@@ -182,7 +182,7 @@ def live_last_line(capture, kinds):
     """The live view's plain line (off a terminal) after its last update, and its terminal table as text."""
     import io
 
-    from hilat.live import LiveView
+    from hilat.acquisition.live import LiveView
     from rich.console import Console
 
     out = io.StringIO()

@@ -5,11 +5,11 @@ import json
 import numpy as np
 import pytest
 from hilat import analysis
-from hilat.aggregate import StreamingAggregator
+from hilat.analysis.measures import parse as parse_measure
 from hilat.cli import main
 from hilat.hdr import HdrHistogram
-from hilat.measures import parse as parse_measure
-from hilat.runs import load_run
+from hilat.rundir.runs import load_run
+from hilat.statistics.streaming import StreamingAggregator
 from synth import ROLES, dut_edges, measures_json, random_run, write_run
 
 
@@ -238,7 +238,7 @@ class _Sink:
 def test_the_capture_advances_on_a_heartbeat_only_with_no_gap_open():
     """capture._Stream: a heartbeat (complete_before) closes the windows it ends; while frames lost
     on the link wait for the next record (the gap's end), it does nothing."""
-    from hilat.capture import _Stream
+    from hilat.acquisition.capture import _Stream
 
     edges = dut_edges([1000, 5000, 9000], [60, 70, 80], [150, 160, 170])
     t, c, lv = (np.array(x) for x in zip(*edges))

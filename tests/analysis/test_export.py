@@ -6,9 +6,10 @@ import csv
 import numpy as np
 import pytest
 import vcdvcd
-from hilat import analysis, export
+from hilat import analysis
 from hilat.cli import main
-from hilat.runs import load_run
+from hilat.reports import export
+from hilat.rundir.runs import load_run
 from sigrok import check_vcd_with_sigrok
 from synth import dut_edges, measures_json, random_run, write_run
 
@@ -173,7 +174,7 @@ def test_hlog_export_holds_every_latency_per_interval(run, tmp_path):
 def _store_samples(run, stimuli=False):
     """samples/KIND.bin of every kind, as captures wrote them before samples/stimuli.bin; with
     ``stimuli``, the built-in kinds' in samples/stimuli.bin, as the capture writes them now."""
-    from hilat import runs
+    from hilat.rundir import runs
 
     (run.path / "samples").mkdir(exist_ok=True)
     if stimuli:
@@ -226,7 +227,7 @@ def test_unknown_samples_keep_their_row_with_the_flag(tmp_path, stored):
 
 def test_the_timeseries_plot_marks_unknown_windows_apart_from_misses(tmp_path):
     pytest.importorskip("matplotlib")
-    from hilat import plots
+    from hilat.reports import plots
     from synth import gapped_run
 
     run = load_run(gapped_run(tmp_path / "g"))

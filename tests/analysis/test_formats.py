@@ -1,4 +1,4 @@
-"""hilat.formats against the readers of each format: OSADL's plot pipeline (cyclictest -h text), Linaro
+"""hilat.reports.formats against the readers of each format: OSADL's plot pipeline (cyclictest -h text), Linaro
 test-definitions' rt-tests JSON parser and send-to-lava.sh rules, Java HdrHistogram's .hgrm output,
 prometheus_client's parsers. Truths are computed apart: integer tick arithmetic, exact fractions.
 
@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hilat import engine, formats
+from hilat import engine
 from hilat.api import Stats, load
+from hilat.reports import formats
 
 TS_HZ = 150_000_000            # 6.67 ns ticks: whole microseconds are 150 ticks, not a float-exact tick
 TICK_S = 1.0 / TS_HZ

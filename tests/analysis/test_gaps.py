@@ -5,8 +5,8 @@ with the exact pairing wherever the chunk boundaries and the gaps fall."""
 import numpy as np
 import pytest
 from hilat import analysis
-from hilat.aggregate import StreamingAggregator
-from hilat.measures import parse
+from hilat.analysis.measures import parse
+from hilat.statistics.streaming import StreamingAggregator
 from synth import ROLES, TS_HZ, dut_edges
 
 M = analysis.MISSING

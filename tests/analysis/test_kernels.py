@@ -85,7 +85,7 @@ def test_hdr_dense_values_count_as_bucket_indices():
 def test_the_stream_decoders_compiled_pass_equals_its_numpy_one(numpy_only, fraction_bits):
     # Datagrams of 179 records with a lost one between them, sub-tick fractions or none, and a batch
     # with an overflow marker (the compiled pass gives it back to the numpy one): the same batches.
-    from hilat import udp
+    from hilat.link import udp
 
     layout = udp.Layout(6, fraction_bits)
     rng = np.random.default_rng(5)
@@ -174,7 +174,7 @@ def test_pairing_equals_its_numpy_searches(numpy_only):
 
 
 def test_moments_equal_numpys(numpy_only):
-    from hilat.aggregate import _Exact
+    from hilat.statistics.streaming import _Exact
 
     rng = np.random.default_rng(19)
     chunks = [rng.integers(-50, 1 << 30, k).astype(np.int64) for k in (1, 7, 5000, 300)]

@@ -13,9 +13,10 @@ import re
 
 import numpy as np
 import pytest
-from hilat import analysis, api, formats, report
+from hilat import analysis, api
 from hilat.cli import main
-from hilat.runs import load_run
+from hilat.reports import formats, report
+from hilat.rundir.runs import load_run
 from synth import TS_HZ, dut_edges, live_capture, live_last_line, write_run
 
 ISR_TICKS = (30, 10, 40, 20)                 # in firing order

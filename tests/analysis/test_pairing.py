@@ -118,7 +118,7 @@ def test_edges_from_records_vectorised_equals_bitwise_loop():
 
 def test_pulse_widths_per_channel():
     edges = dut_edges(STIM, ISR, TASK) + [(30000, 2, 1)]     # an ISR pulse still open at the end
-    from hilat import measures
+    from hilat.analysis import measures
 
     series = analysis.measure(*arrays(sorted(edges)), ROLES, [measures.parse("w=width:in0", ROLES)],
                               builtin=False).series["w"]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hilat import analysis
 from hilat.cli import main
-from hilat.runs import load_run
+from hilat.rundir.runs import load_run
 from synth import TS_HZ, dut_edges, measures_json, random_run, write_legacy_run, write_run
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "hilat-report.schema.json").read_text())
@@ -203,7 +203,7 @@ def test_bad_run_directories_give_clear_errors(tmp_path, cli, damage, message):
 
 
 def test_events_decoded_from_raw_bin_when_events_csv_is_missing(tmp_path):
-    from hilat import protocol as p
+    from hilat.link import protocol as p
 
     edges = dut_edges([1000, 6000, 11000], [50, 60, None], [140, 150, None])
     records, levels = [], 0

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 from hilat import analysis
-from hilat.plots import faller_forward, faller_inverse, histogram_bins, percentile_curve
+from hilat.reports.plots import faller_forward, faller_inverse, histogram_bins, percentile_curve
 
 
 def test_faller_row_hand_computed():

@@ -6,7 +6,7 @@ the build report states LiteX's divider at the board's sys clock."""
 import re
 
 import pytest
-from hilat.transport import BOARD_BAUDRATES, DEFAULT_BAUDRATE
+from hilat.link.transport import BOARD_BAUDRATES, DEFAULT_BAUDRATE
 
 from targets import board_flow, build_report, colorlight_i5, colorlight_i9, ulx3s
 

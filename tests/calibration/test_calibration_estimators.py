@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from fake_rig import FakeRig, identify
 from hilat import calibration as cal
-from hilat import protocol as p
 from hilat.cli import main
+from hilat.link import protocol as p
 
 TS_HZ = 50_000_000
 
@@ -372,7 +372,7 @@ def test_capture_subtracts_the_offset_from_stimulus_latencies_only(tmp_path):
     response sooner than the rig's own delay is counted (by the capture's streaming pairing) and
     warned about."""
     from fake_rig import capture_script
-    from hilat.capture import Capture, CaptureSettings, StimulusSettings
+    from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
 
     ident = identify()
     cal.Store(tmp_path).update(cal.rig_identity(ident), "loopback",

@@ -165,7 +165,7 @@ def _report(run, *args):
 
 def _stimuli_in_edges_bin(run):
     """Stimulus rises (channel 0) in edges.bin, as the killed capture left it."""
-    from hilat import runs
+    from hilat.rundir import runs
 
     return sum(int(((items["channel"] == 0) & (items["level"] == 1)).sum())
                for items in runs.iter_store(run / "edges.bin", runs.EDGES_MAGIC, runs.EDGE_DTYPE, 1 << 20))
@@ -247,7 +247,7 @@ def _check_disk_full(done, out, reason):
     assert len(errors) == 1 and reason in errors[0], done.stderr
     run = _run_dir(out)
     # What was written is readable: raw.bin decodes, the report reads the run and says what happened.
-    from hilat import runs
+    from hilat.rundir import runs
 
     ticks, _chans, _levels, _counters = runs.read_raw(run / "raw.bin")
     assert len(ticks) > 100

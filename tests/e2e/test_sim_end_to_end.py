@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from hilat.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
 
 from targets import sim
@@ -81,7 +81,7 @@ def test_roles_on_other_pins_and_an_active_low_isr(sim_dir, tmp_path):
     np.testing.assert_array_equal(pairing.isr_latency[missed], -1)
     assert (pairing.isr_duration[~missed] == 20).all()       # the time the pin stays low
     # The run directory keeps the roles: a report of it pairs the same way.
-    from hilat.runs import load_run
+    from hilat.rundir.runs import load_run
 
     run = load_run(capture.run_dir)
     np.testing.assert_array_equal(run.pairing.isr_latency, pairing.isr_latency)
@@ -100,7 +100,7 @@ def test_streaming_path_is_exact_at_any_chunk_boundary(sim_dir, tmp_path, chunk_
     """The capture's own streaming pairing (what it writes to samples/KIND.bin, summary.json and
     the .hlog) equals what the DUT injected, to the tick, whether records reach it one at a time (every
     response in a later chunk than its stimulus), in chunks of 7, or of 1000."""
-    from hilat import runs
+    from hilat.rundir import runs
 
     dut_log = tmp_path / "injected.csv"
     settings = CaptureSettings(count=300, out_dir=tmp_path / "runs", progress=False, label="chunks",

@@ -30,7 +30,7 @@ def eth_sim_dir():
 
 
 def _capture(rig, url, run_dir, label):
-    from hilat.capture import Capture, CaptureSettings, StimulusSettings
+    from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
 
     settings = CaptureSettings(count=N_STIMULI, out_dir=run_dir / "runs", progress=False, label=label,
                                stimulus=StimulusSettings(**STIMULUS))
@@ -39,7 +39,7 @@ def _capture(rig, url, run_dir, label):
 
 def _records(run_dir):
     """A run's records relative to its start tick: (ticks, channels, levels)."""
-    from hilat.runs import load_run
+    from hilat.rundir.runs import load_run
 
     run = load_run(run_dir)
     return run.ticks - int(run.meta["start_tick"]), run.chans, run.levels
@@ -98,7 +98,7 @@ def test_udp_measures_exactly_as_serial_and_the_pcap_is_what_the_host_received(e
     assert stream is not None, meta["counters"]
 
     # stream.bin: every datagram as received (udp.py's slots), in arrival order.
-    from hilat import udp as udp_format
+    from hilat.link import udp as udp_format
 
     received = []
     for slots in udp_format.iter_stream_file(udp["run_dir"] / "stream.bin"):

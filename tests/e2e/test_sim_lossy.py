@@ -8,9 +8,9 @@ import csv
 import json
 
 from hilat import api
-from hilat.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
-from hilat.runs import load_run
+from hilat.rundir.runs import load_run
 
 from targets import sim
 

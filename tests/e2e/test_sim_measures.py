@@ -4,9 +4,9 @@ model logs every interval it produces; the rig must measure exactly those, to th
 
 import numpy as np
 from hilat import analysis
-from hilat.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
-from hilat.runs import load_run
+from hilat.rundir.runs import load_run
 
 from targets import sim
 
@@ -46,7 +46,7 @@ def test_two_stimulus_channels_each_paired_with_its_own(sim_dir, tmp_path):
     stim1 = series.start_mu
     between = np.searchsorted(found.series["stim_to_isr"].start_mu, stim1)
     assert len(np.unique(between)) > 150
-    from hilat import measures
+    from hilat.analysis import measures
 
     wrong = analysis.measure(run.ticks, run.chans, run.levels, run.roles,
                              [measures.parse("irq2=stim0..in2", run.roles)], builtin=False, end_tick=run.end_tick)

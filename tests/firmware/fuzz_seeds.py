@@ -41,7 +41,7 @@ def seeds():
 
 
 def command_seeds():
-    from hilat import protocol as p
+    from hilat.link import protocol as p
 
     sessions = []
     for n_channels in (6, 12):  # the simulated rig's 2 + 4 channels, a board's 2 + 10

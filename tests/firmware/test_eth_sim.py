@@ -14,7 +14,7 @@ import struct
 import time
 
 import pytest
-from hilat import protocol as p
+from hilat.link import protocol as p
 
 from targets import sim
 

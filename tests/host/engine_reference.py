@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 import numpy as np
 from hilat import analysis
-from hilat import protocol as p
 from hilat.hdr import HdrHistogram
+from hilat.link import protocol as p
 
 # The simulated rig's channel table (fake_rig.identify()'s): stim0 stim1 in0=isr in1=task in2 in3=tag.
 TABLE = [("stim0", "stimulus"), ("stim1", "stimulus"), ("in0", "isr"), ("in1", "task"), ("in2", "spare"),

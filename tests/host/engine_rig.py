@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import engine_reference as ref
 from fake_rig import identify
-from hilat import protocol as p
+from hilat.link import protocol as p
 
 from gateware import engine as gateware_engine
 

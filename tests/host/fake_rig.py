@@ -1,4 +1,4 @@
-"""A scripted rig on a local TCP port, speaking the protocol with hilat.protocol's encoders.
+"""A scripted rig on a local TCP port, speaking the protocol with hilat.link.protocol's encoders.
 
 For host tests that need a rig misbehaving on purpose (silent, another version, a dropped link).
 """
@@ -8,7 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
-from hilat import protocol as p
+from hilat.link import protocol as p
 
 # The fake rigs also run as scripts (stream_rig.py, udp_rig.py, engine_rig.py: benchmarks start them):
 # the clone's gateware/ is imported from the clone (it is not installed; docs/architecture.md).

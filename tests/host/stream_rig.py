@@ -51,7 +51,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-from hilat import protocol as p
+from hilat.link import protocol as p
 
 try:
     from fake_rig import identify

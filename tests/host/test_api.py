@@ -167,7 +167,7 @@ def test_baselines_judge_later_runs_and_refuse_another_rig(two_runs, tmp_path, c
 
 
 def test_cli_exports_the_tool_formats(two_runs, capsys):
-    from hilat import formats
+    from hilat.reports import formats
 
     a = two_runs[0]
     run = hilat.load(a)
@@ -202,8 +202,8 @@ def _gapped_truth():
 
 
 def _report_rows(path):
-    from hilat import report
-    from hilat.runs import load_run
+    from hilat.reports import report
+    from hilat.rundir.runs import load_run
 
     doc = report.build_report([load_run(path)])
     return doc["runs"][0]
@@ -211,7 +211,7 @@ def _report_rows(path):
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["exact", "streamed"])
 def test_unknown_windows_are_neither_samples_nor_misses(tmp_path, monkeypatch, streamed):
-    from hilat import report
+    from hilat.reports import report
     from synth import GAPPED_STIM, gapped_run
 
     if streamed:  # the HDR aggregates a long run is read with

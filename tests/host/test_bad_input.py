@@ -5,11 +5,11 @@ import sys
 
 import pytest
 from fake_rig import FakeRig, PtyRig, capture_script
-from hilat import protocol as p
-from hilat.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
-from hilat.rig import Rig, RigError
-from hilat.transport import Transport, TransportError
+from hilat.link import protocol as p
+from hilat.link.rig import Rig, RigError
+from hilat.link.transport import Transport, TransportError
 
 
 def test_wrong_port_names_port_and_cause():

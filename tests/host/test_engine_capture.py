@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from engine_rig import EngineRig
 from fake_rig import FakeRig, capture_script
-from hilat import analysis, api, runs
-from hilat import protocol as p
+from hilat import analysis, api
 from hilat.cli import main
 from hilat.hdr import read_hlog
+from hilat.link import protocol as p
+from hilat.rundir import runs
 from test_reports import SCHEMA
 
 COUNT = 3000
@@ -286,7 +287,7 @@ def test_info_shows_the_engine_and_its_limits(capsys, tmp_path, monkeypatch):
 def test_frames_after_a_reply_in_the_same_read_are_kept():
     # The defect: a command's reply ended the wait and the frames read with it were dropped (the
     # engine's bins that followed an ACK or a STATUS: an interval never closed).
-    from hilat.rig import Rig
+    from hilat.link.rig import Rig
 
     bins = p.EngineBins([(p.ENGINE_ENTRY_CLOSE, 0, 0, 8, 0, 0)])
     overflow = p.Overflow(5, 1)

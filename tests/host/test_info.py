@@ -5,8 +5,8 @@ import json
 
 import pytest
 from fake_rig import FakeRig, identify
-from hilat import protocol as p
 from hilat.cli import main
+from hilat.link import protocol as p
 
 
 def rig_identifying_as(ident):

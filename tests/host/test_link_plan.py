@@ -5,8 +5,9 @@ import logging
 
 import pytest
 from fake_rig import FakeRig, capture_script, identify
-from hilat import analysis, link_plan
-from hilat.capture import Capture, CaptureSettings, StimulusSettings
+from hilat import analysis
+from hilat.acquisition import link_plan
+from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
 
 IDENT = identify()
 ROLES = analysis.Channels.from_table(IDENT.channels)

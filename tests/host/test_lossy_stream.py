@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from fake_rig import FakeRig, capture_script
 from hilat import analysis
-from hilat.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
-from hilat.runs import load_run
-from hilat.session import Session
+from hilat.link.session import Session
+from hilat.rundir.runs import load_run
 
 N = 300
 PERIOD = 1500
@@ -131,7 +131,7 @@ def test_a_rig_reset_mid_run_is_said_and_the_run_up_to_it_kept(tmp_path, capsys)
 
 def test_a_run_of_format_3_reads_without_gaps_and_with_old_samples(tmp_path):
     """Before format 4 a run had no gaps.bin and samples without `unknown` (store version 1)."""
-    from hilat import runs
+    from hilat.rundir import runs
 
     cap = capture(tmp_path)
     (cap.run_dir / "gaps.bin").unlink()

@@ -33,7 +33,8 @@ def test_importing_the_plugin_imports_nothing_of_the_capture():
     import sys
 
     code = ("import sys, hilat.pytest_plugin; "
-            "print(sorted(m for m in ('numpy', 'hilat.api', 'hilat.capture', 'serial') if m in sys.modules))")
+            "print(sorted(m for m in ('numpy', 'hilat.api', 'hilat.acquisition.capture', 'serial') "
+            "if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 

@@ -17,9 +17,9 @@ from engine_reference import (
     synthetic_edges,
 )
 from hilat import engine
-from hilat import protocol as p
 from hilat.hdr import HdrHistogram, read_hlog
-from hilat.runs import OUTLIER_DTYPE, OUTLIERS_MAGIC, iter_store
+from hilat.link import protocol as p
+from hilat.rundir.runs import OUTLIER_DTYPE, OUTLIERS_MAGIC, iter_store
 from test_hdr import JAVA_PERCENTILES, needs_java, parse_java_read, run_java
 
 SHIFT = 16

@@ -1,11 +1,11 @@
-"""hilat.session against a scripted rig: a START the rig refuses as late is tried again further
+"""hilat.link.session against a scripted rig: a START the rig refuses as late is tried again further
 ahead; any other refusal is the caller's error at once."""
 
 import pytest
 from fake_rig import FakeRig, identify
-from hilat import protocol as p
-from hilat.rig import RigError
-from hilat.session import START_ATTEMPTS, Session, start_margin
+from hilat.link import protocol as p
+from hilat.link.rig import RigError
+from hilat.link.session import START_ATTEMPTS, Session, start_margin
 
 
 def rig_refusing_starts(late, code=p.ACK_LATE):

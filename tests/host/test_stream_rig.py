@@ -7,10 +7,10 @@ import subprocess
 import time
 
 import numpy as np
-from hilat import protocol as p
-from hilat import runs
-from hilat.rig import Rig
-from hilat.transport import Transport
+from hilat.link import protocol as p
+from hilat.link.rig import Rig
+from hilat.link.transport import Transport
+from hilat.rundir import runs
 from stream_rig import DEFAULT_PERIOD, StreamRig, capture_command, latencies, pattern_records, records_for, stimuli_for
 
 

@@ -10,9 +10,11 @@ import json
 import numpy as np
 import pytest
 from fake_rig import FakeRig, capture_script
-from hilat import analysis, measures, runs
-from hilat.aggregate import SUBSET_NAMES, StreamingAggregator
+from hilat import analysis
+from hilat.analysis import measures
 from hilat.cli import main
+from hilat.rundir import runs
+from hilat.statistics.streaming import SUBSET_NAMES, StreamingAggregator
 from synth import ROLES, TS_HZ
 
 ISR, TASK, SPARE, TAG = 2, 3, 4, 5

@@ -2,7 +2,7 @@
 not the 192.168.1.50 of the machine (or of another test's namespace)."""
 
 import pytest
-from hilat.transport import Transport, TransportError
+from hilat.link.transport import Transport, TransportError
 
 from targets import netns
 

@@ -10,12 +10,14 @@ import time
 
 import numpy as np
 import pytest
-from hilat import analysis, runs, udp
-from hilat.batch import holes, segments
-from hilat.rig import RigSilent
-from hilat.session import Session
-from hilat.transport import Transport, TransportError, parse_udp_url
-from hilat.udp_receiver import Receiver
+from hilat import analysis
+from hilat.link import udp
+from hilat.link.batch import holes, segments
+from hilat.link.rig import RigSilent
+from hilat.link.session import Session
+from hilat.link.transport import Transport, TransportError, parse_udp_url
+from hilat.link.udp_receiver import Receiver
+from hilat.rundir import runs
 from stream_rig import StreamRig, capture_command, records_for
 from udp_rig import UdpRig, UdpRigProcess
 
@@ -235,7 +237,7 @@ def drop_every_tenth(datagrams):
 
 
 def test_lossy_udp_capture_states_its_losses_and_replays_from_stream_bin(tmp_path):
-    from hilat.capture import Capture, CaptureSettings, StimulusSettings
+    from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
 
     stimuli = 1500
     settings = CaptureSettings(count=stimuli, out_dir=tmp_path, progress=False, deadline_ticks=100,
@@ -308,7 +310,7 @@ def test_a_run_without_stimulus_restarts_the_stream_with_a_start_of_mask_0(tmp_p
 
 
 def test_a_receiver_that_ends_on_its_own_is_a_clear_error_after_what_it_wrote(tmp_path):
-    from hilat.udp_receiver import StreamLink
+    from hilat.link.udp_receiver import StreamLink
 
     ticks, ch, lv = records(2 * FULL)
     link = StreamLink(tmp_path / "stream.bin", LAYOUT, SESSION, bind_ip="127.0.0.1")

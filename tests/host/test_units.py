@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hilat import runs
+from hilat.rundir import runs
 from hilat.units import RUN_FORMAT_VERSION, RunUnit
 
 HOST = Path(__file__).parents[2] / "host" / "hilat"
@@ -100,7 +100,7 @@ V4_META = {
 def test_a_run_of_the_previous_format_reads_with_the_same_unit(tmp_path):
     """Run format 5 adds meta.json's "unit"; a version 4 run (without it) reads with the unit its
     time_unit and rig give, its values unchanged; a version from a newer hilat is refused in one line."""
-    from hilat import report
+    from hilat.reports import report
 
     old = tmp_path / "v4"
     old.mkdir()

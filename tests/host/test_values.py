@@ -4,9 +4,10 @@ import argparse
 
 import hilat
 import pytest
-from hilat import measures, values
-from hilat import protocol as p
+from hilat import values
+from hilat.analysis import measures
 from hilat.cli import TimeValue
+from hilat.link import protocol as p
 from hilat.values import TICKS, DurationError, parse_duration
 
 TS_HZ = 50e6

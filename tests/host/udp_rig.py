@@ -37,8 +37,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from hilat import protocol as p
-from hilat import udp
+from hilat.link import protocol as p
+from hilat.link import udp
 
 try:
     import stream_rig

@@ -15,7 +15,7 @@ import random
 import re
 from pathlib import Path
 
-from hilat import protocol as p
+from hilat.link import protocol as p
 
 OUT = Path(__file__).resolve().parent.parent / "vectors"
 U64 = (1 << 64) - 1

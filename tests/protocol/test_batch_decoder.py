@@ -1,4 +1,4 @@
-"""The vectorised decoder (hilat.batch) against the per-frame one (protocol.FrameDecoder): the same
+"""The vectorised decoder (hilat.link.batch) against the per-frame one (protocol.FrameDecoder): the same
 records, the same other frames, the same counters and state, on clean streams cut anywhere and on
 every kind of damage; and, per feature, a hand-built case with its expected value."""
 
@@ -7,8 +7,8 @@ import zlib
 
 import numpy as np
 import pytest
-from hilat import protocol as p
-from hilat.batch import BatchDecoder, RecordBatch
+from hilat.link import protocol as p
+from hilat.link.batch import BatchDecoder, RecordBatch
 
 MASK64 = (1 << 64) - 1
 OTHERS = [p.Ack(3, 0, "ok"), p.Time(4, 123456789), p.Overflow(99, 0b101), p.Status(1, 2, 3, 0, [0, 1, 2], [1])]

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hilat import protocol as p
+from hilat.link import protocol as p
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "tests" / "vectors"
@@ -663,7 +663,7 @@ def test_engine_fixed_bodies_malformed():
 
 def test_batch_decoder_passes_engine_frames():
     """EVENTS records come out as arrays, the engine frames in order among the other frames."""
-    from hilat import batch
+    from hilat.link import batch
 
     stats = p.EngineStats(3, 1, 5, 0, 0, 0, 6, 8, 16, 2305, [p.EngineKindStats(*range(11))] * 3)
     msgs = [p.Events(100, [(100 + k, 1, 1) for k in range(50)]), p.EngineBins([(0, 2, 1, 4, 77, 9)]),

@@ -1,10 +1,10 @@
-"""What a calibration collects from its ``hilat.session.Session`` (the records of the channels it
+"""What a calibration collects from its ``hilat.link.session.Session`` (the records of the channels it
 enabled), and the channel a calibration source is wired to."""
 
 import numpy as np
 
-from hilat.batch import join_records
 from hilat.calibration.store import CalibrationError
+from hilat.link.batch import join_records
 
 # The default role of the input a loopback jumper or a 1PPS is wired to (the rig's channel table).
 CALIBRATION_ROLE = "spare"

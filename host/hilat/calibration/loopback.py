@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from hilat import analysis
-from hilat import protocol as p
 from hilat.calibration.listener import RecordCollector, check_input, end_collection
 from hilat.calibration.store import CalibrationError, made_now
-from hilat.rig import RigError
+from hilat.link import protocol as p
+from hilat.link.rig import RigError
 
 log = logging.getLogger("hilat")
 

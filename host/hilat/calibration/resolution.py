@@ -121,8 +121,8 @@ def run_resolution(session, channel, edges, idle_timeout=10.0, progress=None):
     """Collect ``edges`` edges (both directions) on input ``channel``; returns their positions."""
     from hilat.calibration.listener import RecordCollector, check_input, end_collection
     from hilat.calibration.store import CalibrationError
-    from hilat.protocol import CAPTURE_ENABLE, CAPTURE_FALL, CAPTURE_RISE
-    from hilat.rig import RigError
+    from hilat.link.protocol import CAPTURE_ENABLE, CAPTURE_FALL, CAPTURE_RISE
+    from hilat.link.rig import RigError
 
     ident = session.identity
     if ident.samples_per_tick == 1:

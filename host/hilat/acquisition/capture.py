@@ -1,11 +1,11 @@
 """``hilat capture``: configure the rig, run stimuli, stream every edge to a run directory.
 
 The capture is a stream (docs/analysis.md, "Streaming capture"): bytes -> raw.bin -> records
-(``hilat.batch``, as arrays) -> edges -> edges.bin and the streaming pairing
+(``hilat.link.batch``, as arrays) -> edges -> edges.bin and the streaming pairing
 (``aggregate.StreamingAggregator``) -> samples/KIND.bin, the rolling .hlog and the live view. Memory
 is flat however long the run: nothing holds the records. At the end (or on SIGUSR1, as an interim)
 summary.json and summary.txt are rendered from the aggregates, without reading the run back.
-The run directory's layout is in ``hilat.runs``.
+The run directory's layout is in ``hilat.rundir.runs``.
 
 On-rig (``CaptureSettings.on_rig``, docs/engine.md): the rig's engine pairs and bins; its frames go
 to ``engine.RigHistograms`` (hlog/rig.hlog, outliers.bin, engine.json) and the summary comes from
@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 
 from hilat import analysis, calibration, units
-from hilat import protocol as p
-from hilat.aggregate import SampleOutOfRange
-from hilat.rig import RigError, RigSilent
-from hilat.session import Session
-from hilat.transport import DEFAULT_BAUDRATE, TransportError
+from hilat.link import protocol as p
+from hilat.link.rig import RigError, RigSilent
+from hilat.link.session import Session
+from hilat.link.transport import DEFAULT_BAUDRATE, TransportError
+from hilat.statistics.streaming import SampleOutOfRange
 from hilat.values import format_ticks
 
 log = logging.getLogger("hilat")
@@ -68,7 +68,7 @@ class CaptureSettings:
     # Roles moved from the rig's defaults ({role: channel name or number}) and active-low inputs.
     roles: dict = field(default_factory=dict)
     active_low: list = field(default_factory=list)
-    # Measurement definitions (hilat.measures: "NAME=A..B", "NAME=period:A", "NAME=width:A").
+    # Measurement definitions (hilat.analysis.measures: "NAME=A..B", "NAME=period:A", "NAME=width:A").
     measures: list = field(default_factory=list)
     # No stimulus at all: the rig only timestamps (DUT-paced tests); the measures are the kinds.
     no_stimulus: bool = False
@@ -124,7 +124,7 @@ def plan(settings, ident):
     """What a capture with ``settings`` does on the rig ``ident`` (its IDENTIFY): (roles, measures,
     {stimulus channel: StimulusSettings} to fire, (channel, level) of the edge --count counts).
     Raises ValueError naming what does not fit this rig."""
-    from hilat import measures
+    from hilat.analysis import measures
 
     s = settings
     roles = _roles(s, ident)
@@ -290,7 +290,7 @@ class _Stream:
 
     def __init__(self, writer, roles, measures, builtin, deadline, offset_mu, pace, mu_hz, hlog=None,
                  chunk_records=None, on_new_max=None, subticks=None):
-        from hilat.aggregate import StreamingAggregator
+        from hilat.statistics.streaming import StreamingAggregator
 
         self.writer = writer
         self.pace_channel, self.pace_level = pace
@@ -545,7 +545,7 @@ class Capture:
     def _check_link(self):
         """One line before the start when the raw edges will not fit through the link (docs/analysis.md,
         "Gaps"); the plan is kept in meta.json."""
-        from hilat import link_plan
+        from hilat.acquisition import link_plan
 
         if self.settings.on_rig or not self.settings.raw or not self._fired:
             return
@@ -558,7 +558,7 @@ class Capture:
             log.warning("%s", self.link_plan.warning())
 
     def _open_stream(self):
-        from hilat import live as live_view
+        from hilat.acquisition import live as live_view
 
         builtin = not self.settings.no_stimulus
         kinds = list(analysis.kind_titles(self._roles, self._measures, builtin))
@@ -690,7 +690,7 @@ class Capture:
         self._interim_requested = True
 
     def run(self):
-        from hilat.runs import RunError, RunWriter
+        from hilat.rundir.runs import RunError, RunWriter
 
         try:
             self.run_dir = self._make_run_dir()
@@ -824,7 +824,7 @@ class Capture:
 
     def load(self):
         """The run directory just written, as ``runs.Run`` (its edges read on first use)."""
-        from hilat.runs import load_run
+        from hilat.rundir.runs import load_run
 
         return load_run(self.run_dir)
 
@@ -1020,7 +1020,8 @@ class Capture:
     def _write_summaries(self, meta, interim=False):
         """summary.json (the report document of ``hilat report --format json``, schema in
         docs/hilat-report.schema.json) and summary.txt, from the aggregates: nothing is read back."""
-        from hilat import report, runs
+        from hilat.reports import report
+        from hilat.rundir import runs
 
         run = runs.run_from_meta(self.run_dir, meta, edges=())
         aggregates = self.stream.aggregator

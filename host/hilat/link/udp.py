@@ -29,8 +29,8 @@ from typing import NamedTuple
 import numpy as np
 
 from hilat import kernels
-from hilat import protocol as p
-from hilat.batch import RecordBatch
+from hilat.link import protocol as p
+from hilat.link.batch import RecordBatch
 
 MAGIC = 0x54414C48              # b"HLAT" little-endian
 VERSION = 1

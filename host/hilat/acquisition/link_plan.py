@@ -14,7 +14,7 @@ loses edges in the gateware, and every window they touch is unknown).
 
 from dataclasses import dataclass
 
-from hilat import protocol as p
+from hilat.link import protocol as p
 
 # The rig's firmware drains the FIFO, frames and sends a record in about this many sys cycles
 # (VexRiscv "standard", the firmware as built), measured on the simulated rig (the same CPU and

@@ -2,8 +2,8 @@
 
 Every byte read from the transport is handed to ``raw_sink`` (the run's raw file) *before* it is
 decoded, so nothing the rig sent is lost to a decoder bug. EVENTS records are decoded into arrays
-(``hilat.batch``); records that arrive while a command waits for its reply are kept, in order, for
-the next ``read()``. ``hilat.session`` builds the acquisition on top.
+(``hilat.link.batch``); records that arrive while a command waits for its reply are kept, in order, for
+the next ``read()``. ``hilat.link.session`` builds the acquisition on top.
 
 Over a datagram link (udp://) a command whose reply has not come after ``RESEND_S`` is sent again,
 the same seq and bytes (the firmware answers a repeat with its stored reply and does not execute it
@@ -14,9 +14,9 @@ the command's timeout: then RigSilent says how often it was sent.
 import logging
 import time
 
-from hilat import protocol as p
-from hilat.batch import BatchDecoder, join_records
-from hilat.transport import TransportError
+from hilat.link import protocol as p
+from hilat.link.batch import BatchDecoder, join_records
+from hilat.link.transport import TransportError
 
 log = logging.getLogger("hilat")
 
@@ -193,7 +193,7 @@ class Rig:
 
 def _at_baud(transport):
     """The rate a serial port was opened at, and each board's: a rig at another rate reads as silence."""
-    from hilat.transport import BOARD_BAUDRATES
+    from hilat.link.transport import BOARD_BAUDRATES
 
     baud = getattr(transport, "baudrate", None)
     if baud is None:

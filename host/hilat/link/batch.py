@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hilat import protocol as p
+from hilat.link import protocol as p
 
 _PAD = 256  # zero bytes after a piece: a code-byte chain or record walk that runs past its end stops there
 _ULEB_MAX = 10  # bytes of the longest uleb128 delta (64 bits)

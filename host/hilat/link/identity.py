@@ -3,7 +3,7 @@
 
 import ipaddress
 
-from hilat import protocol as p
+from hilat.link import protocol as p
 
 # IDENTIFY's capability bits, by the name they are shown with.
 CAPABILITIES = [("dither", p.CAP_DITHER), ("random", p.CAP_RANDOM), ("burst", p.CAP_BURST),

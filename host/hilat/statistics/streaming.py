@@ -8,7 +8,7 @@
 - an HDR histogram (``hilat.hdr``, 3 significant digits by default) for the median and percentiles,
   each within 10^-sf relative of the exact value (the highest value equivalent to the exact one).
 
-Every kind (built-in and defined, ``hilat.measures``) is aggregated the same way. Memory is
+Every kind (built-in and defined, ``hilat.analysis.measures``) is aggregated the same way. Memory is
 constant in the run length: the histograms, and a carried tail of edges from each kind's
 second-to-last start edge on (a window needs the next start; an ISR duration may run past it), with
 the tag's level before it. A response pulse longer than two stimulus intervals loses its duration

@@ -23,8 +23,8 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from hilat import analysis
-from hilat import protocol as p
 from hilat.hdr import HdrHistogram, HlogWriter
+from hilat.link import protocol as p
 
 # The histogram the rig indexes into: 1 tick .. 2**24 - 1 ticks, 2 significant digits.
 ENGINE_HDR = dict(lowest=1, highest=2**24 - 1, significant_figures=2)
@@ -226,7 +226,7 @@ class RigHistograms:
         self._reference = self.origin_tick >> self.shift
         self._hlog = self._outliers = None
         if run_dir is not None:
-            from hilat.runs import OUTLIER_DTYPE, OUTLIERS_MAGIC, StoreAppender
+            from hilat.rundir.runs import OUTLIER_DTYPE, OUTLIERS_MAGIC, StoreAppender
 
             (Path(run_dir) / "hlog").mkdir(parents=True, exist_ok=True)
             start_time = time.time() if start_time is None else start_time

@@ -6,7 +6,7 @@ Layout (docs/analysis.md, "Run directory"):
                      udp://, the command link's datagrams: replies and frames, one after the other);
 - ``stream.bin``     udp:// only: every datagram of the Ethernet stream as received, in fixed slots
                      with its length and receive time, written before anything decodes it
-                     (``hilat.udp``; decoded again with meta.json's rig and ``counters.stream.session``);
+                     (``hilat.link.udp``; decoded again with meta.json's rig and ``counters.stream.session``);
 - ``edges.bin``      the decoded edges as they arrive: a 16-byte header (``HILATEDG``, format version,
                      item size), then fixed-width little-endian items ``EDGE_DTYPE`` (tick, channel,
                      level), in tick order;
@@ -44,8 +44,8 @@ from pathlib import Path
 import numpy as np
 
 from hilat import analysis, units
-from hilat import protocol as p
-from hilat.measures import Measure, MeasureError
+from hilat.analysis.measures import Measure, MeasureError
+from hilat.link import protocol as p
 
 EDGES_MAGIC = b"HILATEDG"
 SAMPLES_MAGIC = b"HILATSMP"
@@ -699,7 +699,7 @@ def read_events_csv(path):
 def stream_of(meta):
     """How to decode a udp:// run's stream.bin: {"layout": udp.Layout, "session": id} from its meta.json
     (None for a run without a stream)."""
-    from hilat import udp
+    from hilat.link import udp
 
     stream = (meta.get("counters") or {}).get("stream")
     rig = meta.get("rig") or {}
@@ -719,7 +719,7 @@ def read_raw(path, subticks=None, with_gaps=False, stream=None):
     (``analysis.Gaps``: overflow markers and frames lost, as the capture found them; one still open
     at the end runs to the end). ``stream`` (``stream_of(meta)``): the stream.bin beside it is decoded
     too, after raw.bin's records (a udp:// capture's edges; its counters as the decoder's "stream")."""
-    from hilat.batch import BatchDecoder
+    from hilat.link.batch import BatchDecoder
 
     decoder = BatchDecoder()
     tracker = analysis.GapTracker(subticks.units_per_tick if subticks is not None else 1)
@@ -731,7 +731,7 @@ def read_raw(path, subticks=None, with_gaps=False, stream=None):
     counters = decoder.counters()
     stream_path = Path(path).parent / "stream.bin"
     if stream is not None and stream_path.exists():
-        from hilat import udp
+        from hilat.link import udp
 
         stream_decoder = udp.StreamDecoder(stream["layout"], session=stream.get("session"))
         try:
@@ -754,7 +754,7 @@ def read_raw(path, subticks=None, with_gaps=False, stream=None):
 def _replay(batch, tracker, parts, subticks):
     """One RecordBatch of a replay: its holes to ``tracker`` in stream order, its edges to ``parts``;
     returns the gaps it closed."""
-    from hilat.batch import holes, segments
+    from hilat.link.batch import holes, segments
 
     closed = []
     for lo, hi, what in segments(len(batch.ticks), holes(batch.marks)):

@@ -1,5 +1,5 @@
 """The stream's receiver: a loop that does nothing but ``recvmmsg`` (Linux, through ctypes) into a
-preallocated batch of slots and append them to the run's ``stream.bin`` (``hilat.udp``), raw first.
+preallocated batch of slots and append them to the run's ``stream.bin`` (``hilat.link.udp``), raw first.
 
 Why a loop of its own and a file between it and the decoder: the rig sends ~81 k datagrams/s at
 line rate whatever the host does; a datagram the socket buffer cannot take is lost for good. The
@@ -32,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hilat import kernels, udp
+from hilat import kernels
+from hilat.link import udp
 
 log = logging.getLogger("hilat")
 
@@ -216,10 +217,11 @@ class ReceiverProcess:
             os.close(create_stream_file(path))   # the header, before the child appends
             # The child imports this hilat, wherever it was imported from (an installed package or
             # a checkout on sys.path).
-            package_root = str(Path(__file__).resolve().parents[1])
+            package_root = str(Path(__file__).resolve().parents[2])
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root,
                                                                              os.environ.get("PYTHONPATH")]))}
-            self.proc = subprocess.Popen([sys.executable, "-m", "hilat.udp_receiver", str(path), str(sock.fileno())],
+            argv = [sys.executable, "-m", "hilat.link.udp_receiver", str(path), str(sock.fileno())]
+            self.proc = subprocess.Popen(argv,
                                          pass_fds=[sock.fileno()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, env=env)
         finally:
@@ -255,7 +257,7 @@ class ReceiverProcess:
 
 
 def _child(path, fd):
-    """``python -m hilat.udp_receiver PATH FD``: the receiver on the socket FD until stdin ends."""
+    """``python -m hilat.link.udp_receiver PATH FD``: the receiver on the socket FD until stdin ends."""
     try:   # before the pairing and whatever else the host runs: a datagram not taken in time is lost
         os.nice(RECEIVER_NICE)
     except OSError:
@@ -400,7 +402,7 @@ class StreamLink:
     def _check_receiver(self):
         proc = getattr(self.receiver, "proc", None)
         if proc is not None and proc.poll() is not None and not self.backlog:
-            from hilat.transport import TransportError
+            from hilat.link.transport import TransportError
 
             code = proc.returncode
             self.receiver.stop()

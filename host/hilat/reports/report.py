@@ -81,7 +81,7 @@ def _aggregate_statistics(agg, mu_ns):
 
 def stream_aggregate(run, significant_figures=3):
     """A ``StreamingAggregator`` fed with every edge of ``run``, chunk by chunk (bounded memory)."""
-    from hilat.aggregate import StreamingAggregator
+    from hilat.statistics.streaming import StreamingAggregator
 
     agg = StreamingAggregator(run.roles, run.deadline_mu, run.offset_mu, significant_figures=significant_figures,
                               measures=run.analysis_measures, builtin=run.builtin)
@@ -210,7 +210,7 @@ def run_summary(run, hdr=None, aggregator=None):
 def _on_rig_aggregates(run):
     """An on-rig run's results as aggregates: the engine's, kept in engine.json."""
     from hilat.engine import RigAggregates, RigHistograms
-    from hilat.runs import RunError
+    from hilat.rundir.runs import RunError
 
     try:
         doc = json.loads((run.path / "engine.json").read_text())

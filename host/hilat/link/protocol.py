@@ -67,7 +67,7 @@ MODE_BURST = 3
 MODE_ONESHOT = 4
 
 # Protocol version 1 had no channel table in IDENTIFY: its channels were fixed, as here. Only run
-# directories written by a version-1 hilat need it (hilat.runs reads them).
+# directories written by a version-1 hilat need it (hilat.rundir.runs reads them).
 V1_CHANNEL_TABLE = [("stim0", "stimulus"), ("stim1", "stimulus"), ("isr", "isr"), ("task", "task"),
                     ("spare", "spare"), ("tag", "tag")]
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hilat import kernels
-from hilat.measures import MISSING, Series, channel_bit, compute
+from hilat.analysis.measures import MISSING, Series, channel_bit, compute
 
 # (key, title, measured from the stimulus?)  Keys are stable: they name columns and JSON fields.
 KINDS = [
@@ -709,7 +709,7 @@ def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=Non
             tag_level=None, gaps=None):
     """:class:`Measurements` of a capture: the built-in kinds (``builtin``: a stimulus fired; see
     :func:`pair`, also for ``tag_level`` and ``gaps``) and each measurement definition
-    (``hilat.measures``)."""
+    (``hilat.analysis.measures``)."""
     groups = EdgeGroups(ticks, chans, levels)
     last = end_tick if end_tick is not None else groups.last_tick + 1
     series = {}

@@ -19,7 +19,7 @@ import signal
 import sys
 from pathlib import Path
 
-from hilat.plots import PLOT_TITLES as _PLOT_TITLES  # the HTML report's plot titles (cmd_demo, cmd_report)
+from hilat.reports.plots import PLOT_TITLES as _PLOT_TITLES  # the HTML report's plot titles (cmd_demo, cmd_report)
 from hilat.values import STIMULUS_MODES, TICKS, DurationError, parse_duration
 
 log = logging.getLogger("hilat")
@@ -118,7 +118,7 @@ def _dut_setting(text):
 
 
 def _add_link_options(parser):
-    from hilat.transport import BOARD_BAUDRATES, DEFAULT_BAUDRATE
+    from hilat.link.transport import BOARD_BAUDRATES, DEFAULT_BAUDRATE
 
     rates = ", ".join(f"{board} {rate}" for board, rate in BOARD_BAUDRATES.items())
     parser.add_argument("--baud", type=_positive_int, default=None, metavar="RATE",
@@ -130,7 +130,7 @@ def _add_link_options(parser):
 
 def _open(url, args):
     """The transport to the rig at ``url`` with the command's link options."""
-    from hilat.transport import DEFAULT_BAUDRATE, Transport
+    from hilat.link.transport import DEFAULT_BAUDRATE, Transport
 
     baud = getattr(args, "baud", None)
     if baud is not None and url.startswith(("socket://", "udp://")):
@@ -248,8 +248,8 @@ def _capture_kwargs(args, default_count=2000):
 
 
 def cmd_info(args):
-    from hilat import identity
     from hilat.api import Rig
+    from hilat.link import identity
 
     with Rig(args.url, baud=args.baud, calibration_dir=args.calibration_dir) as rig:
         info = rig.identity
@@ -376,9 +376,9 @@ def cmd_demo(args):
         if run_dir and kept and kept.exists():
             (run_dir / kept.name).write_bytes(kept.read_bytes())
     if code == 0 and run_dir:
-        from hilat import plots, report
         from hilat.extras import MissingExtra
-        from hilat.runs import load_run
+        from hilat.reports import plots, report
+        from hilat.rundir.runs import load_run
 
         run = load_run(run_dir)
         try:
@@ -394,7 +394,7 @@ def cmd_demo(args):
 
 
 def _load_runs(paths):
-    from hilat.runs import load_run
+    from hilat.rundir.runs import load_run
 
     return [load_run(p) for p in paths]
 
@@ -408,7 +408,7 @@ def _write_output(text, path):
 
 
 def cmd_report(args):
-    from hilat import plots, report
+    from hilat.reports import plots, report
 
     if args.hdr and (args.plots or args.html):
         raise UsageError("--hdr keeps no samples, so it cannot draw plots: leave out --plots/--html")
@@ -449,7 +449,8 @@ def _is_baseline(path):
 
 
 def cmd_compare(args):
-    from hilat import api, report
+    from hilat import api
+    from hilat.reports import report
 
     if args.save_baseline:
         if args.run_b is not None or _is_baseline(args.run_a):
@@ -513,8 +514,9 @@ def _started(run):
 
 
 def _export_tool_formats(run_dir, args, wanted):
-    """The formats of ``TOOL_FORMATS`` asked for, from the run's statistics (``hilat.formats``)."""
-    from hilat import api, formats
+    """The formats of ``TOOL_FORMATS`` asked for, from the run's statistics (``hilat.reports.formats``)."""
+    from hilat import api
+    from hilat.reports import formats
 
     run = api.load(run_dir)
     stats = formats.stats_of(run)
@@ -550,7 +552,7 @@ def _export_tool_formats(run_dir, args, wanted):
 
 
 def cmd_export(args):
-    from hilat import export
+    from hilat.reports import export
 
     (run,) = _load_runs([args.run])
     tool = {w: getattr(args, w.replace("-", "_")) for w, _, _ in TOOL_FORMATS
@@ -598,7 +600,7 @@ def cmd_export(args):
 
 
 def _vcd_unit(text):
-    from hilat.export import parse_vcd_unit
+    from hilat.reports.export import parse_vcd_unit
 
     try:
         return parse_vcd_unit(text)
@@ -737,7 +739,7 @@ def _store(args, calibration, ident, part, result):
 
 def cmd_calibrate_loopback(args):
     from hilat import calibration
-    from hilat.session import Session
+    from hilat.link.session import Session
 
     with Session(args.url, transport=_open(args.url, args)) as session:
         ident = session.identity
@@ -771,7 +773,7 @@ def cmd_calibrate_loopback(args):
 def cmd_calibrate_resolution(args):
     from hilat import calibration
     from hilat.calibration import resolution
-    from hilat.session import Session
+    from hilat.link.session import Session
 
     with Session(args.url, transport=_open(args.url, args)) as session:
         ident = session.identity
@@ -793,7 +795,7 @@ def cmd_calibrate_resolution(args):
 
 def cmd_calibrate_clock(args):
     from hilat import calibration
-    from hilat.session import Session
+    from hilat.link.session import Session
 
     with Session(args.url, transport=_open(args.url, args)) as session:
         ident = session.identity
@@ -965,7 +967,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if getattr(args, "board", None) is not None:
         # --board is only the default of --baud: every command below reads args.baud.
-        from hilat.transport import baudrate_for
+        from hilat.link.transport import baudrate_for
 
         args.baud = baudrate_for(args.board, args.baud)
     # Our messages at INFO; other libraries' (LiteX's build chatter) only when they matter.
@@ -974,10 +976,10 @@ def main(argv=None):
     log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
     from hilat import shutdown
     from hilat.extras import MissingExtra
-    from hilat.rig import RigError
-    from hilat.runs import RunError
+    from hilat.link.rig import RigError
+    from hilat.link.transport import TransportError
+    from hilat.rundir.runs import RunError
     from hilat.simulator import SimulatorUnavailable
-    from hilat.transport import TransportError
     try:
         # SIGTERM and SIGHUP stop a command as Ctrl-C does: the simulator it started is stopped, a
         # capture keeps what it captured (hilat.shutdown); the exit status is then 128 + the signal.

@@ -8,7 +8,7 @@ The rig's measurement engine (docs/engine.md) is configured here too; its frames
 order, to ``engine_sink`` (an on-rig capture's ``engine.RigHistograms.feed``).
 
 Over udp:// the raw edges come as datagrams apart from the commands (docs/ethernet.md): ``open_stream``
-starts the receiver (``hilat.udp_receiver``, into the run's stream.bin) and sends STREAM_CONFIG;
+starts the receiver (``hilat.link.udp_receiver``, into the run's stream.bin) and sends STREAM_CONFIG;
 ``poll`` hands the stream's records to the consumer after the command link's, with its holes as
 ``on_gap``; ``close_stream`` asks the rig what it sent (STREAM_STATUS), disables the stream and
 decodes the rest.
@@ -19,10 +19,10 @@ import logging
 import secrets
 import time
 
-from hilat import protocol as p
-from hilat.rig import Rig, RigError, RigSilent
+from hilat.link import protocol as p
+from hilat.link.rig import Rig, RigError, RigSilent
+from hilat.link.transport import DEFAULT_BAUDRATE, Transport
 from hilat.shutdown import uninterrupted
-from hilat.transport import DEFAULT_BAUDRATE, Transport
 from hilat.values import stimulus_mode
 
 log = logging.getLogger("hilat")
@@ -208,8 +208,8 @@ class Session:
     def open_stream(self, path, flush_us=100, heartbeat_ms=100):
         """udp://: the receiver on this host's address toward the rig (into ``path``, stream.bin), a
         random session, and STREAM_CONFIG enabling the stream to it (it restarts at START)."""
-        from hilat import udp
-        from hilat.udp_receiver import StreamLink
+        from hilat.link import udp
+        from hilat.link.udp_receiver import StreamLink
 
         ident = self.identity
         ethernet = getattr(ident, "ethernet", None)
@@ -320,7 +320,7 @@ class Session:
         """Records to ``consumer``, split at the holes among them (``on_gap``); returns how many.
         ``edges``: the records' edges worked out already (``RecordBatch.edges``), given to a consumer
         that takes them (``takes_edges``) as ``edges=`` beside each piece's records."""
-        from hilat.batch import holes, segments
+        from hilat.link.batch import holes, segments
 
         n = len(ticks)
         on_gap = getattr(consumer, "on_gap", None)

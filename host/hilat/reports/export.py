@@ -25,7 +25,7 @@ SAMPLES_JSON_FORMAT, SAMPLES_JSON_VERSION = "hilat-samples", 1
 def _sample_items(run, kind, chunk=1 << 20):
     """The samples of ``kind`` as ``runs.SAMPLE_DTYPE`` chunks: as the capture stored them
     (samples/KIND.bin, streamed), or computed from the edges for a run without them."""
-    from hilat import runs
+    from hilat.rundir import runs
 
     if run.has_stored_samples():
         yield from run.iter_samples(kind, chunk=chunk)
@@ -207,7 +207,7 @@ def write_rig_hlog(run, path, kind="stim_to_isr", interval_s=None):
     spanning its engine intervals. Lines untagged, as ``write_hlog`` writes them. Returns the number of
     intervals written; ValueError names what cannot be done."""
     from hilat import hdr
-    from hilat.runs import RunError
+    from hilat.rundir.runs import RunError
 
     if kind not in run.kind_titles:
         raise ValueError(f"the run has no kind {kind!r} (kinds: {', '.join(run.kind_titles)})")

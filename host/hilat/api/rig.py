@@ -1,0 +1,269 @@
+"""The rig: capture settings, capture, and the simulated rig: part of ``hilat.api`` (its docstring has the whole)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hilat import shutdown, values
+from hilat.api.run import Run
+from hilat.api.stats import SettingsError, _ticks, parse_duration
+
+log = logging.getLogger("hilat")
+
+
+# ---- the rig --------------------------------------------------------------------------------------------
+
+def capture_settings(ts_hz: float, *, count: int | None = None, duration=None, deadline=None, mode: str = "dither",
+                     period="100us", jitter="20us", mean=None, width="10 ticks", burst_count: int = 1,
+                     burst_spacing="10 ticks", seed: int = 1, invert: bool = False, glitch: int = 0,
+                     roles: dict | None = None, active_low=(), measures=(), no_stimulus: bool = False,
+                     also_fire=(), on_rig: bool = False, raw: bool | None = None, interval_shift: int = 24,
+                     outliers: dict | None = None, trigger: tuple | None = None, trigger_on_late: bool = False,
+                     trigger_width=None, label: str = "", out_dir="runs", progress: bool = False,
+                     default_count: int = 2000):
+    """``capture.CaptureSettings`` from typed settings; durations in seconds or with a unit
+    (``parse_duration``), ``trigger`` = (response "isr"/"task", time). Raises ValueError on a
+    combination that cannot run."""
+    from hilat.acquisition.capture import CaptureSettings, StimulusSettings
+
+    if count is not None and (not isinstance(count, int) or count <= 0):
+        raise ValueError(f"count must be a whole number > 0, got {count!r}")
+    values.stimulus_mode(mode)
+    period_t = _ticks(period, ts_hz)
+    probability = 0
+    if mode == "random":
+        if mean is None:
+            raise ValueError("mode random needs mean (the mean interval)")
+        mean_t = _ticks(mean, ts_hz)
+        if mean_t <= period_t:
+            raise ValueError("mean must be longer than period (the hold-off)")
+        # interval = hold-off + geometric(p) failures: mean = P + (1-p)/p  =>  p = 1/(mean - P + 1)
+        probability = min(int(round(2**32 / (mean_t - period_t + 1))), 2**32 - 1)
+    if no_stimulus and not measures:
+        raise ValueError("no_stimulus measures nothing by itself: give at least one measure")
+    if raw and not on_rig:
+        raise ValueError("raw goes with on_rig (without it a capture streams the raw edges anyway)")
+    if (trigger_on_late or trigger_width is not None) and trigger is None:
+        raise ValueError("trigger_on_late and trigger_width go with trigger")
+    stim = StimulusSettings(mode=mode, period=period_t, jitter=_ticks(jitter, ts_hz) if mode == "dither" else 0,
+                            width=_ticks(width, ts_hz), probability=probability, burst_count=burst_count,
+                            burst_spacing=_ticks(burst_spacing, ts_hz), seed=seed, invert=invert)
+    trig = None
+    if trigger is not None:
+        from hilat.engine import Trigger
+
+        response, threshold = trigger
+        trig = Trigger(threshold=_ticks(threshold, ts_hz), response=response,
+                       width=_ticks(trigger_width if trigger_width is not None else "1us", ts_hz),
+                       on_late=trigger_on_late)
+    return CaptureSettings(on_rig=on_rig, raw=bool(raw) or not on_rig, engine_interval_shift=interval_shift,
+                           outlier_thresholds={k: _ticks(t, ts_hz) for k, t in (outliers or {}).items()},
+                           trigger=trig, roles=dict(roles or {}), active_low=list(active_low),
+                           measures=list(measures), no_stimulus=no_stimulus, also_fire=list(also_fire),
+                           count=count if count is not None else (None if duration is not None else default_count),
+                           duration_ticks=_ticks(duration, ts_hz) if duration is not None else None,
+                           deadline_ticks=_ticks(deadline, ts_hz) if deadline is not None else None,
+                           glitch=glitch, label=label, out_dir=Path(out_dir), progress=progress, stimulus=stim)
+
+
+class CaptureError(RuntimeError):
+    """A capture that stopped on an error; ``run`` is what it captured (kept on disk)."""
+
+    def __init__(self, message: str, run: Run | None):
+        super().__init__(message)
+        self.run = run
+
+
+class Rig:
+    """A rig by URL (``/dev/ttyUSB0``, ``socket://HOST:PORT``, ``rfc2217://HOST:PORT``, an Ethernet rig's
+    ``udp://HOST[:PORT]``: its raw edges then come as a datagram stream, docs/ethernet.md), as a context
+    manager: entering says HELLO and reads its identity; each ``capture`` opens the link for its run.
+
+    ``calibration_dir``: where this rig's calibration is looked up (default ``$HILAT_CALIBRATION_DIR``
+    or the user's config dir); ``calibrate=False`` applies none."""
+
+    def __init__(self, url: str, *, baud: int | None = None, calibration_dir: str | Path | None = None,
+                 calibrate: bool = True):
+        self.url = url
+        self.baud = baud
+        self.calibration_dir = calibration_dir
+        self.calibrate = calibrate
+        self._ident = None
+        self._status = None
+        self._engine = None
+
+    def _transport(self):
+        from hilat.link.transport import DEFAULT_BAUDRATE, Transport
+
+        return Transport(self.url, baudrate=self.baud or DEFAULT_BAUDRATE)
+
+    def _session(self):
+        from hilat.link.session import Session
+
+        return Session(self.url, transport=self._transport())
+
+    def open(self) -> Rig:
+        from hilat.link import protocol as p
+
+        with self._session() as session:
+            self._ident = session.identity
+            self._status = session.ask_status()
+            self._engine = session.engine_stats() if self._ident.capabilities & p.CAP_ENGINE else None
+        return self
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Rig:
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """The rig's facts, as ``hilat info --json`` prints them."""
+        from hilat import calibration
+        from hilat.link import identity
+
+        if self._ident is None:
+            self.open()
+        resolution = calibration.for_rig(self._ident, self._calibration_dir())
+        return identity.describe(self._ident, self._status, self.url, resolution, self._engine)
+
+    @property
+    def ts_hz(self) -> float:
+        if self._ident is None:
+            self.open()
+        return float(self._ident.ts_hz)
+
+    def _calibration_dir(self):
+        from hilat import calibration
+
+        return calibration.resolve_dir(self.calibration_dir) if self.calibrate else None
+
+    def capture(self, *, hlog_interval="10s", extra_meta: dict | None = None, **settings) -> Run:
+        """Run stimuli and capture (``capture_settings`` names the settings), write the run directory
+        under ``out_dir`` and return it read back. Raises ``CaptureError`` (with the partial run) when
+        the capture stopped on an error, ``KeyboardInterrupt`` when interrupted (the run is kept)."""
+        capture = self.capture_raw(hlog_interval=hlog_interval, extra_meta=extra_meta, **settings)
+        run = Run(capture.run_dir) if capture.run_dir else None
+        if capture.error:
+            raise CaptureError(f"{capture.error} (what was captured is kept in {capture.run_dir})", run)
+        if capture.interrupted:
+            raise KeyboardInterrupt(f"capture interrupted; what was captured is kept in {capture.run_dir}")
+        return run
+
+    def capture_raw(self, *, hlog_interval="10s", extra_meta=None, no_calibration_reason=None, **settings):
+        """The ``capture.Capture`` itself (the CLI prints its report and keeps its exit codes)."""
+        from hilat.acquisition.capture import Capture, plan
+
+        with self._session() as session:
+            self._ident = session.identity
+            try:
+                cs = capture_settings(session.identity.ts_hz, **settings)
+                plan(cs, session.identity)
+            except SettingsError:
+                raise
+            except ValueError as e:
+                raise SettingsError(str(e)) from None
+            if not self.calibrate:
+                cs.no_calibration_reason = no_calibration_reason or "calibrate=False: none applied"
+            else:
+                cs.calibration_dir = self._calibration_dir()
+            cs.hlog_interval_s = parse_duration(hlog_interval) if hlog_interval not in (0, "0", None) else 0.0
+            return Capture(None, cs, extra_meta, session=session).run()
+
+    def __repr__(self):
+        return f"<Rig {self.url}>"
+
+
+# ---- the simulated rig --------------------------------------------------------------------------------
+
+class Simulation:
+    """The simulated rig and DUT (Verilator), started by ``simulate``: ``url`` (and ``udp_url`` with
+    Ethernet), ``rig()``, and what the DUT model injected (``injected()``, from its log)."""
+
+    def __init__(self, process):
+        self._process = process
+        info = process.info
+        self.url: str = info["url"]
+        self.udp_url: str | None = info.get("udp_url")
+        self.dut_log = Path(info["dut_log"])
+        self.run_dir = Path(info["run_dir"])
+        self.console = Path(info["console"]) if info.get("console") else None
+        self.pid: int = info["pid"]
+        self.sim_dir = Path(info["sim_dir"])
+
+    def rig(self, **kwargs) -> Rig:
+        return Rig(self.udp_url or self.url, **kwargs)
+
+    def injected(self) -> list:
+        """The latencies the DUT model injected so far (``hilat.simulator.read_dut_log`` rows)."""
+        from hilat.simulator import read_dut_log
+
+        return read_dut_log(self.dut_log)
+
+    def wait(self) -> int:
+        """Until the simulator stops (an interrupt, or it ends by itself)."""
+        return self._process.wait()
+
+
+class simulate:
+    """``with hilat.simulate() as sim:`` starts the simulated rig and DUT model (built on first use,
+    cached), stops it on exit. It runs from a clone of the repository only (``hilat.simulator``).
+    ``dut``: DUT model settings ({"isr_base": 80, ...}); ``on_rig``: the build with the measurement
+    engine; ``dut_model``/``dut_top``: a DUT model of your own; ``workdir``: where the simulator runs
+    and its DUT log goes (default: a new temporary directory). Every other option of ``hilat sim`` by
+    its ``hilat.simulator.SETTINGS`` name: ``samples_per_tick``, ``dut_cpu``, ``dut_firmware``,
+    ``dut_cpu_clk_hz``, ``edge_clock_high_ps``, ``async_source_cycles``, ``ethernet``, ``trace``,
+    ``port``, ``dut_log``, ``pps_log``, the calibration sources (``loopback``, ``pps_period``, ...).
+    Refused settings raise ``SettingsError``; no simulated rig here, ``SimulatorUnavailable``."""
+
+    def __init__(self, *, dut: dict | None = None, on_rig: bool = False, dut_model: str | Path | None = None,
+                 dut_top: str = "hilat_dut_model", workdir: str | Path | None = None, **settings):
+        from hilat.simulator import SETTINGS
+
+        unknown = set(settings) - set(SETTINGS) - {"run_dir"}   # run_dir: the launcher's name of workdir
+        if unknown:
+            raise SettingsError(f"simulate(): unknown settings {', '.join(sorted(unknown))}")
+        workdir = workdir or settings.pop("run_dir", None)
+        self.settings = {**settings, "dut": dict(dut or {}), "on_rig": on_rig, "dut_top": dut_top,
+                         "dut_model": str(Path(dut_model).resolve()) if dut_model else None,
+                         "run_dir": str(Path(workdir).resolve()) if workdir else None}
+        for path in ("dut_log", "pps_log"):
+            if self.settings.get(path):
+                self.settings[path] = str(Path(self.settings[path]).resolve())
+        self._process = None
+
+    def __enter__(self) -> Simulation:
+        from hilat.simulator import SimulatorProcess, SimulatorSettingsError
+
+        # While it runs (and builds), SIGTERM and SIGHUP, unless the program handles them itself,
+        # raise hilat.shutdown.Terminated, a KeyboardInterrupt, so that leaving the with block stops
+        # the simulator; were the program killed outright, the kernel stops it (hilat.shutdown).
+        self._signals = shutdown.signals_stop()
+        self._signals.__enter__()
+        try:
+            self._process = SimulatorProcess(self.settings).start()
+        except SimulatorSettingsError as e:
+            self._process = None
+            self._signals.__exit__(None, None, None)
+            raise SettingsError(str(e)) from None
+        except BaseException:
+            self._process = None
+            self._signals.__exit__(None, None, None)
+            raise
+        return Simulation(self._process)
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if self._process is not None:
+                self._process.stop()
+                self._process = None
+        finally:
+            signals, self._signals = getattr(self, "_signals", None), None
+            if signals is not None:
+                signals.__exit__(None, None, None)

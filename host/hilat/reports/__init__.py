@@ -1,0 +1,2 @@
+"""Everything a run becomes for a reader: the report document and its renderers, plots, the formats
+other tools read, and exports."""
