@@ -23,7 +23,8 @@ from pathlib import Path
 
 from hilat import analysis
 from hilat.acquisition import link_plan
-from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture
+from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 from hilat.link.rig import Rig
 from hilat.link.transport import Transport
 from hilat.rundir.runs import load_run

@@ -32,7 +32,8 @@ DUT = {"seed": 11}                     # the model's default latencies, masks, m
 def _run(sim_dir, work, stimuli, period, jitter):
     """In the namespace: the capture over udp://; its figures."""
     import numpy as np
-    from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+    from hilat.acquisition.capture import Capture
+    from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 
     dut_log = work / "injected.csv"
     settings = CaptureSettings(count=stimuli, out_dir=work / "runs", progress=False, label="sim-ethernet",

@@ -18,7 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture
+from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 from hilat.link.rig import Rig
 from hilat.link.transport import Transport
 

@@ -3,7 +3,7 @@
 Not a test: figures are printed, nothing is asserted by timing. The first ``--slots`` datagrams of a
 udp:// run's stream.bin (keep one from ``benchmarks/udp_stream.py --out DIR``, or any capture) go
 through the capture's own path: ``udp.StreamDecoder.feed`` in batches of 4,096 slots, then
-``Session._deliver_stream`` into ``capture._Stream`` (edges.bin, the streaming pairing, samples/, the
+``Session._deliver_stream`` into ``stream._Stream`` (edges.bin, the streaming pairing, samples/, the
 rolling .hlog) writing into a temporary run directory. Printed: the decoder's and the processing's
 records/s (wall and CPU time), both stages together; ``--profile``: cProfile's top functions of the
 processing.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 from hilat import analysis
-from hilat.acquisition.capture import _RollingHlog, _Stream
+from hilat.acquisition.stream import _RollingHlog, _Stream
 from hilat.link import udp
 from hilat.link.session import Session
 from hilat.rundir import runs

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 from hilat import analysis
-from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture
+from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 
 from targets import sim
 from targets.dut import cpu_soc

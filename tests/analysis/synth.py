@@ -15,7 +15,7 @@ TS_HZ = 50_000_000
 # in1 = task, in2 = spare, in3 = tag), so the edges below use channels 0, 2, 3 and 5.
 TABLE = [(c.name, c.role) for c in channel_table(2, 4)]
 ROLES = analysis.Channels.from_table(TABLE)
-# The run format `hilat capture` writes (meta.json "version"; capture.Capture._meta).
+# The run format `hilat capture` writes (meta.json "version"; results.CaptureResults._meta).
 RUN_FORMAT = units.RUN_FORMAT_VERSION
 
 

@@ -236,9 +236,9 @@ class _Sink:
 
 
 def test_the_capture_advances_on_a_heartbeat_only_with_no_gap_open():
-    """capture._Stream: a heartbeat (complete_before) closes the windows it ends; while frames lost
+    """stream._Stream: a heartbeat (complete_before) closes the windows it ends; while frames lost
     on the link wait for the next record (the gap's end), it does nothing."""
-    from hilat.acquisition.capture import _Stream
+    from hilat.acquisition.stream import _Stream
 
     edges = dut_edges([1000, 5000, 9000], [60, 70, 80], [150, 160, 170])
     t, c, lv = (np.array(x) for x in zip(*edges))

@@ -372,7 +372,8 @@ def test_capture_subtracts_the_offset_from_stimulus_latencies_only(tmp_path):
     response sooner than the rig's own delay is counted (by the capture's streaming pairing) and
     warned about."""
     from fake_rig import capture_script
-    from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+    from hilat.acquisition.capture import Capture
+    from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 
     ident = identify()
     cal.Store(tmp_path).update(cal.rig_identity(ident), "loopback",

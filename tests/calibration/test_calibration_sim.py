@@ -10,7 +10,8 @@ import logging
 
 import numpy as np
 import pytest
-from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture
+from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 from hilat.cli import main
 
 from targets import sim

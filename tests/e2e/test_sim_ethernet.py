@@ -30,7 +30,8 @@ def eth_sim_dir():
 
 
 def _capture(rig, url, run_dir, label):
-    from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+    from hilat.acquisition.capture import Capture
+    from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 
     settings = CaptureSettings(count=N_STIMULI, out_dir=run_dir / "runs", progress=False, label=label,
                                stimulus=StimulusSettings(**STIMULUS))

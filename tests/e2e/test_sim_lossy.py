@@ -8,7 +8,8 @@ import csv
 import json
 
 from hilat import api
-from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture
+from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 from hilat.cli import main
 from hilat.rundir.runs import load_run
 

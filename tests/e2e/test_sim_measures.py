@@ -4,7 +4,8 @@ model logs every interval it produces; the rig must measure exactly those, to th
 
 import numpy as np
 from hilat import analysis
-from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture
+from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 from hilat.cli import main
 from hilat.rundir.runs import load_run
 

@@ -13,7 +13,8 @@ import json
 
 import numpy as np
 import pytest
-from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture
+from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 from hilat.cli import main
 
 from targets import sim

@@ -5,7 +5,8 @@ import sys
 
 import pytest
 from fake_rig import FakeRig, PtyRig, capture_script
-from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture
+from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 from hilat.cli import main
 from hilat.link import protocol as p
 from hilat.link.rig import Rig, RigError

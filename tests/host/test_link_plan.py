@@ -7,7 +7,8 @@ import pytest
 from fake_rig import FakeRig, capture_script, identify
 from hilat import analysis
 from hilat.acquisition import link_plan
-from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture
+from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 
 IDENT = identify()
 ROLES = analysis.Channels.from_table(IDENT.channels)

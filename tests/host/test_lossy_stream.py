@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from fake_rig import FakeRig, capture_script
 from hilat import analysis
-from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture
+from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 from hilat.cli import main
 from hilat.link.session import Session
 from hilat.rundir.runs import load_run

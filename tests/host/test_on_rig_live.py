@@ -8,8 +8,9 @@ import re
 from engine_rig import EngineRig
 from fake_rig import FakeRig
 from hilat import engine
-from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+from hilat.acquisition.capture import Capture
 from hilat.acquisition.live import LiveView
+from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 from hilat.cli import main
 
 TICK_NS = 20  # the fake rig's 50 MHz

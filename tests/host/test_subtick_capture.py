@@ -125,7 +125,7 @@ def test_a_sub_tick_loopback_offset_is_subtracted_exactly(tmp_path):
 def test_a_fractional_offset_on_a_rig_sampling_once_a_tick_is_its_floor():
     assert analysis.in_subticks(1, 7.75, None)[0] == 7
     assert analysis.in_subticks(4, 7.75, 10)[:2] == (31, 40)
-    from hilat.acquisition.capture import engine_offset
+    from hilat.acquisition.settings import engine_offset
 
     assert engine_offset(7.75) == 7 and engine_offset(7.0) == 7
 

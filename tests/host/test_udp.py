@@ -237,7 +237,8 @@ def drop_every_tenth(datagrams):
 
 
 def test_lossy_udp_capture_states_its_losses_and_replays_from_stream_bin(tmp_path):
-    from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+    from hilat.acquisition.capture import Capture
+    from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 
     stimuli = 1500
     settings = CaptureSettings(count=stimuli, out_dir=tmp_path, progress=False, deadline_ticks=100,

@@ -163,7 +163,8 @@ def test_a_vexriscv_dut_at_an_unrelated_frequency_switches_its_pins_on_those_edg
     0.63 of the ticks hold a DUT edge, so 200 pin edges fit by chance with odds of 1e-40; the same
     edges under a schedule 10 ppm off, or at 25 MHz, fit nowhere. (Only the pins' timing is used, not
     what the firmware does or prints.)"""
-    from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
+    from hilat.acquisition.capture import Capture
+    from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 
     sim_dir = sim.build(dut_cpu="vexriscv")          # the build of tests/e2e/test_sim_dut_cpu.py
     settings = CaptureSettings(count=100, out_dir=tmp_path / "runs", progress=False, label="unrelated",

@@ -48,7 +48,7 @@ class LinkPlan:
 
 
 def stimulus_rate(s, ts_hz):
-    """Mean pulses per second of a stimulus channel's settings (``capture.StimulusSettings``)."""
+    """Mean pulses per second of a stimulus channel's settings (``settings.StimulusSettings``)."""
     if s.mode in ("periodic", "dither"):
         return ts_hz / max(s.period, 1)
     if s.mode == "burst":

@@ -23,10 +23,10 @@ def capture_settings(ts_hz: float, *, count: int | None = None, duration=None, d
                      outliers: dict | None = None, trigger: tuple | None = None, trigger_on_late: bool = False,
                      trigger_width=None, label: str = "", out_dir="runs", progress: bool = False,
                      default_count: int = 2000):
-    """``capture.CaptureSettings`` from typed settings; durations in seconds or with a unit
+    """``settings.CaptureSettings`` from typed settings; durations in seconds or with a unit
     (``parse_duration``), ``trigger`` = (response "isr"/"task", time). Raises ValueError on a
     combination that cannot run."""
-    from hilat.acquisition.capture import CaptureSettings, StimulusSettings
+    from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 
     if count is not None and (not isinstance(count, int) or count <= 0):
         raise ValueError(f"count must be a whole number > 0, got {count!r}")
@@ -158,7 +158,8 @@ class Rig:
 
     def capture_raw(self, *, hlog_interval="10s", extra_meta=None, no_calibration_reason=None, **settings):
         """The ``capture.Capture`` itself (the CLI prints its report and keeps its exit codes)."""
-        from hilat.acquisition.capture import Capture, plan
+        from hilat.acquisition.capture import Capture
+        from hilat.acquisition.settings import plan
 
         with self._session() as session:
             self._ident = session.identity

@@ -309,7 +309,7 @@ class Session:
                           batch.edges)
         if self.stream is not None:
             self.complete_before = self.stream.complete_before
-            advance = getattr(consumer, "advance", None)   # capture._Stream: heartbeats close windows
+            advance = getattr(consumer, "advance", None)   # stream._Stream: heartbeats close windows
             if advance is not None:
                 advance(self.complete_before)
             if n:
