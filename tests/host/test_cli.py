@@ -80,11 +80,10 @@ def test_baud_reaches_the_serial_port(argv, speed, capsys):
 @pytest.mark.parametrize("command", [["info", "URL"], ["capture", "URL"], ["calibrate", "loopback", "URL"],
                                      ["calibrate", "clock", "URL", "--against", "host"]])
 def test_every_command_that_opens_a_rig_takes_baud(command, monkeypatch):
-    from hilat import api, cli
+    from hilat import api
 
     opened = []
-    monkeypatch.setattr(cli, "_open", lambda url, args: opened.append((url, args.baud)) or _refuse())
-    # capture goes through the Python API's Rig, which opens its own transport
+    # every command goes through the Python API's Rig, which opens its own transport
     monkeypatch.setattr(api.Rig, "_transport", lambda rig: opened.append((rig.url, rig.baud)) or _refuse())
     with pytest.raises(SystemExit):
         main([*command, "--baud", "57600"])
@@ -93,10 +92,9 @@ def test_every_command_that_opens_a_rig_takes_baud(command, monkeypatch):
 
 @pytest.mark.parametrize("command", [["info", "URL"], ["capture", "URL"], ["calibrate", "loopback", "URL"]])
 def test_board_sets_the_baud_of_every_command_that_opens_a_rig(command, monkeypatch):
-    from hilat import api, cli
+    from hilat import api
 
     opened = []
-    monkeypatch.setattr(cli, "_open", lambda url, args: opened.append((url, args.baud)) or _refuse())
     monkeypatch.setattr(api.Rig, "_transport", lambda rig: opened.append((rig.url, rig.baud)) or _refuse())
     with pytest.raises(SystemExit):
         main([*command, "--board", "colorlight_i5"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,36 @@ class CaptureError(RuntimeError):
         self.run = run
 
 
+@dataclass
+class Calibration:
+    """What a ``Rig.calibrate_*`` measured: ``part`` ("loopback", "clock", "resolution"), ``result``
+    (the stored measurement, as the calibration file holds it), ``rig_identity`` (the rig it belongs
+    to) and ``stored`` (its file; None when not stored). ``text()`` is what ``hilat calibrate`` prints,
+    ``to_json()`` what it prints with --json."""
+
+    part: str
+    result: dict[str, Any]
+    rig_identity: dict[str, Any]
+    stored: Path | None
+    url: str
+    ts_hz: float             # the rig's nominal tick rate (IDENTIFY), which the texts convert with
+    analysis: str = ""       # clock against a 1PPS: its pulses (used, missing, extra), as text
+
+    def text(self) -> str:
+        from hilat import calibration
+
+        if self.part == "loopback":
+            return calibration.loopback_text(self.result, self.url, self.ts_hz, self.stored)
+        if self.part == "resolution":
+            return calibration.resolution_text(self.result, self.url, self.ts_hz, self.stored)
+        clock = calibration.clock_text(self.result, self.ts_hz, self.stored)
+        return f"{self.analysis}\n{clock}" if self.analysis else clock
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rig_identity": self.rig_identity, self.part: self.result,
+                "stored": str(self.stored) if self.stored else None}
+
+
 class Rig:
     """A rig by URL (``/dev/ttyUSB0``, ``socket://HOST:PORT``, ``rfc2217://HOST:PORT``, an Ethernet rig's
     ``udp://HOST[:PORT]``: its raw edges then come as a datagram stream, docs/ethernet.md), as a context
@@ -143,6 +174,102 @@ class Rig:
         from hilat import calibration
 
         return calibration.resolve_dir(self.calibration_dir) if self.calibrate else None
+
+    # ---- calibration (hilat calibrate; docs/calibration.md) ----
+
+    def calibrate_loopback(self, *, count: int = 1000, period="100us", jitter="25us", width="1us", seed: int = 1,
+                           stimulus_channel: int | None = None, channel: int | None = None,
+                           store: bool = True) -> Calibration:
+        """The rig's own stimulus -> capture offset and jitter, from ``count`` dithered pulses (intervals
+        uniform in period +- jitter) through a jumper from ``stimulus_channel`` (default: the rig's first
+        stimulus output) to ``channel`` (default: its SPARE input). Stored for this rig unless ``store``
+        is False; later captures subtract the offset. Raises ``hilat.calibration.CalibrationError``."""
+        from hilat import calibration
+
+        with self._session() as session:
+            ident = self._ident = session.identity
+            ts = ident.ts_hz
+            stimulus = {"mode": "dither", "count": count, "period_ticks": _ticks(period, ts),
+                        "jitter_ticks": _ticks(jitter, ts), "width_ticks": _ticks(width, ts), "seed": seed}
+            if stimulus_channel is None:
+                stimulus_channel = calibration.role_channel(ident, "stimulus")
+            if channel is None:
+                channel = calibration.role_channel(ident, calibration.CALIBRATION_ROLE)
+            log.info("loopback: %d pulses from STIM%d, watching channel %d", count, stimulus_channel, channel)
+            # A resolution calibration in force places the copies' edges as captures will.
+            in_force = calibration.for_rig(ident, self._calibration_dir())
+            result = calibration.run_loopback(
+                session, count, stimulus["period_ticks"], stimulus["jitter_ticks"], stimulus["width_ticks"],
+                stimulus_channel, channel, seed, progress=calibration.ProgressLog("loopback"),
+                resolution=in_force.get("resolution"))
+            loop = calibration.loopback_calibration(result, ts, stimulus_channel, channel, stimulus, self.url)
+        return self._stored(ident, "loopback", loop, store)
+
+    def calibrate_clock(self, against: str, *, duration=None, channel: int | None = None, pps_period="1s",
+                        tries: int = 8, store: bool = True) -> Calibration:
+        """The error of the rig's tick clock in ppm, ``against`` "host" (the host's monotonic clock over
+        TIME_REQ round trips, ``tries`` at each end; default ``duration`` 10 s) or "pps" (a 1PPS of nominal
+        period ``pps_period`` on ``channel``, default the SPARE input; default ``duration`` 60 s of rig
+        time). Stored unless ``store`` is False; later captures convert with the calibrated rate. Raises
+        ``hilat.calibration.CalibrationError``, ``ImplausibleClock`` (its ``result`` has the numbers) for
+        an error no oscillator has; after a 1PPS analysis the error's ``analysis`` is its text."""
+        from hilat import calibration
+
+        if against not in ("host", "pps"):
+            raise SettingsError(f"calibrate_clock against {against!r}: host or pps")
+        with self._session() as session:
+            ident = self._ident = session.identity
+            ts = ident.ts_hz
+            duration_ticks = _ticks(duration if duration is not None else ("10s" if against == "host" else "60s"), ts)
+            if against == "host":
+                log.info("clock against the host: %g s of TIME_REQ round trips", duration_ticks / ts)
+                clock = calibration.host_clock_estimate(session.rig.now, ts, duration_ticks / ts, tries=tries,
+                                                        progress=calibration.ProgressLog("clock"))
+                clock["url"] = self.url
+                analysis = ""
+            else:
+                if channel is None:
+                    channel = calibration.role_channel(ident, calibration.CALIBRATION_ROLE)
+                period_ticks = _ticks(pps_period, ts)
+                period_s = period_ticks / ts
+                log.info("clock against a 1PPS on channel %d: %g s of rig time, nominal period %g s",
+                         channel, duration_ticks / ts, period_s)
+                ticks = calibration.run_pps(session, channel, duration_ticks, progress=calibration.ProgressLog("1PPS"))
+                pps = calibration.analyse_pps(ticks, period_ticks)
+                analysis = calibration.pps_text(pps, len(ticks), channel, self.url)
+                try:
+                    clock = calibration.pps_calibration(pps, ts, period_s, channel, self.url, len(ticks))
+                except calibration.CalibrationError as e:
+                    e.analysis = analysis   # which pulses were used, missing or extra: why it was refused
+                    raise
+        return self._stored(ident, "clock", clock, store, analysis)
+
+    def calibrate_resolution(self, *, edges: int = 20000, channel: int | None = None,
+                             store: bool = True) -> Calibration:
+        """The widths of the sub-tick bins by code density, from ``edges`` edges on ``channel`` (default
+        the SPARE input) of a source unrelated to the rig's clock (docs/subtick.md). Stored unless
+        ``store`` is False; later captures place input edges at the bins' centres. Raises
+        ``hilat.calibration.CalibrationError``."""
+        from hilat import calibration
+        from hilat.calibration import resolution
+
+        with self._session() as session:
+            ident = self._ident = session.identity
+            if channel is None:
+                channel = calibration.role_channel(ident, calibration.CALIBRATION_ROLE)
+            log.info("resolution: %d edges on channel %d", edges, channel)
+            fractions = resolution.run_resolution(session, channel, edges,
+                                                  progress=calibration.ProgressLog("resolution"))
+            result = resolution.resolution_calibration(fractions, ident, ident.ts_hz, channel, self.url)
+        return self._stored(ident, "resolution", result, store)
+
+    def _stored(self, ident, part, result, store, analysis=""):
+        """The calibration ``part`` of ``result``, stored in this rig's calibration directory when ``store``."""
+        from hilat import calibration
+
+        directory = calibration.resolve_dir(self.calibration_dir) if store else None
+        identity, path = calibration.store_result(ident, part, result, directory)
+        return Calibration(part, result, identity, path, self.url, ident.ts_hz, analysis)
 
     def capture(self, *, hlog_interval="10s", extra_meta: dict | None = None, **settings) -> Run:
         """Run stimuli and capture (``capture_settings`` names the settings), write the run directory

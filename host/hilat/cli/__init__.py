@@ -128,16 +128,6 @@ def _add_link_options(parser):
                         help=f"the rig's board: its UART's default rate ({rates}; docs/boards.md)")
 
 
-def _open(url, args):
-    """The transport to the rig at ``url`` with the command's link options."""
-    from hilat.link.transport import DEFAULT_BAUDRATE, Transport
-
-    baud = getattr(args, "baud", None)
-    if baud is not None and url.startswith(("socket://", "udp://")):
-        log.info("--baud %d ignored: %s has no baud rate", baud, url)
-    return Transport(url, baudrate=baud or DEFAULT_BAUDRATE)
-
-
 def _add_capture_options(parser, default_count=2000):
     g = parser.add_argument_group("capture")
     g.add_argument("--count", type=_positive_int, default=None,
@@ -728,112 +718,48 @@ def _add_calibrate_common(parser):
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-def _store(args, calibration, ident, part, result):
-    """Store the result (unless --no-store) and print it as JSON with --json; returns the file."""
-    directory = None if args.no_store else calibration.resolve_dir(args.calibration_dir)
-    identity, path = calibration.store_result(ident, part, result, directory)
-    if args.json:
-        print(json.dumps({"rig_identity": identity, part: result, "stored": str(path) if path else None}, indent=1))
-    return path
+def _calibration_rig(args):
+    """The API's rig of a hilat calibrate command (its link options and calibration directory)."""
+    from hilat.api import Rig
+
+    if args.baud is not None and args.url.startswith(("socket://", "udp://")):
+        log.info("--baud %d ignored: %s has no baud rate", args.baud, args.url)
+    return Rig(args.url, baud=args.baud, calibration_dir=args.calibration_dir)
+
+
+def _calibrate(args, measure):
+    """Run ``measure(rig)`` (a ``Rig.calibrate_*``), print what it found (--json: as JSON); a calibration
+    that cannot be made is one line on stderr and exit status 1."""
+    from hilat import calibration
+
+    try:
+        result = measure(_calibration_rig(args))
+    except calibration.CalibrationError as e:
+        if getattr(e, "analysis", "") and not args.json:
+            print(e.analysis)   # the 1PPS pulses: which were missing or extra, why it was refused
+        log.error("%s", e)
+        if args.json and isinstance(e, calibration.ImplausibleClock):
+            print(json.dumps({"error": str(e), "clock": e.result}, indent=1))
+        return 1
+    print(json.dumps(result.to_json(), indent=1) if args.json else result.text())
+    return 0
 
 
 def cmd_calibrate_loopback(args):
-    from hilat import calibration
-    from hilat.link.session import Session
-
-    with Session(args.url, transport=_open(args.url, args)) as session:
-        ident = session.identity
-        ts = ident.ts_hz
-        stimulus = {"mode": "dither", "count": args.count, "period_ticks": args.period.ticks(ts),
-                    "jitter_ticks": args.jitter.ticks(ts), "width_ticks": args.width.ticks(ts), "seed": args.seed}
-        try:
-            if args.stimulus_channel is None:
-                args.stimulus_channel = calibration.role_channel(ident, "stimulus")
-            if args.channel is None:
-                args.channel = calibration.role_channel(ident, calibration.CALIBRATION_ROLE)
-            log.info("loopback: %d pulses from STIM%d, watching channel %d", args.count, args.stimulus_channel,
-                     args.channel)
-            # A resolution calibration in force places the copies' edges as captures will.
-            in_force = calibration.for_rig(ident, calibration.resolve_dir(args.calibration_dir))
-            result = calibration.run_loopback(
-                session, args.count, stimulus["period_ticks"], stimulus["jitter_ticks"], stimulus["width_ticks"],
-                args.stimulus_channel, args.channel, args.seed, progress=calibration.ProgressLog("loopback"),
-                resolution=in_force.get("resolution"))
-            loop = calibration.loopback_calibration(result, ts, args.stimulus_channel, args.channel, stimulus,
-                                                    args.url)
-        except calibration.CalibrationError as e:
-            log.error("%s", e)
-            return 1
-    path = _store(args, calibration, ident, "loopback", loop)
-    if not args.json:
-        print(calibration.loopback_text(loop, args.url, ts, path))
-    return 0
+    return _calibrate(args, lambda rig: rig.calibrate_loopback(
+        count=args.count, period=_duration(args.period), jitter=_duration(args.jitter), width=_duration(args.width),
+        seed=args.seed, stimulus_channel=args.stimulus_channel, channel=args.channel, store=not args.no_store))
 
 
 def cmd_calibrate_resolution(args):
-    from hilat import calibration
-    from hilat.calibration import resolution
-    from hilat.link.session import Session
-
-    with Session(args.url, transport=_open(args.url, args)) as session:
-        ident = session.identity
-        try:
-            if args.channel is None:
-                args.channel = calibration.role_channel(ident, calibration.CALIBRATION_ROLE)
-            log.info("resolution: %d edges on channel %d", args.edges, args.channel)
-            fractions = resolution.run_resolution(session, args.channel, args.edges,
-                                                  progress=calibration.ProgressLog("resolution"))
-            result = resolution.resolution_calibration(fractions, ident, ident.ts_hz, args.channel, args.url)
-        except calibration.CalibrationError as e:
-            log.error("%s", e)
-            return 1
-    path = _store(args, calibration, ident, "resolution", result)
-    if not args.json:
-        print(calibration.resolution_text(result, args.url, ident.ts_hz, path))
-    return 0
+    return _calibrate(args, lambda rig: rig.calibrate_resolution(edges=args.edges, channel=args.channel,
+                                                                 store=not args.no_store))
 
 
 def cmd_calibrate_clock(args):
-    from hilat import calibration
-    from hilat.link.session import Session
-
-    with Session(args.url, transport=_open(args.url, args)) as session:
-        ident = session.identity
-        ts = ident.ts_hz
-        duration = args.duration or TimeValue("10s" if args.against == "host" else "60s")
-        try:
-            if args.against == "pps" and args.channel is None:
-                args.channel = calibration.role_channel(ident, calibration.CALIBRATION_ROLE)
-            if args.against == "host":
-                seconds = duration.ticks(ts) / ts
-                log.info("clock against the host: %g s of TIME_REQ round trips", seconds)
-                clock = calibration.host_clock_estimate(session.rig.now, ts, seconds, tries=args.tries,
-                                                        progress=calibration.ProgressLog("clock"))
-                clock["url"] = args.url
-                pps = None
-            else:
-                period_ticks = args.pps_period.ticks(ts)
-                period_s = period_ticks / ts
-                log.info("clock against a 1PPS on channel %d: %g s of rig time, nominal period %g s",
-                         args.channel, duration.ticks(ts) / ts, period_s)
-                ticks = calibration.run_pps(session, args.channel, duration.ticks(ts),
-                                            progress=calibration.ProgressLog("1PPS"))
-                pps = calibration.analyse_pps(ticks, period_ticks)
-                if not args.json:
-                    print(calibration.pps_text(pps, len(ticks), args.channel, args.url))
-                clock = calibration.pps_calibration(pps, ts, period_s, args.channel, args.url, len(ticks))
-        except calibration.ImplausibleClock as e:
-            log.error("%s", e)
-            if args.json:
-                print(json.dumps({"error": str(e), "clock": e.result}, indent=1))
-            return 1
-        except calibration.CalibrationError as e:
-            log.error("%s", e)
-            return 1
-    path = _store(args, calibration, ident, "clock", clock)
-    if not args.json:
-        print(calibration.clock_text(clock, ts, path))
-    return 0
+    return _calibrate(args, lambda rig: rig.calibrate_clock(
+        args.against, duration=_duration(args.duration), channel=args.channel, pps_period=_duration(args.pps_period),
+        tries=args.tries, store=not args.no_store))
 
 
 def build_parser():
