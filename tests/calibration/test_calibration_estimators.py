@@ -411,7 +411,8 @@ def test_sim_calibration_sources_refuse_contradictions(argv, message, capsys):
 def test_sim_calibration_sources_become_plusargs():
     # hilat sim's options become the launcher's settings (hilat.cli), the DUT model's plusargs there.
     simrig = pytest.importorskip("targets.simrig", reason="the simulated rig's launcher needs the gateware extra")
-    from hilat.cli import _sim_settings, build_parser
+    from hilat.cli import build_parser
+    from hilat.cli.capture import _sim_settings
 
     args = build_parser().parse_args(["sim", "--pps-period", "1ms", "--pps-ppm", "-42.125", "--pps-jitter", "5",
                                       "--pps-missing-every", "10", "--pps-extra-every", "7"])

@@ -6,7 +6,7 @@ import hilat
 import pytest
 from hilat import values
 from hilat.analysis import measures
-from hilat.cli import TimeValue
+from hilat.cli.options import TimeValue
 from hilat.link import protocol as p
 from hilat.values import TICKS, DurationError, parse_duration
 

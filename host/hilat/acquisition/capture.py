@@ -24,14 +24,18 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from hilat import analysis, calibration, units
+from hilat import analysis, calibration, engine, units
+from hilat.acquisition import link_plan
+from hilat.acquisition import live as live_view
 from hilat.acquisition.results import CaptureResults
 from hilat.acquisition.settings import channel_roles, effective_deadline, engine_offset, plan
 from hilat.acquisition.stream import _RollingHlog, _Stream
+from hilat.calibration.resolution import subticks_for
 from hilat.link import protocol as p
 from hilat.link.rig import RigError, RigSilent
 from hilat.link.session import Session
 from hilat.link.transport import TransportError
+from hilat.rundir.runs import RunError, RunWriter, load_run
 from hilat.statistics.streaming import SampleOutOfRange
 
 log = logging.getLogger("hilat")
@@ -116,16 +120,12 @@ class Capture(CaptureResults):
             session.open_stream(self.run_dir / "stream.bin")
         self.start_tick = session.start(self._fired_mask)
         if self.settings.on_rig:
-            from hilat import engine
-
             self.rig_histograms = engine.RigHistograms(
                 self.engine_config.interval_shift, self.ts_hz, run_dir=self.run_dir, origin_tick=self.start_tick,
                 start_time=self._t0, with_tag=self._roles.tag is not None, on_interval=self.live.engine_interval)
             session.engine_sink = self.rig_histograms.feed
 
     def _configure_engine(self, session):
-        from hilat import engine
-
         s = self.settings
         limits = session.engine_stats()
         try:
@@ -154,8 +154,6 @@ class Capture(CaptureResults):
     def _check_link(self):
         """One line before the start when the raw edges will not fit through the link (docs/analysis.md,
         "Gaps"); the plan is kept in meta.json."""
-        from hilat.acquisition import link_plan
-
         if self.settings.on_rig or not self.settings.raw or not self._fired:
             return
         if str(self.url).startswith("udp://"):
@@ -167,8 +165,6 @@ class Capture(CaptureResults):
             log.warning("%s", self.link_plan.warning())
 
     def _open_stream(self):
-        from hilat.acquisition import live as live_view
-
         builtin = not self.settings.no_stimulus
         kinds = list(analysis.kind_titles(self._roles, self._measures, builtin))
         self.writer.set_kinds(kinds)
@@ -299,8 +295,6 @@ class Capture(CaptureResults):
         self._interim_requested = True
 
     def run(self):
-        from hilat.rundir.runs import RunError, RunWriter
-
         try:
             self.run_dir = self._make_run_dir()
             self.writer = RunWriter(self.run_dir)
@@ -325,7 +319,6 @@ class Capture(CaptureResults):
                                                    reason_if_none=self.settings.no_calibration_reason)
             for warning in self.calibration["warnings"]:
                 log.warning("%s", warning)
-            from hilat.calibration.resolution import subticks_for
 
             self._subticks = subticks_for(self.samples_per_tick, self.identity.n_stimulus,
                                           self.calibration.get("resolution"))
@@ -433,8 +426,6 @@ class Capture(CaptureResults):
 
     def load(self):
         """The run directory just written, as ``runs.Run`` (its edges read on first use)."""
-        from hilat.rundir.runs import load_run
-
         return load_run(self.run_dir)
 
     def pairing(self):
@@ -471,8 +462,6 @@ class Capture(CaptureResults):
         """Where the raw edges' times put an input edge in its tick (``analysis.Subticks``): nominal
         bins, or a resolution calibration's centres when one is in force; fixed once the rig identified
         and the calibration is known."""
-        from hilat.calibration.resolution import subticks_for
-
         if self._subticks is not None:
             return self._subticks
         return subticks_for(self.samples_per_tick, self.identity.n_stimulus if self.identity else 0)

@@ -7,7 +7,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hilat import analysis
+from hilat import analysis, engine
+from hilat.analysis import measures
 from hilat.link import protocol as p
 from hilat.link.transport import DEFAULT_BAUDRATE
 from hilat.values import format_ticks
@@ -84,8 +85,6 @@ def effective_deadline(settings):
     period later, seen or not: its windows close there even when its edge was lost in a gap, so the
     window before it is judged, not unknown (docs/analysis.md, "Gaps")."""
     if settings.on_rig and settings.deadline_ticks is None:
-        from hilat import engine
-
         return engine.deadline_limit(settings.engine_interval_shift)
     if not settings.on_rig and not settings.no_stimulus and settings.stimulus.mode == "periodic":
         period = int(settings.stimulus.period)
@@ -103,8 +102,6 @@ def plan(settings, ident):
     """What a capture with ``settings`` does on the rig ``ident`` (its IDENTIFY): (roles, measures,
     {stimulus channel: StimulusSettings} to fire, (channel, level) of the edge --count counts).
     Raises ValueError naming what does not fit this rig."""
-    from hilat.analysis import measures
-
     s = settings
     roles = channel_roles(s, ident)
     defined = [measures.parse(text, roles, ident.ts_hz, reserved=[k for k, _ in analysis.KINDS])
@@ -138,8 +135,6 @@ def plan(settings, ident):
 
 
 def _check_on_rig(settings, ident, roles, defined):
-    from hilat import engine
-
     if not ident.capabilities & p.CAP_ENGINE:
         raise ValueError("this rig has no measurement engine (hilat info lists its features): capture without "
                          "--on-rig")

@@ -5,8 +5,8 @@ the records: memory is flat however long the run (docs/analysis.md, "Streaming c
 
 import numpy as np
 
-from hilat import analysis
-from hilat.statistics.streaming import SampleOutOfRange
+from hilat import analysis, hdr
+from hilat.statistics.streaming import SampleOutOfRange, StreamingAggregator
 
 
 class _RollingHlog:
@@ -15,9 +15,6 @@ class _RollingHlog:
     short (``cut``) so that an interim reader sees everything up to now."""
 
     def __init__(self, path, kinds, mu_hz, interval_s, start_time):
-        from hilat import hdr
-
-        self._hdr = hdr
         self.mu_hz = mu_hz
         self.interval_mu = max(1, int(round(interval_s * mu_hz)))
         self.writer = hdr.HlogWriter(path, start_time=start_time, base_time=start_time, max_value_unit_ratio=1e6)
@@ -33,7 +30,7 @@ class _RollingHlog:
 
     def _histogram(self):
         highest_ns = max(3_600_000_000_000, int(self.HIGHEST_UNITS * 1e9 / self.mu_hz) + 1)
-        return self._hdr.HdrHistogram(1, highest_ns, 3)
+        return hdr.HdrHistogram(1, highest_ns, 3)
 
     def samples(self, kind, start_mu, values_ns):
         if not len(start_mu):
@@ -101,8 +98,6 @@ class _Stream:
 
     def __init__(self, writer, roles, measures, builtin, deadline, offset_mu, pace, mu_hz, hlog=None,
                  chunk_records=None, on_new_max=None, subticks=None):
-        from hilat.statistics.streaming import StreamingAggregator
-
         self.writer = writer
         self.pace_channel, self.pace_level = pace
         self.mu_ns = 1e9 / mu_hz
