@@ -9,15 +9,7 @@ import pytest
 from fake_rig import FakeRig, capture_script
 from hilat import api, calibration
 from hilat.cli import main
-
-
-def _loopback_result():
-    # 100 pulses, every copy 7 ticks later (edge records as the rig sends them).
-    records = []
-    for k in range(100):
-        t = 10_000 + 5000 * k
-        records += [(t, 0b1, 0b1), (t + 7, 0b10000, 0b10001), (t + 100, 0b1, 0b10000), (t + 107, 0b10000, 0)]
-    return calibration.loopback_delays(records, 0, 4)
+from test_cli import _loopback_result  # 100 pulses through a jumper of 7 ticks
 
 
 def test_calibrate_loopback_returns_stores_and_is_what_the_cli_prints(tmp_path, capsys, monkeypatch):

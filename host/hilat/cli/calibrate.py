@@ -5,24 +5,16 @@ import json
 import logging
 
 from hilat import calibration
-from hilat.api import Rig
-from hilat.cli.options import TimeValue, _add_calibration_dir, _add_link_options, _duration, _positive_int
+from hilat.cli.options import TimeValue, _add_calibration_dir, _add_link_options, _duration, _positive_int, _rig
 
 log = logging.getLogger("hilat")
-
-
-def _calibration_rig(args):
-    """The API's rig of a hilat calibrate command (its link options and calibration directory)."""
-    if args.baud is not None and args.url.startswith(("socket://", "udp://")):
-        log.info("--baud %d ignored: %s has no baud rate", args.baud, args.url)
-    return Rig(args.url, baud=args.baud, calibration_dir=args.calibration_dir)
 
 
 def _calibrate(args, measure):
     """Run ``measure(rig)`` (a ``Rig.calibrate_*``), print what it found (--json: as JSON); a calibration
     that cannot be made is one line on stderr and exit status 1."""
     try:
-        result = measure(_calibration_rig(args))
+        result = measure(_rig(args.url, args))
     except calibration.CalibrationError as e:
         if getattr(e, "analysis", "") and not args.json:
             print(e.analysis)   # the 1PPS pulses: which were missing or extra, why it was refused

@@ -4,7 +4,7 @@
 import logging
 from pathlib import Path
 
-from hilat.api import Rig, SettingsError, simulate
+from hilat.api import SettingsError, simulate
 from hilat.cli.options import (
     TimeValue,
     UsageError,
@@ -17,6 +17,7 @@ from hilat.cli.options import (
     _non_negative_int,
     _outlier_setting,
     _positive_int,
+    _rig,
     _role_setting,
     _signed_float,
     _trigger_setting,
@@ -134,10 +135,7 @@ def _capture_kwargs(args, default_count=2000):
 
 
 def _run_capture(url, args, extra_meta=None):
-    rig = Rig(url, baud=getattr(args, "baud", None), calibration_dir=args.calibration_dir,
-              calibrate=not args.no_calibration)
-    if rig.baud is not None and url.startswith(("socket://", "udp://")):
-        log.info("--baud %d ignored: %s has no baud rate", rig.baud, url)
+    rig = _rig(url, args, calibrate=not args.no_calibration)
     try:
         capture = rig.capture_raw(hlog_interval=args.hlog_interval, extra_meta=extra_meta,
                                   no_calibration_reason="--no-calibration: the user asked for none",

@@ -2,13 +2,12 @@
 
 import json
 
-from hilat.api import Rig
-from hilat.cli.options import _add_calibration_dir, _add_link_options
+from hilat.cli.options import _add_calibration_dir, _add_link_options, _rig
 from hilat.link import identity
 
 
 def cmd_info(args):
-    with Rig(args.url, baud=args.baud, calibration_dir=args.calibration_dir) as rig:
+    with _rig(args.url, args) as rig:
         info = rig.identity
     print(json.dumps(info, indent=1) if args.json else identity.text(info))
     return 0

@@ -3,11 +3,15 @@ whole numbers, the link options (--baud, --board) and --calibration-dir. A value
 is an argparse error (usage, exit 2); one that parses but cannot be used raises ``UsageError``."""
 
 import argparse
+import logging
 import re
 from pathlib import Path
 
+from hilat.api import Rig
 from hilat.link.transport import BOARD_BAUDRATES, DEFAULT_BAUDRATE
 from hilat.values import STIMULUS_MODES, TICKS, DurationError, parse_duration
+
+log = logging.getLogger("hilat")
 
 
 class UsageError(ValueError):
@@ -148,6 +152,14 @@ def _add_link_options(parser):
                              f"--board's, else {DEFAULT_BAUDRATE}; ignored for socket:// and udp://)")
     parser.add_argument("--board", choices=sorted(BOARD_BAUDRATES), default=None,
                         help=f"the rig's board: its UART's default rate ({rates}; docs/boards.md)")
+
+
+def _rig(url, args, **settings):
+    """The API's rig at ``url`` with the command's link options (--baud) and --calibration-dir."""
+    baud = getattr(args, "baud", None)
+    if baud is not None and url.startswith(("socket://", "udp://")):
+        log.info("--baud %d ignored: %s has no baud rate", baud, url)
+    return Rig(url, baud=baud, calibration_dir=args.calibration_dir, **settings)
 
 
 def _add_calibration_dir(parser):
