@@ -222,4 +222,3 @@ def _jsonable(obj):
     if isinstance(obj, Path):
         return str(obj)
     return obj
-

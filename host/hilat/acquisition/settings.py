@@ -92,8 +92,9 @@ def effective_deadline(settings):
     return settings.deadline_ticks
 
 
-
 def channel_roles(settings, ident):
+    """The channel roles of the rig ``ident`` (its IDENTIFY table) with the settings' moves, active-low
+    inputs and the stimulus's polarity."""
     return analysis.Channels.from_table(ident.channels, stimulus_active=0 if settings.stimulus.invert else 1,
                                         roles=settings.roles, active_low=settings.active_low)
 

@@ -232,4 +232,3 @@ class _Stream:
     @property
     def gap_count(self):
         return self.gaps.count
-

@@ -226,7 +226,6 @@ def cmd_demo(args):
     sim = _enter_simulation(simulation)
     try:
         if sim.udp_url:   # the Ethernet link exists only in the simulator's network namespace
-
             join_network_namespace(sim.pid)
         url = sim.udp_url or sim.url
         log.info("simulated rig and DUT on %s", url)
