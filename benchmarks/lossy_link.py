@@ -26,7 +26,7 @@ from hilat.acquisition import link_plan
 from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.link.rig import Rig
 from hilat.link.transport import Transport
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
 from targets import sim, simrig  # noqa: E402

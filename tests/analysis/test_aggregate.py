@@ -8,7 +8,7 @@ from hilat import analysis
 from hilat.analysis.measures import parse as parse_measure
 from hilat.cli import main
 from hilat.hdr import HdrHistogram
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
 from hilat.statistics.streaming import StreamingAggregator
 from synth import ROLES, dut_edges, measures_json, random_run, write_run
 

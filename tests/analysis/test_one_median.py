@@ -16,7 +16,7 @@ import pytest
 from hilat import analysis, api
 from hilat.cli import main
 from hilat.reports import formats, report
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
 from synth import TS_HZ, dut_edges, live_capture, live_last_line, write_run
 
 ISR_TICKS = (30, 10, 40, 20)                 # in firing order

@@ -10,7 +10,7 @@ import json
 from hilat import api
 from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
 
 from targets import sim
 

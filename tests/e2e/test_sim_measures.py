@@ -6,7 +6,7 @@ import numpy as np
 from hilat import analysis
 from hilat.acquisition.capture import Capture, CaptureSettings, StimulusSettings
 from hilat.cli import main
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
 
 from targets import sim
 

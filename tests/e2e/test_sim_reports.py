@@ -77,7 +77,7 @@ def test_demo_writes_an_html_report_with_four_plots(runs):
 def test_vcd_of_a_demo_run_read_by_sigrok(runs, tmp_path):
     """The simulated rig's own edges, exported and read by sigrok-cli: every edge of events.csv, and
     the jitter decoder's stimulus -> ISR delay equals hilat's and the DUT model's, to the tick."""
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
     from sigrok import check_vcd_with_sigrok
 
     run = load_run(runs[0])

@@ -203,7 +203,7 @@ def _gapped_truth():
 
 def _report_rows(path):
     from hilat.reports import report
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
 
     doc = report.build_report([load_run(path)])
     return doc["runs"][0]

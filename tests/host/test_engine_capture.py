@@ -14,7 +14,9 @@ from hilat import analysis, api
 from hilat.cli import main
 from hilat.hdr import read_hlog
 from hilat.link import protocol as p
-from hilat.rundir import runs
+from hilat.rundir.layout import OUTLIER_DTYPE, OUTLIERS_MAGIC
+from hilat.rundir.reader import load_run
+from hilat.rundir.stores import iter_store
 from test_reports import SCHEMA
 
 COUNT = 3000
@@ -81,7 +83,7 @@ def test_on_rig_summary_is_the_injected_latencies(tmp_path):
     assert meta["engine"]["intervals"] == len(np.unique(number)) > 5
     assert len([iv for iv in log.intervals if iv.tag == "stim_to_isr"]) == len(np.unique(number[s.binned[0]]))
     # Outliers: every sample above the threshold, and the worst case found among them.
-    stored = next(runs.iter_store(run_dir / "outliers.bin", runs.OUTLIERS_MAGIC, runs.OUTLIER_DTYPE, 1 << 20))
+    stored = next(iter_store(run_dir / "outliers.bin", OUTLIERS_MAGIC, OUTLIER_DTYPE, 1 << 20))
     above = s.binned[0] & (s.value[0] > 600)
     assert stored["start_tick"].tolist() == s.start[above].tolist() and meta["engine"]["outliers"] == above.sum()
     worst = doc["runs"][0]["worst"]["stim_to_isr"]
@@ -105,7 +107,7 @@ def test_on_rig_with_raw_edges_agrees_with_the_host_pairing(tmp_path):
     assert meta["results"] == {"on_rig": "complete", "raw": "complete"}
     assert meta["engine"]["config"]["flags"] == p.ENGINE_ENABLE | p.ENGINE_RAW
     # The raw edges, paired again by the host, give the engine's figures.
-    run = runs.load_run(run_dir)
+    run = load_run(run_dir)
     assert run.edge_count == len(rig.edges[0])
     latencies = run.pairing.isr_latency
     found = latencies[latencies != analysis.MISSING]
@@ -156,7 +158,7 @@ def test_on_rig_windows_close_at_the_engines_deadline_limit_in_both_pairings(tmp
     isr = run["subsets"]["all"]["stim_to_isr"]
     assert isr["mu"]["max"] < limit and run["problems"] == []
     # The host's pairing of the same edges: the same windows, so the same samples and misses.
-    loaded = runs.load_run(run_dir)
+    loaded = load_run(run_dir)
     assert loaded.deadline_mu == limit
     latencies = loaded.pairing.isr_latency
     assert int((latencies == analysis.MISSING).sum()) == isr["misses"]

@@ -19,7 +19,8 @@ from engine_reference import (
 from hilat import engine
 from hilat.hdr import HdrHistogram, read_hlog
 from hilat.link import protocol as p
-from hilat.rundir.runs import OUTLIER_DTYPE, OUTLIERS_MAGIC, iter_store
+from hilat.rundir.layout import OUTLIER_DTYPE, OUTLIERS_MAGIC
+from hilat.rundir.stores import iter_store
 from test_hdr import JAVA_PERCENTILES, needs_java, parse_java_read, run_java
 
 SHIFT = 16

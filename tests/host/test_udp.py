@@ -17,7 +17,8 @@ from hilat.link.rig import RigSilent
 from hilat.link.session import Session
 from hilat.link.transport import Transport, TransportError, parse_udp_url
 from hilat.link.udp_receiver import Receiver
-from hilat.rundir import runs
+from hilat.rundir.reader import load_run
+from hilat.rundir.replay import read_raw, stream_of
 from stream_rig import StreamRig, capture_command, records_for
 from udp_rig import UdpRig, UdpRigProcess
 
@@ -203,7 +204,7 @@ def test_a_command_whose_reply_is_lost_is_sent_again_and_executed_once():
 
 
 def _edges(run_dir):
-    run = runs.load_run(run_dir)
+    run = load_run(run_dir)
     return run, run.ticks - run.ticks[0], run.chans, run.levels
 
 
@@ -245,7 +246,7 @@ def test_lossy_udp_capture_states_its_losses_and_replays_from_stream_bin(tmp_pat
     with UdpRig(stimuli=stimuli, faults=drop_every_tenth) as rig:
         capture = Capture(rig.url, settings).run()
     assert capture.error is None
-    run = runs.load_run(capture.run_dir)
+    run = load_run(capture.run_dir)
     stream = run.meta["counters"]["stream"]
     n_datagrams = -(-records_for(stimuli) // FULL)
     lost = [i for i in range(n_datagrams) if i % 10 == 9]
@@ -255,8 +256,8 @@ def test_lossy_udp_capture_states_its_losses_and_replays_from_stream_bin(tmp_pat
     assert run.losses()["records lost on the Ethernet link"] == lost_records
     assert run.meta["results"]["raw"] == "partial" and len(run.gaps) == len(lost)
     # The raw files alone give the same edges and gaps.
-    ticks, chans, levels, counters, gaps = runs.read_raw(capture.run_dir / "raw.bin", with_gaps=True,
-                                                         stream=runs.stream_of(run.meta))
+    ticks, chans, levels, counters, gaps = read_raw(capture.run_dir / "raw.bin", with_gaps=True,
+                                                    stream=stream_of(run.meta))
     np.testing.assert_array_equal(ticks, run.ticks)
     np.testing.assert_array_equal(chans, run.chans)
     np.testing.assert_array_equal(gaps.start, run.gaps.start)
@@ -265,7 +266,7 @@ def test_lossy_udp_capture_states_its_losses_and_replays_from_stream_bin(tmp_pat
     # A run cut short (no final meta.json) is decoded from raw.bin and stream.bin.
     meta = {**run.meta, "interim": True}
     (capture.run_dir / "meta.json").write_text(json.dumps(meta))
-    cut = runs.load_run(capture.run_dir)
+    cut = load_run(capture.run_dir)
     assert cut.edges_source == "raw.bin" and cut.meta["counters"]["stream"]["records_lost"] == lost_records
     np.testing.assert_array_equal(cut.ticks, run.ticks)
 

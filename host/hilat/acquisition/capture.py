@@ -5,7 +5,7 @@ The capture is a stream (docs/analysis.md, "Streaming capture"): bytes -> raw.bi
 (``aggregate.StreamingAggregator``) -> samples/KIND.bin, the rolling .hlog and the live view. Memory
 is flat however long the run: nothing holds the records. At the end (or on SIGUSR1, as an interim)
 summary.json and summary.txt are rendered from the aggregates, without reading the run back.
-The run directory's layout is in ``hilat.rundir.runs``.
+The run directory's layout is in ``hilat.rundir.layout``.
 
 On-rig (``CaptureSettings.on_rig``, docs/engine.md): the rig's engine pairs and bins; its frames go
 to ``engine.RigHistograms`` (hlog/rig.hlog, outliers.bin, engine.json) and the summary comes from
@@ -690,7 +690,8 @@ class Capture:
         self._interim_requested = True
 
     def run(self):
-        from hilat.rundir.runs import RunError, RunWriter
+        from hilat.rundir.layout import RunError
+        from hilat.rundir.writer import RunWriter
 
         try:
             self.run_dir = self._make_run_dir()
@@ -823,8 +824,8 @@ class Capture:
         return self.stream.records if self.stream else 0
 
     def load(self):
-        """The run directory just written, as ``runs.Run`` (its edges read on first use)."""
-        from hilat.rundir.runs import load_run
+        """The run directory just written, as ``reader.Run`` (its edges read on first use)."""
+        from hilat.rundir.reader import load_run
 
         return load_run(self.run_dir)
 
@@ -1021,9 +1022,9 @@ class Capture:
         """summary.json (the report document of ``hilat report --format json``, schema in
         docs/hilat-report.schema.json) and summary.txt, from the aggregates: nothing is read back."""
         from hilat.reports import report
-        from hilat.rundir import runs
+        from hilat.rundir.reader import run_from_meta
 
-        run = runs.run_from_meta(self.run_dir, meta, edges=())
+        run = run_from_meta(self.run_dir, meta, edges=())
         aggregates = self.stream.aggregator
         if self.rig_histograms is not None:
             from hilat.engine import RigAggregates

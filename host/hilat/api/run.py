@@ -16,7 +16,7 @@ class Run:
     """A run directory (``hilat capture``'s output), read back: its kinds and their statistics."""
 
     def __init__(self, path: str | Path):
-        from hilat.rundir.runs import load_run
+        from hilat.rundir.reader import load_run
 
         self._run = load_run(Path(path))
         self._stats: dict[tuple[str, str], Stats] = {}
@@ -214,5 +214,5 @@ class Run:
 
 
 def load(path: str | Path) -> Run:
-    """A run directory read back (``runs.RunError`` if it cannot be read)."""
+    """A run directory read back (``layout.RunError`` if it cannot be read)."""
     return Run(path)

@@ -378,7 +378,7 @@ def cmd_demo(args):
     if code == 0 and run_dir:
         from hilat.extras import MissingExtra
         from hilat.reports import plots, report
-        from hilat.rundir.runs import load_run
+        from hilat.rundir.reader import load_run
 
         run = load_run(run_dir)
         try:
@@ -394,7 +394,7 @@ def cmd_demo(args):
 
 
 def _load_runs(paths):
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
 
     return [load_run(p) for p in paths]
 
@@ -978,7 +978,7 @@ def main(argv=None):
     from hilat.extras import MissingExtra
     from hilat.link.rig import RigError
     from hilat.link.transport import TransportError
-    from hilat.rundir.runs import RunError
+    from hilat.rundir.layout import RunError
     from hilat.simulator import SimulatorUnavailable
     try:
         # SIGTERM and SIGHUP stop a command as Ctrl-C does: the simulator it started is stopped, a

@@ -226,7 +226,8 @@ class RigHistograms:
         self._reference = self.origin_tick >> self.shift
         self._hlog = self._outliers = None
         if run_dir is not None:
-            from hilat.rundir.runs import OUTLIER_DTYPE, OUTLIERS_MAGIC, StoreAppender
+            from hilat.rundir.layout import OUTLIER_DTYPE, OUTLIERS_MAGIC
+            from hilat.rundir.stores import StoreAppender
 
             (Path(run_dir) / "hlog").mkdir(parents=True, exist_ok=True)
             start_time = time.time() if start_time is None else start_time

@@ -210,7 +210,7 @@ def run_summary(run, hdr=None, aggregator=None):
 def _on_rig_aggregates(run):
     """An on-rig run's results as aggregates: the engine's, kept in engine.json."""
     from hilat.engine import RigAggregates, RigHistograms
-    from hilat.rundir.runs import RunError
+    from hilat.rundir.layout import RunError
 
     try:
         doc = json.loads((run.path / "engine.json").read_text())
