@@ -121,6 +121,8 @@ from hilat.link.protocol.frame import (  # noqa: F401 - re-exported
     PROTOCOL_VERSION,
     READABLE_VERSIONS,
     CorruptFrame,
+    EmptyMessage,
+    FixedMessage,
     MalformedFrame,
     Message,
     OutOfRange,

@@ -9,7 +9,15 @@ import struct
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from hilat.link.protocol.frame import MAX_CHANNELS, PROTOCOL_VERSION, MalformedFrame, Message, OutOfRange, _fixed
+from hilat.link.protocol.frame import (
+    MAX_CHANNELS,
+    PROTOCOL_VERSION,
+    EmptyMessage,
+    FixedMessage,
+    MalformedFrame,
+    Message,
+    OutOfRange,
+)
 from hilat.values import STIMULUS_MODES
 
 MSG_HELLO = 0x81
@@ -34,22 +42,15 @@ CAPTURE_FALL = 1 << 2
 
 
 @dataclass(slots=True)
-class Hello(Message):
+class Hello(FixedMessage):
     TYPE: ClassVar[int] = MSG_HELLO
     NAME: ClassVar[str] = "HELLO"
     _S: ClassVar[struct.Struct] = struct.Struct("<B")
     version: int = PROTOCOL_VERSION
 
-    def body(self) -> bytes:
-        return self._S.pack(self.version)
-
-    @classmethod
-    def from_body(cls, body: bytes) -> Hello:
-        return _fixed(cls, cls._S, body)
-
 
 @dataclass(slots=True)
-class StimConfig(Message):
+class StimConfig(FixedMessage):
     TYPE: ClassVar[int] = MSG_STIM_CONFIG
     NAME: ClassVar[str] = "STIM_CONFIG"
     _S: ClassVar[struct.Struct] = struct.Struct("<BBBIIIIHIII")
@@ -64,16 +65,6 @@ class StimConfig(Message):
     burst_spacing: int = 0
     count: int = 0
     seed: int = 0
-
-    def body(self) -> bytes:
-        return self._S.pack(
-            self.channel, self.mode, self.invert, self.width, self.period, self.jitter,
-            self.probability, self.burst_count, self.burst_spacing, self.count, self.seed,
-        )
-
-    @classmethod
-    def from_body(cls, body: bytes) -> StimConfig:
-        return _fixed(cls, cls._S, body)
 
 
 @dataclass(slots=True)
@@ -100,7 +91,7 @@ class CaptureConfig(Message):
 
 
 @dataclass(slots=True)
-class Start(Message):
+class Start(FixedMessage):
     TYPE: ClassVar[int] = MSG_START
     NAME: ClassVar[str] = "START"
     _S: ClassVar[struct.Struct] = struct.Struct("<BBQ")
@@ -108,54 +99,22 @@ class Start(Message):
     at_time: int = 0
     start: int = 0
 
-    def body(self) -> bytes:
-        return self._S.pack(self.channels, self.at_time, self.start)
-
-    @classmethod
-    def from_body(cls, body: bytes) -> Start:
-        return _fixed(cls, cls._S, body)
-
 
 @dataclass(slots=True)
-class Stop(Message):
+class Stop(FixedMessage):
     TYPE: ClassVar[int] = MSG_STOP
     NAME: ClassVar[str] = "STOP"
     _S: ClassVar[struct.Struct] = struct.Struct("<B")
     channels: int
 
-    def body(self) -> bytes:
-        return self._S.pack(self.channels)
-
-    @classmethod
-    def from_body(cls, body: bytes) -> Stop:
-        return _fixed(cls, cls._S, body)
-
 
 @dataclass(slots=True)
-class StatusReq(Message):
+class StatusReq(EmptyMessage):
     TYPE: ClassVar[int] = MSG_STATUS_REQ
     NAME: ClassVar[str] = "STATUS_REQ"
 
-    def body(self) -> bytes:
-        return b""
-
-    @classmethod
-    def from_body(cls, body: bytes) -> StatusReq:
-        if body:
-            raise MalformedFrame(f"STATUS_REQ: body of {len(body)} bytes")
-        return cls()
-
 
 @dataclass(slots=True)
-class TimeReq(Message):
+class TimeReq(EmptyMessage):
     TYPE: ClassVar[int] = MSG_TIME_REQ
     NAME: ClassVar[str] = "TIME_REQ"
-
-    def body(self) -> bytes:
-        return b""
-
-    @classmethod
-    def from_body(cls, body: bytes) -> TimeReq:
-        if body:
-            raise MalformedFrame(f"TIME_REQ: body of {len(body)} bytes")
-        return cls()

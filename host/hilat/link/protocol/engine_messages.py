@@ -13,10 +13,10 @@ from hilat.link.protocol.frame import (
     HEADER_SIZE,
     MASK64,
     MAX_PAYLOAD,
+    EmptyMessage,
     MalformedFrame,
     Message,
     OutOfRange,
-    _empty,
     uleb128,
 )
 
@@ -99,31 +99,17 @@ class EngineConfig(Message):
 
 
 @dataclass(slots=True)
-class EngineStatsReq(Message):
+class EngineStatsReq(EmptyMessage):
     TYPE: ClassVar[int] = MSG_ENGINE_STATS_REQ
     NAME: ClassVar[str] = "ENGINE_STATS_REQ"
 
-    def body(self) -> bytes:
-        return b""
-
-    @classmethod
-    def from_body(cls, body: bytes) -> EngineStatsReq:
-        return _empty(cls, body)
-
 
 @dataclass(slots=True)
-class EngineFlush(Message):
+class EngineFlush(EmptyMessage):
     """Close the open window and every interval up to now; the ACK follows the run's last bins."""
 
     TYPE: ClassVar[int] = MSG_ENGINE_FLUSH
     NAME: ClassVar[str] = "ENGINE_FLUSH"
-
-    def body(self) -> bytes:
-        return b""
-
-    @classmethod
-    def from_body(cls, body: bytes) -> EngineFlush:
-        return _empty(cls, body)
 
 
 def _uleb(body: bytes, i: int, what: str) -> tuple[int, int]:

@@ -8,7 +8,7 @@ import struct
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
-from hilat.link.protocol.frame import MalformedFrame, Message, _empty, _fixed
+from hilat.link.protocol.frame import EmptyMessage, FixedMessage, MalformedFrame, Message
 
 MSG_STREAM_CONFIG = 0x8B
 MSG_STREAM_STATUS_REQ = 0x8C
@@ -49,7 +49,7 @@ def parse_mac(text: str) -> int:
 
 
 @dataclass(slots=True)
-class StreamConfig(Message):
+class StreamConfig(FixedMessage):
     """The Ethernet stream (docs/ethernet.md): ``enable`` routes the capture's records to the
     packetizer; ``session`` is latched at the next START; ``dst_ip`` (numeric, 192.168.1.100 =
     0xC0A80164) and ``dst_port`` 0: the source of this command's datagram; ``flush_us`` (>= 1) how
@@ -65,25 +65,11 @@ class StreamConfig(Message):
     flush_us: int = STREAM_FLUSH_US_DEFAULT
     heartbeat_ms: int = STREAM_HEARTBEAT_MS_DEFAULT
 
-    def body(self) -> bytes:
-        return self._S.pack(self.enable, self.session, self.dst_ip, self.dst_port, self.flush_us, self.heartbeat_ms)
-
-    @classmethod
-    def from_body(cls, body: bytes) -> StreamConfig:
-        return _fixed(cls, cls._S, body)
-
 
 @dataclass(slots=True)
-class StreamStatusReq(Message):
+class StreamStatusReq(EmptyMessage):
     TYPE: ClassVar[int] = MSG_STREAM_STATUS_REQ
     NAME: ClassVar[str] = "STREAM_STATUS_REQ"
-
-    def body(self) -> bytes:
-        return b""
-
-    @classmethod
-    def from_body(cls, body: bytes) -> StreamStatusReq:
-        return _empty(cls, body)
 
 
 @dataclass(slots=True)
@@ -123,7 +109,7 @@ class EthernetInfo(NamedTuple):
 
 
 @dataclass(slots=True)
-class StreamStatus(Message):
+class StreamStatus(FixedMessage):
     """The Ethernet stream's state, answering STREAM_STATUS_REQ (``command_seq``): the settings of
     the last STREAM_CONFIG (``dst_ip``/``dst_port`` as resolved: the address the stream goes to),
     ``link`` (STREAM_LINK_UP), the packetizer's counts since the stream's restart (``datagrams``,
@@ -145,13 +131,3 @@ class StreamStatus(Message):
     records: int
     rx_frames: int
     command_dropped: int
-
-    def body(self) -> bytes:
-        return self._S.pack(
-            self.command_seq, self.enabled, self.link, self.session, self.dst_ip, self.dst_port, self.flush_us,
-            self.heartbeat_ms, self.datagrams, self.records, self.rx_frames, self.command_dropped,
-        )
-
-    @classmethod
-    def from_body(cls, body: bytes) -> StreamStatus:
-        return _fixed(cls, cls._S, body)

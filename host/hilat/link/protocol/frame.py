@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from dataclasses import fields
 from typing import ClassVar
 
 PROTOCOL_VERSION = 4
@@ -224,13 +225,33 @@ class Message:
         return encode_frame(self.TYPE, seq, body, version)
 
 
-def _fixed(cls, st: struct.Struct, body: bytes):
-    if len(body) != st.size:
-        raise MalformedFrame(f"{cls.NAME}: body of {len(body)} bytes, expected {st.size}")
-    return cls(*st.unpack(body))
+class FixedMessage(Message):
+    """Base of the messages whose body is their fields, in the order declared, packed by one struct
+    (``_S``)."""
+
+    __slots__ = ()
+    _S: ClassVar[struct.Struct]
+
+    def body(self) -> bytes:
+        return self._S.pack(*(getattr(self, f.name) for f in fields(self)))
+
+    @classmethod
+    def from_body(cls, body: bytes) -> FixedMessage:
+        if len(body) != cls._S.size:
+            raise MalformedFrame(f"{cls.NAME}: body of {len(body)} bytes, expected {cls._S.size}")
+        return cls(*cls._S.unpack(body))
 
 
-def _empty(cls, body: bytes):
-    if body:
-        raise MalformedFrame(f"{cls.NAME}: body of {len(body)} bytes, expected 0")
-    return cls()
+class EmptyMessage(Message):
+    """Base of the messages without a body (requests, and commands that carry nothing)."""
+
+    __slots__ = ()
+
+    def body(self) -> bytes:
+        return b""
+
+    @classmethod
+    def from_body(cls, body: bytes) -> EmptyMessage:
+        if body:
+            raise MalformedFrame(f"{cls.NAME}: body of {len(body)} bytes, expected 0")
+        return cls()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from hilat.link.protocol.ethernet import EthernetInfo
-from hilat.link.protocol.frame import PROTOCOL_VERSION, MalformedFrame, Message, _fixed, _pack_str, _unpack_str
+from hilat.link.protocol.frame import PROTOCOL_VERSION, FixedMessage, MalformedFrame, Message, _pack_str, _unpack_str
 
 MSG_IDENTIFY = 0x01
 MSG_OVERFLOW = 0x03
@@ -170,19 +170,12 @@ class Identify(Message):
 
 
 @dataclass(slots=True)
-class Overflow(Message):
+class Overflow(FixedMessage):
     TYPE: ClassVar[int] = MSG_OVERFLOW
     NAME: ClassVar[str] = "OVERFLOW"
     _S: ClassVar[struct.Struct] = struct.Struct("<QH")
     timestamp: int
     channels: int
-
-    def body(self) -> bytes:
-        return self._S.pack(self.timestamp, self.channels)
-
-    @classmethod
-    def from_body(cls, body: bytes) -> Overflow:
-        return _fixed(cls, cls._S, body)
 
 
 @dataclass(slots=True)
@@ -259,16 +252,9 @@ class Ack(Message):
 
 
 @dataclass(slots=True)
-class Time(Message):
+class Time(FixedMessage):
     TYPE: ClassVar[int] = MSG_TIME
     NAME: ClassVar[str] = "TIME"
     _S: ClassVar[struct.Struct] = struct.Struct("<HQ")
     command_seq: int
     now: int
-
-    def body(self) -> bytes:
-        return self._S.pack(self.command_seq, self.now)
-
-    @classmethod
-    def from_body(cls, body: bytes) -> Time:
-        return _fixed(cls, cls._S, body)
