@@ -238,5 +238,7 @@ def test_the_timeseries_plot_marks_unknown_windows_apart_from_misses(tmp_path):
     assert "gapped: 1 missed" in labels and "gapped: 1 unknown (gaps)" in labels
     (points,) = [line for line in ax.get_lines() if line.get_label() == "gapped"]
     assert len(points.get_xdata()) == len(run.measurements.series["stim_to_isr"].valid())
-    assert np.array_equal(plots._valid(run, "stim_to_isr"), np.sort(run.measurements.series["stim_to_isr"].valid()))
+    # The other plots read the run's Distribution: its samples are the valid ones (unknown ones apart).
+    assert np.array_equal(plots._distribution(run, "stim_to_isr").values_mu(),
+                          np.sort(run.measurements.series["stim_to_isr"].valid()))
     plots.render(fig, "png")

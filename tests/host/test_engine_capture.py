@@ -17,6 +17,7 @@ from hilat.link import protocol as p
 from hilat.rundir.layout import OUTLIER_DTYPE, OUTLIERS_MAGIC
 from hilat.rundir.reader import load_run
 from hilat.rundir.stores import iter_store
+from hilat.statistics.percentiles import PERCENTILES, percentile_label, samples_needed
 from test_reports import SCHEMA
 
 COUNT = 3000
@@ -49,9 +50,9 @@ def check_summary(rig, doc):
             # The bins' std is HdrHistogram's of the injected values (bucket medians, population).
             assert ticks["std"] == pytest.approx(hist.stddev, rel=1e-12) and ticks["std"] > 0
             assert ticks["median"] == hist.value_at_percentile(50.0)
-            for q in analysis.PERCENTILES:
-                label = analysis.percentile_label(q)
-                supported = exact["count"] >= analysis.samples_needed(q)
+            for q in PERCENTILES:
+                label = percentile_label(q)
+                supported = exact["count"] >= samples_needed(q)
                 want = min(hist.value_at_percentile(100 * q), exact["max"]) if supported else None
                 assert ticks["percentiles"][label] == want, (kind, subset, label)
             if subset == "all":
@@ -114,7 +115,7 @@ def test_on_rig_with_raw_edges_agrees_with_the_host_pairing(tmp_path):
     stats = doc["runs"][0]["subsets"]["all"]["stim_to_isr"]
     assert (len(found), int(found.min()), int(found.max())) == (stats["count"], stats["mu"]["min"],
                                                                 stats["mu"]["max"])
-    assert run.problems() == []
+    assert run.problems == []
 
 
 def test_on_rig_overflow_is_counted_and_in_no_percentile(tmp_path):

@@ -34,7 +34,7 @@ def check_run(run_dir, stimuli):
     np.testing.assert_array_equal(pairing.isr_latency, isr)
     np.testing.assert_array_equal(pairing.task_latency, task)
     assert (task == -1).sum() == stimuli // 96
-    assert run.losses() == {} and run.problems() == []
+    assert run.losses == {} and run.problems == []
     counters = run.meta["counters"]
     assert run.meta["records"] == records_for(stimuli) == counters["rig_records_sent"]
     assert counters["decoder"]["frames_ok"] == counters["rig_frames_sent"]  # the rig's last STATUS included

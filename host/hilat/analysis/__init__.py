@@ -39,22 +39,6 @@ KINDS = [
 ]
 KIND_TITLES = dict(KINDS)
 
-# Percentiles the reports show (as fractions). p is shown when at least 1/(1-p) samples exist, i.e.
-# when at least one sample lies above it; below that the value would just be the maximum.
-PERCENTILES = [0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999]
-
-
-def percentile_label(p):
-    """0.999 -> 'p99.9', 0.5 -> 'p50'."""
-    text = f"{p * 100:.6f}".rstrip("0").rstrip(".")
-    return "p" + text
-
-
-def samples_needed(p):
-    """Smallest sample count that supports percentile p (at least one sample above it)."""
-    return int(np.ceil(round(1.0 / (1.0 - p), 6)))
-
-
 def _channel_number(names, ref):
     ref = str(ref)
     if ref in names:
@@ -665,11 +649,13 @@ class Measurements:
         return self.series[kind].values
 
     def subset(self, kind, subset="all"):
-        """A kind's samples, all or untagged; in the untagged subset a sample whose tag a gap hid is
-        unknown (it might have been tagged)."""
+        """A kind's samples: all, untagged or tagged; in the untagged subset a sample whose tag a gap
+        hid is unknown (it might have been tagged)."""
         s = self.series[kind]
         if subset == "all":
             return s
+        if subset == "tagged":
+            return s.take(np.flatnonzero(s.tag_in_window == 1))
         sel = s.take(np.flatnonzero(s.tag_in_window != 1))
         hidden = sel.tag_in_window == TAG_UNKNOWN
         if hidden.any():
@@ -733,70 +719,3 @@ def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=Non
         series[m.name] = Series(starts, window_end, values, duplicates, tag_at, tag_window, unknown)
     return Measurements(kind_titles(roles, measures, builtin), series, stimuli, task_before_isr,
                         p.task_before_isr if builtin and p.task_before_isr is not None else None)
-
-
-def percentile_rank(n, p):
-    """1-based rank of percentile p (a fraction, or an array of them) among n samples: ceil(p n), at
-    least 1 and at most n (the 1e-9 keeps p n that floats put a hair above a whole number on it)."""
-    rank = np.clip(np.ceil(np.asarray(p, dtype=np.float64) * n - 1e-9).astype(np.int64), 1, n)
-    return int(rank) if rank.ndim == 0 else rank
-
-
-def exact_percentile(sorted_values, p):
-    """The smallest sample v with at least a fraction p of the samples <= v (HdrHistogram's and
-    numpy's 'inverted_cdf' definition): always a measured value, never an interpolation. ``p`` may
-    be an array of fractions (one sample each)."""
-    return sorted_values[percentile_rank(len(sorted_values), p) - 1]
-
-
-def stats(values, percentiles=PERCENTILES):
-    """Faller's row (count, min, median, max, mean, std) plus percentiles, in ticks. ``values`` are
-    the valid samples (misses removed). Percentiles that the count does not support are None."""
-    values = np.asarray(values, dtype=np.int64)
-    n = len(values)
-    row = {"count": int(n)}
-    if n == 0:
-        row.update(min=None, median=None, max=None, mean=None, std=None,
-                   percentiles={percentile_label(p): None for p in percentiles})
-        return row
-    lo, hi = int(values.min()), int(values.max())
-    if hi - lo <= 4 * n + (1 << 16):
-        # Latencies are whole ticks in a narrow range: count them (O(n)) instead of sorting.
-        counts = np.bincount(values)[lo:] if lo >= 0 else np.bincount(values - lo)
-        cum = np.cumsum(counts)
-
-        def at_rank(rank):          # the rank-th smallest sample, 1-based
-            return lo + int(np.searchsorted(cum, rank, side="left"))
-        offsets = np.arange(len(counts), dtype=np.float64)
-        mean_off = float(counts @ offsets) / n
-        mean = lo + mean_off
-        var = float(counts @ (offsets - mean_off) ** 2) / (n - 1) if n > 1 else 0.0
-    else:
-        s = np.sort(values)
-
-        def at_rank(rank):
-            return int(s[rank - 1])
-        mean = float(s.mean())
-        var = float(s.var(ddof=1)) if n > 1 else 0.0
-    # The median is p50 by the percentiles' definition (inverted CDF: the lower middle of an even
-    # count), a measured value, as every other figure of the run (docs/analysis.md).
-    median = float(at_rank(percentile_rank(n, 0.5)))
-    row.update(min=lo, median=median, max=hi, mean=mean, std=var ** 0.5)
-    row["percentiles"] = {percentile_label(p): (at_rank(percentile_rank(n, p)) if n >= samples_needed(p) else None)
-                          for p in percentiles}
-    return row
-
-
-def summarize(found, ts_hz, exclude_tagged=False):
-    """{kind: {starts, count, misses, unknown, duplicates, min, median, max, mean, std, percentiles}}
-    in ticks (Faller's table) for every kind of ``found`` (:class:`Measurements`), plus the tick period."""
-    out = {"kinds": dict(found.titles)}
-    for kind in found.kinds:
-        sel = found.subset(kind, "untagged" if exclude_tagged else "all")
-        ok = sel.valid()
-        row = {"starts": int(len(sel)), "misses": sel.n_misses, "unknown": sel.n_unknown,
-               "duplicates": int(sel.duplicates.sum())}
-        row.update(stats(ok))
-        out[kind] = row
-    out["tick_ns"] = 1e9 / ts_hz
-    return out

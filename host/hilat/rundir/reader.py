@@ -235,6 +235,7 @@ class Run:
             return {kind: title for kind, title in titles.items() if kind in p.ENGINE_KINDS}
         return titles
 
+    @property
     def losses(self):
         """Everything the run lost on the way, as {what: count}; empty when nothing was lost."""
         counters = self.meta.get("counters") or {}
@@ -257,6 +258,7 @@ class Run:
             out["datagrams lost on the Ethernet link"] = int(stream["datagrams_lost"])
         return out
 
+    @property
     def problems(self):
         """Conditions a reader must see next to the figures (interrupted, errors, losses)."""
         out = [CUT_SHORT] if self.cut_short else []
@@ -265,7 +267,7 @@ class Run:
         if self.meta.get("interrupted"):
             out.append(f"the capture was interrupted ({self.meta.get('stopped_by') or 'Ctrl-C'}): the figures cover "
                        "what was captured")
-        for what, n in self.losses().items():
+        for what, n in self.losses.items():
             out.append(f"LOST: {n} {what}")
         engine = self.meta.get("engine") or {}
         for line in (engine.get("problems") or []) + (engine.get("notes") or []):
@@ -326,9 +328,10 @@ def channel_table(rig):
     raise RunError("meta.json: the rig has no channel table")
 
 
-def run_from_meta(path, meta, edges=None):
+def run_from_meta(path, meta, edges=None, cls=None):
     """A ``Run`` of the run directory ``path`` described by ``meta`` (its meta.json); ``edges``
-    when the caller has them, else they are read from the directory on first use."""
+    when the caller has them, else they are read from the directory on first use. ``cls``: a
+    subclass of ``Run`` to make (the API's run, with its statistics in seconds)."""
     path = Path(path)
     rig = meta.get("rig")
     if not rig:
@@ -365,13 +368,13 @@ def run_from_meta(path, meta, edges=None):
     offset, deadline, analysis_measures = analysis.in_subticks(
         subticks.units_per_tick, calibration.get("offset_ticks") or 0,
         meta.get("deadline_ticks", settings.get("deadline_ticks")), measures)
-    return Run(path=path, meta=meta, ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]),
+    return (cls or Run)(path=path, meta=meta, ts_hz=float(calibration.get("ts_hz") or rig["ts_hz"]),
                offset_mu=offset, roles=roles, deadline_mu=deadline, edges_source=source,
                measures=measures, builtin=not settings.get("no_stimulus"), edges=edges, subticks=subticks,
                analysis_measures=analysis_measures)
 
 
-def load_run(path):
+def load_run(path, cls=None):
     """A run directory, described by its meta.json; its edges are read when first used."""
     path = Path(path)
     if not path.exists():
@@ -388,8 +391,8 @@ def load_run(path):
         raise RunError(f"{path / 'meta.json'}: run format version {meta.get('version')!r}; this hilat reads "
                        f"versions 1 to {units.RUN_FORMAT_VERSION} (a newer hilat wrote it?)")
     if meta.get("interim"):
-        return _load_cut_short(path, meta)
-    run = run_from_meta(path, meta)
+        return _load_cut_short(path, meta, cls)
+    run = run_from_meta(path, meta, cls=cls)
     if run.edges_source != "edges.bin":
         run._load_edges()  # a CSV or raw.bin is checked now, so that a bad file is reported at once
     return run
@@ -402,7 +405,7 @@ CUT_SHORT = ("the capture was cut short (killed, its host down, or its disk full
              "unknown); the rig's own counters (edges dropped in gateware, stimuli fired) are missing")
 
 
-def _load_cut_short(path, meta):
+def _load_cut_short(path, meta, cls=None):
     """A run whose capture never wrote its final meta.json: the one there was written as the stimuli
     started (or by SIGUSR1), marked interim. raw.bin is written before anything is decoded, so it
     holds every byte received up to the end; its edges are decoded again (edges.bin and samples/ may
@@ -410,7 +413,7 @@ def _load_cut_short(path, meta):
     and the stream's gaps are found again from it, with one from the last edge on (the windows it
     cuts, the last stimulus's at least, are unknown). A run without raw edges (on-rig) keeps what it
     has."""
-    run = run_from_meta(path, meta)
+    run = run_from_meta(path, meta, cls=cls)
     run._cut_short = True
     raw = path / "raw.bin"
     if run.has_raw_edges and raw.exists():
