@@ -8,6 +8,8 @@ import numpy as np
 
 from hilat import analysis
 from hilat.link import protocol as p
+from hilat.link import udp
+from hilat.link.batch import BatchDecoder, holes, segments
 from hilat.rundir.layout import RunError
 
 
@@ -23,8 +25,6 @@ def read_events_csv(path):
 def stream_of(meta):
     """How to decode a udp:// run's stream.bin: {"layout": udp.Layout, "session": id} from its meta.json
     (None for a run without a stream)."""
-    from hilat.link import udp
-
     stream = (meta.get("counters") or {}).get("stream")
     rig = meta.get("rig") or {}
     if not stream or not rig:
@@ -43,8 +43,6 @@ def read_raw(path, subticks=None, with_gaps=False, stream=None):
     (``analysis.Gaps``: overflow markers and frames lost, as the capture found them; one still open
     at the end runs to the end). ``stream`` (``stream_of(meta)``): the stream.bin beside it is decoded
     too, after raw.bin's records (a udp:// capture's edges; its counters as the decoder's "stream")."""
-    from hilat.link.batch import BatchDecoder
-
     decoder = BatchDecoder()
     tracker = analysis.GapTracker(subticks.units_per_tick if subticks is not None else 1)
     closed = []
@@ -55,8 +53,6 @@ def read_raw(path, subticks=None, with_gaps=False, stream=None):
     counters = decoder.counters()
     stream_path = Path(path).parent / "stream.bin"
     if stream is not None and stream_path.exists():
-        from hilat.link import udp
-
         stream_decoder = udp.StreamDecoder(stream["layout"], session=stream.get("session"))
         try:
             for batch in udp.decode_stream_file(stream_path, stream_decoder):
@@ -78,8 +74,6 @@ def read_raw(path, subticks=None, with_gaps=False, stream=None):
 def _replay(batch, tracker, parts, subticks):
     """One RecordBatch of a replay: its holes to ``tracker`` in stream order, its edges to ``parts``;
     returns the gaps it closed."""
-    from hilat.link.batch import holes, segments
-
     closed = []
     for lo, hi, what in segments(len(batch.ticks), holes(batch.marks)):
         if what is None:
