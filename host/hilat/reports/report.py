@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 from hilat import analysis
 from hilat.statistics import percentiles
-from hilat.statistics.distribution import STAT_KEYS, Distribution
+from hilat.statistics.distribution import STAT_KEYS
 from hilat.statistics.run_statistics import REPORT_SUBSETS as SUBSETS
 from hilat.statistics.run_statistics import RunStatistics
 
@@ -26,12 +26,6 @@ REPORT_VERSION = 4  # 2: any set of named kinds (measurement definitions), per-k
 # "context switching"; SSC's interrupt service and interrupt task response) and every defined one.
 PERCENTILE_BUILTINS = ["stim_to_isr", "stim_to_task"]
 BUILTIN_KINDS = [k for k, _ in analysis.KINDS]
-
-
-def kind_row(series, mu_ns):
-    """One statistics row of a kind's samples (``measures.Series``): counts, the miss share,
-    duplicates, and the statistics in the run's unit (mu) and in ns."""
-    return Distribution.of_series("", series, mu_ns * 1e-9).row(mu_ns)
 
 
 def run_summary(run, hdr=None, aggregator=None):
