@@ -16,6 +16,7 @@ from hilat.statistics import percentiles
 from hilat.statistics.distribution import STAT_KEYS
 from hilat.statistics.run_statistics import REPORT_SUBSETS as SUBSETS
 from hilat.statistics.run_statistics import RunStatistics
+from hilat.version import __version__
 
 REPORT_FORMAT = "hilat-report"
 REPORT_VERSION = 4  # 2: any set of named kinds (measurement definitions), per-kind starts and duplicates;
@@ -114,7 +115,6 @@ def build_report(runs, hdr=None, aggregates=None):
     """The report document of ``runs``; ``aggregates``: {run path: StreamingAggregator} of runs
     whose statistics are already aggregated (a capture's summary)."""
     aggregates = aggregates or {}
-    from hilat import __version__
 
     return {
         "format": REPORT_FORMAT,
