@@ -23,6 +23,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from hilat.values import seconds as parse_duration
+from hilat.version import __version__
 
 __all__ = ["stats_of", "cyclictest_histogram", "rt_tests_json", "rt_tests_json_text", "hgrm", "prometheus_text",
            "lava_lines", "PROMETHEUS_BUCKETS_S", "DEFAULT_SKIPPED_KINDS"]
@@ -179,7 +180,6 @@ def rt_tests_json(stats_list: Sequence, buckets_us: int | None = None, *, irq_ki
     kinds). A top-level ``hilat`` object names the kinds and counts misses, unknown windows (a gap
     touched them: neither a sample nor a miss) and overflows.
     """
-    from hilat import __version__
 
     now = datetime.now().astimezone()
     by_kind = {s.kind: s for s in stats_list}

@@ -13,9 +13,10 @@ from datetime import datetime, timezone
 
 from hilat import analysis
 from hilat.statistics import percentiles
-from hilat.statistics.distribution import STAT_KEYS, Distribution
+from hilat.statistics.distribution import STAT_KEYS
 from hilat.statistics.run_statistics import REPORT_SUBSETS as SUBSETS
 from hilat.statistics.run_statistics import RunStatistics
+from hilat.version import __version__
 
 REPORT_FORMAT = "hilat-report"
 REPORT_VERSION = 4  # 2: any set of named kinds (measurement definitions), per-kind starts and duplicates;
@@ -26,12 +27,6 @@ REPORT_VERSION = 4  # 2: any set of named kinds (measurement definitions), per-k
 # "context switching"; SSC's interrupt service and interrupt task response) and every defined one.
 PERCENTILE_BUILTINS = ["stim_to_isr", "stim_to_task"]
 BUILTIN_KINDS = [k for k, _ in analysis.KINDS]
-
-
-def kind_row(series, mu_ns):
-    """One statistics row of a kind's samples (``measures.Series``): counts, the miss share,
-    duplicates, and the statistics in the run's unit (mu) and in ns."""
-    return Distribution.of_series("", series, mu_ns * 1e-9).row(mu_ns)
 
 
 def run_summary(run, hdr=None, aggregator=None):
@@ -120,7 +115,6 @@ def build_report(runs, hdr=None, aggregates=None):
     """The report document of ``runs``; ``aggregates``: {run path: StreamingAggregator} of runs
     whose statistics are already aggregated (a capture's summary)."""
     aggregates = aggregates or {}
-    from hilat import __version__
 
     return {
         "format": REPORT_FORMAT,
