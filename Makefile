@@ -43,6 +43,8 @@ VERILATOR_WAIVE := -Wno-DECLFILENAME -Wno-UNUSEDSIGNAL -Wno-COMBDLY -Wno-PROCASS
                    -Wno-CASEINCOMPLETE
 lint: verilog
 	.venv/bin/ruff check .
+	@# The host's layers (pyproject.toml [tool.importlinter], docs/architecture.md "Layers").
+	.venv/bin/lint-imports
 	scripts/verilator --lint-only -Wall $(VERILATOR_WAIVE) --top-module hilat_timing_cores \
 	    $(BUILD)/verilog/hilat_timing_cores.v gateware/sim_models/*.v
 	@# IDDRX2F's ALIGNWD is left unconnected on purpose (gateware/sampler.py): PINMISSING waived here.

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 from hilat import analysis
+from hilat.statistics.distribution import exact_figures, summarize
+from hilat.statistics.percentiles import PERCENTILES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
 from gateware.channels import channel_table  # noqa: E402
@@ -51,7 +53,7 @@ def synthetic_edges(n_events, seed=1):
 def vectorised(ticks, chans, levels):
     p = analysis.pair(ticks, chans, levels, ROLES)
     found = analysis.measure(ticks, chans, levels, ROLES)
-    return p, analysis.summarize(found, 50e6), analysis.summarize(found, 50e6, exclude_tagged=True)
+    return p, summarize(found), summarize(found, exclude_tagged=True)
 
 
 def python_loop(ticks, chans, levels):
@@ -77,7 +79,7 @@ def python_loop(ticks, chans, levels):
         n = len(ok)
         mean = sum(ok) / n
         std = math.sqrt(sum((v - mean) ** 2 for v in ok) / (n - 1))
-        pcts = [ok[max(math.ceil(p * n - 1e-9), 1) - 1] for p in analysis.PERCENTILES]
+        pcts = [ok[max(math.ceil(p * n - 1e-9), 1) - 1] for p in PERCENTILES]
         out[name] = (ok[0], ok[n // 2], ok[-1], mean, std, pcts)
     return isr_lat, task_lat, out
 
@@ -104,7 +106,7 @@ def samples_loop(values):
     mean = total / n
     std = math.sqrt((total_sq - n * mean * mean) / (n - 1))
     out, seen, keys = [], 0, sorted(hist)
-    targets = [max(math.ceil(p * n - 1e-9), 1) for p in analysis.PERCENTILES]
+    targets = [max(math.ceil(p * n - 1e-9), 1) for p in PERCENTILES]
     ti = 0
     for k in keys:
         seen += hist[k]
@@ -121,11 +123,11 @@ def samples_loop_hdrhistogram(values):
     h = PyHdr(1, 1 << 40, 3)
     for v in values:
         h.record_value(v)
-    return [h.get_value_at_percentile(100 * p) for p in analysis.PERCENTILES]
+    return [h.get_value_at_percentile(100 * p) for p in PERCENTILES]
 
 
 def samples_vectorised(values):
-    return analysis.stats(values)
+    return exact_figures(values)
 
 
 def samples_hdr(values):
@@ -133,7 +135,7 @@ def samples_hdr(values):
 
     h = HdrHistogram(1, 1 << 40, 3)
     h.record(values)
-    return h.percentiles([100 * p for p in analysis.PERCENTILES])
+    return h.percentiles([100 * p for p in PERCENTILES])
 
 
 def main():
@@ -149,7 +151,7 @@ def main():
     t_hdr, _ = best_of(samples_hdr, 3, samples)
     m = min(args.baseline_events, len(samples))
     t_loop, loop = best_of(samples_loop, 1, samples[:m].tolist())
-    same = loop[4] == [v for v in analysis.stats(samples[:m])["percentiles"].values() if v is not None]
+    same = loop[4] == [v for v in exact_figures(samples[:m])["percentiles"].values() if v is not None]
     print(f"1. samples -> statistics, {len(samples):,} samples:")
     print(f"   exact (counted): {t_exact:.3f} s = {len(samples) / t_exact / 1e6:.1f} M samples/s")
     print(f"   HDR histogram:  {t_hdr:.3f} s = {len(samples) / t_hdr / 1e6:.1f} M samples/s")

@@ -27,7 +27,7 @@ from hilat.acquisition.capture import Capture
 from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 from hilat.link.rig import Rig
 from hilat.link.transport import Transport
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # gateware/ and targets/ of the checkout
 from targets import sim, simrig  # noqa: E402

@@ -24,14 +24,16 @@ from hilat import analysis
 from hilat.acquisition.stream import _RollingHlog, _Stream
 from hilat.link import udp
 from hilat.link.session import Session
-from hilat.rundir import runs
+from hilat.rundir.reader import load_run
+from hilat.rundir.replay import stream_of
+from hilat.rundir.writer import RunWriter
 
 DECODE_SLOTS = 4096
 
 
 def replay(run_dir, slots, out_dir, profile=False):
-    run = runs.load_run(run_dir)
-    stream_info = runs.stream_of(run.meta)
+    run = load_run(run_dir)
+    stream_info = stream_of(run.meta)
     if stream_info is None:
         raise SystemExit(f"{run_dir}: not a udp:// run (no stream in meta.json)")
     with open(Path(run_dir) / "stream.bin", "rb") as f:
@@ -39,7 +41,7 @@ def replay(run_dir, slots, out_dir, profile=False):
         data = np.fromfile(f, np.uint8, count=slots * udp.SLOT_BYTES)
     data = data[:len(data) // udp.SLOT_BYTES * udp.SLOT_BYTES].reshape(-1, udp.SLOT_BYTES)
     kinds = list(analysis.kind_titles(run.roles, run.analysis_measures, run.builtin))
-    writer = runs.RunWriter(out_dir)
+    writer = RunWriter(out_dir)
     writer.set_kinds(kinds)
     (Path(out_dir) / "hlog").mkdir()
     hlog = _RollingHlog(Path(out_dir) / "hlog" / "capture.hlog", kinds, run.unit.mu_hz, 1.0, time.time())

@@ -388,7 +388,7 @@ from hilat.simulator import DUT_LOG_COLUMNS, read_dut_log  # noqa: E402, F401
 
 
 def compare_with_dut_log(run, injected, period):
-    """A periodic capture's stimulus -> ISR and -> task results (``run``: a ``hilat.rundir.runs.Run``) against
+    """A periodic capture's stimulus -> ISR and -> task results (``run``: a ``hilat.rundir.reader.Run``) against
     the DUT model's log (``read_dut_log``): stimulus k of the log is the one fired k periods after the
     run's start tick. Returns {judged, unknown, wrong, stimuli}: the stimuli seen with a judged
     (sample or miss) stimulus -> ISR result, those unknown, and the judged results of either kind

@@ -5,16 +5,14 @@ plugin and the formats' limits all parse with these, so one text means one thing
 import re
 from dataclasses import dataclass
 
-from hilat.link import protocol as p
-
 # Seconds per unit of a duration; "ticks" is the rig's tick, known only with its tick frequency.
 UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 TICKS = "ticks"
 _DURATION = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s|ticks?)?\s*")
 
-# The stimulus generator's modes by name, with their protocol codes (STIM_CONFIG's mode).
-STIMULUS_MODES = {"periodic": p.MODE_PERIODIC, "dither": p.MODE_DITHER, "random": p.MODE_RANDOM,
-                  "burst": p.MODE_BURST, "oneshot": p.MODE_ONESHOT}
+# The stimulus generator's modes by name, with their codes on the wire (STIM_CONFIG's mode; the
+# protocol's MODE_* are these, firmware/protocol.h's HILAT_MODE_* and gateware/stimulus.py's too).
+STIMULUS_MODES = {"periodic": 0, "dither": 1, "random": 2, "burst": 3, "oneshot": 4}
 
 
 class DurationError(ValueError):

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from hilat import analysis
 from hilat.acquisition.capture import Capture
 from hilat.acquisition.settings import CaptureSettings, StimulusSettings
+from hilat.statistics.percentiles import exact_percentile
 
 from targets import sim
 from targets.dut import cpu_soc
@@ -151,7 +151,7 @@ def _stats(ticks):
     if not len(v):
         return None
     # The median as every hilat figure states it: p50, the inverted CDF (docs/analysis.md, "One median").
-    return v.min(), float(analysis.exact_percentile(np.sort(v), 0.5)), float(v.mean()), v.max()
+    return v.min(), float(exact_percentile(np.sort(v), 0.5)), float(v.mean()), v.max()
 
 
 def _cycles_us(result, ticks):

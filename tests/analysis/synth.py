@@ -70,22 +70,23 @@ def _meta(label, ts_hz, deadline_ticks, calibration, dut_settings, counters, set
 def write_run(run_dir, edges, label="synthetic", ts_hz=TS_HZ, deadline_ticks=None, calibration=None,
               dut_settings=None, counters=None, settings=None, gaps=(), **meta_extra):
     """A run directory in the current format, written as a capture writes it: through
-    ``runs.RunWriter`` (raw.bin, edges.bin, gaps.bin, and samples/ from the capture's streaming
+    ``writer.RunWriter`` (raw.bin, edges.bin, gaps.bin, and samples/ from the capture's streaming
     pairing), then meta.json (``RUN_FORMAT``). ``gaps``: [(start, end, channel mask, reason)] in ticks."""
-    from hilat.rundir import runs
+    from hilat.rundir.reader import run_from_meta
+    from hilat.rundir.writer import RunWriter
     from hilat.statistics.streaming import StreamingAggregator
 
     meta = _meta(label, ts_hz, deadline_ticks, calibration, dut_settings, counters, settings, RUN_FORMAT,
                  **meta_extra)
     items = np.array(edges, np.int64).reshape(-1, 3)
     ticks, chans, levels = items[:, 0], items[:, 1].astype(np.uint8), items[:, 2].astype(np.uint8)
-    writer = runs.RunWriter(run_dir)
+    writer = RunWriter(run_dir)
     try:
         writer.edges(ticks, chans, levels)
         writer.gaps(list(gaps))
         # The reader's view of the meta (roles, deadline, offset, measures in the edges' unit) drives
         # the pairing, as the capture's own settings drive it.
-        run = runs.run_from_meta(run_dir, meta, edges=(ticks, chans, levels))
+        run = run_from_meta(run_dir, meta, edges=(ticks, chans, levels))
         writer.set_kinds(list(run.kind_titles))
         agg = StreamingAggregator(run.roles, run.deadline_mu, run.offset_mu, measures=run.analysis_measures,
                                   builtin=run.builtin, on_samples=writer.samples)
@@ -106,7 +107,7 @@ def write_run(run_dir, edges, label="synthetic", ts_hz=TS_HZ, deadline_ticks=Non
 
 def write_legacy_run(run_dir, edges, label="legacy", **kw):
     """A run directory in the previous format (run format 1: events.csv, no edges.bin nor samples/),
-    the one fixture of the compatibility reader (``runs.read_events_csv``)."""
+    the one fixture of the compatibility reader (``replay.read_events_csv``)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / "events.csv", "w", newline="") as f:
         w = csv.writer(f)

@@ -8,7 +8,8 @@ from hilat import analysis
 from hilat.analysis.measures import parse as parse_measure
 from hilat.cli import main
 from hilat.hdr import HdrHistogram
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
+from hilat.statistics.distribution import exact_figures
 from hilat.statistics.streaming import StreamingAggregator
 from synth import ROLES, dut_edges, measures_json, random_run, write_run
 
@@ -53,8 +54,8 @@ def test_streaming_equals_exact(tmp_path, chunk):
             sel = exact.subset(kind, subset)
             lat = sel.values
             v = lat[lat != analysis.MISSING]
-            st = agg.stats(subset, kind)
-            ref = analysis.stats(v)
+            st = agg.distribution(subset, kind).figures_mu()
+            ref = exact_figures(v)
             key = (subset, kind)
             assert (agg.starts[key], agg.misses[key], agg.duplicates[key]) == \
                 (len(sel), len(lat) - len(v), int(sel.duplicates.sum())), key
@@ -115,8 +116,8 @@ def test_a_response_sooner_than_the_offset_is_in_the_streamed_figures():
     agg = StreamingAggregator(ROLES, offset_mu=100)
     agg.feed(t, c.astype(np.uint8), lv.astype(np.uint8))
     agg.finish(int(t[-1]) + 1)
-    ref = analysis.stats(exact.series["stim_to_isr"].valid())
-    st = agg.stats("all", "stim_to_isr")
+    ref = exact_figures(exact.series["stim_to_isr"].valid())
+    st = agg.distribution("all", "stim_to_isr").figures_mu()
     assert ref["min"] == st["min"] == -40 and ref["median"] == st["median"] == 50.0
     assert st["percentiles"]["p50"] == ref["percentiles"]["p50"] == 50
     assert agg.hist[("all", "stim_to_isr")].out_of_range == 0

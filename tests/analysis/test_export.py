@@ -9,7 +9,7 @@ import vcdvcd
 from hilat import analysis
 from hilat.cli import main
 from hilat.reports import export
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
 from sigrok import check_vcd_with_sigrok
 from synth import dut_edges, measures_json, random_run, write_run
 
@@ -174,21 +174,22 @@ def test_hlog_export_holds_every_latency_per_interval(run, tmp_path):
 def _store_samples(run, stimuli=False):
     """samples/KIND.bin of every kind, as captures wrote them before samples/stimuli.bin; with
     ``stimuli``, the built-in kinds' in samples/stimuli.bin, as the capture writes them now."""
-    from hilat.rundir import runs
+    from hilat.rundir.layout import BUILTIN_KINDS, SAMPLE_DTYPE, SAMPLES_MAGIC, STIMULI_MAGIC, STIMULUS_DTYPE
+    from hilat.rundir.stores import StoreAppender, _stimulus_items
 
     (run.path / "samples").mkdir(exist_ok=True)
     if stimuli:
-        store = runs.StoreAppender(run.path / "samples" / "stimuli.bin", runs.STIMULI_MAGIC, runs.STIMULUS_DTYPE)
-        store.append(runs._stimulus_items([run.measurements.series[k] for k in runs.BUILTIN_KINDS]))
+        store = StoreAppender(run.path / "samples" / "stimuli.bin", STIMULI_MAGIC, STIMULUS_DTYPE)
+        store.append(_stimulus_items([run.measurements.series[k] for k in BUILTIN_KINDS]))
         store.close()
     for kind in run.kind_titles:
-        if stimuli and kind in runs.BUILTIN_KINDS:
+        if stimuli and kind in BUILTIN_KINDS:
             continue
         se = run.measurements.series[kind]
-        items = np.zeros(len(se), runs.SAMPLE_DTYPE)
+        items = np.zeros(len(se), SAMPLE_DTYPE)
         items["start_mu"], items["value_mu"], items["duplicates"] = se.start_mu, se.values, se.duplicates
         items["tag_at_start"], items["tag_in_window"], items["unknown"] = se.tag_at_start, se.tag_in_window, se.unknown
-        store = runs.StoreAppender(run.path / "samples" / f"{kind}.bin", runs.SAMPLES_MAGIC, runs.SAMPLE_DTYPE)
+        store = StoreAppender(run.path / "samples" / f"{kind}.bin", SAMPLES_MAGIC, SAMPLE_DTYPE)
         store.append(items)
         store.close()
 
@@ -237,5 +238,7 @@ def test_the_timeseries_plot_marks_unknown_windows_apart_from_misses(tmp_path):
     assert "gapped: 1 missed" in labels and "gapped: 1 unknown (gaps)" in labels
     (points,) = [line for line in ax.get_lines() if line.get_label() == "gapped"]
     assert len(points.get_xdata()) == len(run.measurements.series["stim_to_isr"].valid())
-    assert np.array_equal(plots._valid(run, "stim_to_isr"), np.sort(run.measurements.series["stim_to_isr"].valid()))
+    # The other plots read the run's Distribution: its samples are the valid ones (unknown ones apart).
+    assert np.array_equal(plots._distribution(run, "stim_to_isr").values_mu(),
+                          np.sort(run.measurements.series["stim_to_isr"].valid()))
     plots.render(fig, "png")

@@ -49,8 +49,8 @@ TASK = np.array([300, 449, 450, 451, 3000, 3001, 29_999], dtype=np.int64)
 @pytest.fixture
 def exact():
     # Windows a gap touched (unknown) are neither samples nor misses: stated apart in every format.
-    return [Stats.from_values("stim_to_isr", ISR, TICK_S, misses=2, unknown=3),
-            Stats.from_values("stim_to_task", TASK, TICK_S)]
+    return [Stats.exact("stim_to_isr", ISR, TICK_S, misses=2, unknown=3),
+            Stats.exact("stim_to_task", TASK, TICK_S)]
 
 
 def rig_values(n=20_000, seed=5, overflows=3):
@@ -65,11 +65,9 @@ def rig_stats(kind, values, misses=0):
     """An on-rig-like Stats: the engine's bins (2 significant digits, overflow bin) and exact count,
     min, max and mean, no samples."""
     counts = np.bincount(engine.bin_of(values), minlength=engine.BINS)
-    h = engine.tick_histogram(counts)
     n = len(values)
-    return Stats(kind, kind, "all", TICK_S, starts=n + misses, misses=misses, duplicates=0, count=n,
-                 min_mu=int(values.min()), max_mu=int(values.max()), mean_mu=float(values.mean()),
-                 std_mu=None, histogram=h, resolution="on-rig")
+    exact = {"count": n, "min": int(values.min()), "max": int(values.max()), "sum": int(values.sum())}
+    return Stats.rig(kind, TICK_S, counts, exact, starts=n + misses, misses=misses)
 
 
 def run_sh(script, cwd, env=None):
@@ -250,11 +248,11 @@ def hgrm_cases():
     wide[:40] = rng.integers(1 << 20, 1 << 36, 40)
     wide[40:50] = 0
     return {
-        "small": Stats.from_values("stim_to_isr", [3, 5, 5, 8, 13, 2000, 2047, 2048, 2049, 4097], TICK_S),
-        "wide": Stats.from_values("stim_to_task", wide, TICK_S),
-        "single": Stats.from_values("stim_to_isr", [12_345], TICK_S),
+        "small": Stats.exact("stim_to_isr", [3, 5, 5, 8, 13, 2000, 2047, 2048, 2049, 4097], TICK_S),
+        "wide": Stats.exact("stim_to_task", wide, TICK_S),
+        "single": Stats.exact("stim_to_isr", [12_345], TICK_S),
         "on_rig": rig_stats("stim_to_isr", rig_values()),
-        "empty": Stats.from_values("stim_to_isr", [], TICK_S),
+        "empty": Stats.exact("stim_to_isr", [], TICK_S),
     }
 
 
@@ -498,7 +496,7 @@ def test_lava_lines_judge_budgets_and_misses_and_send_to_lava_reads_them(exact, 
 def test_lava_lines_percentiles_an_on_rig_run_and_an_empty_kind(tmp_path):
     values = rig_values(overflows=0)
     st = rig_stats("stim_to_isr", values, misses=0)
-    empty = Stats.from_values("stim_to_task", [], TICK_S, misses=4)
+    empty = Stats.exact("stim_to_task", [], TICK_S, misses=4)
     lines = formats.lava_lines([st, empty], percentiles=(99.9, 99.999), prefix="rig1 ").splitlines()
     # p99.9 on the rig: HdrHistogram's (highest equivalent value of the sample at rank ceil(0.999 n))
     h = engine.engine_histogram()
@@ -524,9 +522,8 @@ def test_a_percentile_in_the_rigs_overflow_bin_is_unknown_to_lava_and_inf_only_t
     # As Run.stats gives an on-rig kind: the rig's bins (rig_counts), 1% of them in the overflow bin.
     values = rig_values(n=10_000, overflows=100)
     counts = np.bincount(engine.bin_of(values), minlength=engine.BINS)
-    st = Stats("stim_to_isr", "stimulus -> ISR entry", "all", TICK_S, starts=len(values), misses=0, duplicates=0,
-               count=len(values), min_mu=int(values.min()), max_mu=int(values.max()),
-               mean_mu=float(values.mean()), std_mu=None, rig_counts=counts, resolution="on-rig")
+    exact = {"count": len(values), "min": int(values.min()), "max": int(values.max()), "sum": int(values.sum())}
+    st = Stats.rig("stim_to_isr", TICK_S, counts, exact, title="stimulus -> ISR entry")
     assert st.percentile(99.9) == float("inf")
     lines = formats.lava_lines([st]).splitlines()
     assert lines[3] == "stim_to_isr-p99.9-latency unknown"

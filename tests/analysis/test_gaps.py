@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hilat import analysis
 from hilat.analysis.measures import parse
+from hilat.statistics.distribution import exact_figures, summarize
 from hilat.statistics.streaming import StreamingAggregator
 from synth import ROLES, TS_HZ, dut_edges
 
@@ -48,7 +49,7 @@ def test_response_lost_in_a_gap_is_unknown_not_a_miss():
     for kind in ("stim_to_task", "isr_to_task", "isr_duration"):   # they depend on the ISR's rise too
         assert p.unknown_of(kind).tolist() == [0, 0, 1, 0, 0], kind
     assert p.unknown_of("task_duration").tolist() == [0, 0, 1, 0, 0]
-    s = analysis.summarize(analysis.measure(*arrays(edges), ROLES, gaps=gaps), TS_HZ)
+    s = summarize(analysis.measure(*arrays(edges), ROLES, gaps=gaps))
     row = s["stim_to_isr"]
     assert (row["starts"], row["count"], row["misses"], row["unknown"]) == (5, 3, 1, 1)
     assert (row["min"], row["max"]) == (50, 400)
@@ -178,8 +179,8 @@ def test_streaming_equals_exact_across_gaps(chunk):
             key = (subset, kind)
             assert (agg.starts[key], agg.misses[key], agg.unknown[key], agg.duplicates[key]) == \
                 (len(sel), sel.n_misses, sel.n_unknown, int(sel.duplicates.sum())), key
-            ref = analysis.stats(sel.valid())
-            st = agg.stats(subset, kind)
+            ref = exact_figures(sel.valid())
+            st = agg.distribution(subset, kind).figures_mu()
             assert (st["count"], st["min"], st["max"]) == (ref["count"], ref["min"], ref["max"]), key
 
 

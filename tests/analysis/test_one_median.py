@@ -16,7 +16,10 @@ import pytest
 from hilat import analysis, api
 from hilat.cli import main
 from hilat.reports import formats, report
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
+from hilat.statistics import run_statistics
+from hilat.statistics.distribution import summarize
+from hilat.statistics.run_statistics import stream_aggregate
 from synth import TS_HZ, dut_edges, live_capture, live_last_line, write_run
 
 ISR_TICKS = (30, 10, 40, 20)                 # in firing order
@@ -114,7 +117,7 @@ def test_hilat_report_html(run_dir, tmp_path):
 def test_the_captures_summary_files(run_dir):
     """summary.json and summary.txt as a capture writes them: from its streaming aggregates."""
     run = load_run(run_dir)
-    doc = report.build_report([run], aggregates={run.path: report.stream_aggregate(run)})
+    doc = report.build_report([run], aggregates={run.path: stream_aggregate(run)})
     check_document(json.loads(report.format_json(doc)))
     check_text(report.format_text(doc))
 
@@ -140,7 +143,7 @@ def test_hilat_compare(run_dir, tmp_path, capsys):
 @pytest.mark.parametrize("streamed", [False, True], ids=["exact", "streamed"])
 def test_the_api(run_dir, monkeypatch, streamed):
     if streamed:
-        monkeypatch.setattr(report, "use_hdr", lambda run, hdr=None: True if hdr is None else hdr)
+        monkeypatch.setattr(run_statistics, "use_hdr", lambda run, hdr=None: True if hdr is None else hdr)
     st = api.load(run_dir).stats("stim_to_isr")
     assert st.resolution.startswith("HdrHistogram") == streamed
     assert st.median == st.percentile(50) == pytest.approx(MEDIAN_TICKS / TS_HZ, rel=1e-12)
@@ -148,13 +151,13 @@ def test_the_api(run_dir, monkeypatch, streamed):
     assert dict(st.ladder())["p50"] == st.median
     assert st.to_json()["seconds"]["p50"] == float(st.median)
     # A Stats built from values, and its histogram (3 significant digits: exact at these values).
-    own = api.Stats.from_values("stim_to_isr", ISR_TICKS, 1 / TS_HZ)
+    own = api.Stats.exact("stim_to_isr", ISR_TICKS, 1 / TS_HZ)
     assert own.percentile_mu(50) == MEDIAN_TICKS and own.histogram().value_at_percentile(50) == MEDIAN_TICKS
 
 
 def test_the_faller_table_of_the_analysis(run_dir):
     run = load_run(run_dir)
-    summary = analysis.summarize(run.measurements, run.unit.mu_hz)
+    summary = summarize(run.measurements)
     assert summary["stim_to_isr"]["median"] == summary["stim_to_isr"]["percentiles"]["p50"] == MEDIAN_TICKS
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hilat import analysis
 from hilat.cli import main
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
 from synth import TS_HZ, dut_edges, measures_json, random_run, write_legacy_run, write_run
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "hilat-report.schema.json").read_text())

@@ -55,7 +55,7 @@ def test_loopback_offset_recovered_and_applied_by_capture(sim_dir, tmp_path, cap
 
     injected = sim.read_dut_log(dut_log)[calibration_pulses:]
     # The samples the capture's streaming pairing stored (samples/KIND.bin), offset applied.
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
 
     loaded = load_run(run)
     isr, task, isr_to_task = (np.concatenate(list(loaded.iter_samples(kind)))["value_mu"]

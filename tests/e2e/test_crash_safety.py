@@ -165,10 +165,11 @@ def _report(run, *args):
 
 def _stimuli_in_edges_bin(run):
     """Stimulus rises (channel 0) in edges.bin, as the killed capture left it."""
-    from hilat.rundir import runs
+    from hilat.rundir.layout import EDGE_DTYPE, EDGES_MAGIC
+    from hilat.rundir.stores import iter_store
 
     return sum(int(((items["channel"] == 0) & (items["level"] == 1)).sum())
-               for items in runs.iter_store(run / "edges.bin", runs.EDGES_MAGIC, runs.EDGE_DTYPE, 1 << 20))
+               for items in iter_store(run / "edges.bin", EDGES_MAGIC, EDGE_DTYPE, 1 << 20))
 
 
 def test_kill_9_mid_capture_leaves_a_run_that_reports(sim_dir, tmp_path):
@@ -247,9 +248,9 @@ def _check_disk_full(done, out, reason):
     assert len(errors) == 1 and reason in errors[0], done.stderr
     run = _run_dir(out)
     # What was written is readable: raw.bin decodes, the report reads the run and says what happened.
-    from hilat.rundir import runs
+    from hilat.rundir.replay import read_raw
 
-    ticks, _chans, _levels, _counters = runs.read_raw(run / "raw.bin")
+    ticks, _chans, _levels, _counters = read_raw(run / "raw.bin")
     assert len(ticks) > 100
     text = _report(run)
     assert "stimulus -> ISR entry (ns), all samples" in text

@@ -82,7 +82,7 @@ def test_roles_on_other_pins_and_an_active_low_isr(sim_dir, tmp_path):
     np.testing.assert_array_equal(pairing.isr_latency[missed], -1)
     assert (pairing.isr_duration[~missed] == 20).all()       # the time the pin stays low
     # The run directory keeps the roles: a report of it pairs the same way.
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
 
     run = load_run(capture.run_dir)
     np.testing.assert_array_equal(run.pairing.isr_latency, pairing.isr_latency)
@@ -101,7 +101,8 @@ def test_streaming_path_is_exact_at_any_chunk_boundary(sim_dir, tmp_path, chunk_
     """The capture's own streaming pairing (what it writes to samples/KIND.bin, summary.json and
     the .hlog) equals what the DUT injected, to the tick, whether records reach it one at a time (every
     response in a later chunk than its stimulus), in chunks of 7, or of 1000."""
-    from hilat.rundir import runs
+    from hilat.rundir.layout import EDGE_DTYPE, EDGES_MAGIC
+    from hilat.rundir.stores import store_count
 
     dut_log = tmp_path / "injected.csv"
     settings = CaptureSettings(count=300, out_dir=tmp_path / "runs", progress=False, label="chunks",
@@ -138,4 +139,4 @@ def test_streaming_path_is_exact_at_any_chunk_boundary(sim_dir, tmp_path, chunk_
     merged = log.merged("stim_to_isr")
     assert merged.total_count == int((~missed).sum()) and len(log.intervals) > 3
     assert merged.max == merged.highest_equivalent_value(injected[~missed, 2].max() * 20)
-    assert runs.store_count(capture.run_dir / "edges.bin", runs.EDGES_MAGIC, runs.EDGE_DTYPE) == run.edge_count
+    assert store_count(capture.run_dir / "edges.bin", EDGES_MAGIC, EDGE_DTYPE) == run.edge_count

@@ -40,7 +40,7 @@ def _capture(rig, url, run_dir, label):
 
 def _records(run_dir):
     """A run's records relative to its start tick: (ticks, channels, levels)."""
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
 
     run = load_run(run_dir)
     return run.ticks - int(run.meta["start_tick"]), run.chans, run.levels

@@ -81,7 +81,7 @@ def test_sigusr1_writes_an_interim_summary_and_ctrl_c_keeps_everything(sim_dir, 
     assert not any(p.startswith("interim") for p in final["problems"])
     # Everything received is in the run: the summary's stimuli are those of edges.bin, and every
     # byte the rig sent before the stop is decoded without loss.
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
 
     loaded = load_run(run)
     assert len(loaded.pairing.stim_tick) == final["stimuli"]

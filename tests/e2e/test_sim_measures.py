@@ -7,7 +7,7 @@ from hilat import analysis
 from hilat.acquisition.capture import Capture
 from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 from hilat.cli import main
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
 
 from targets import sim
 

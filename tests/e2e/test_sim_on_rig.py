@@ -10,10 +10,10 @@ import sys
 
 import numpy as np
 import pytest
-from hilat import analysis
 from hilat.cli import main
 from hilat.engine import RigHistograms
 from hilat.hdr import HdrHistogram
+from hilat.statistics.percentiles import PERCENTILES, percentile_label, samples_needed
 
 from targets import sim
 
@@ -59,9 +59,9 @@ def test_on_rig_summary_is_the_injected_latencies(engine_sim_dir, tmp_path, raw)
             assert (row["count"], ticks["min"], ticks["max"]) == (len(x), x.min(), x.max()), (kind, subset)
             assert ticks["mean"] == pytest.approx(x.mean(), rel=1e-12)
             assert ticks["median"] == h.value_at_percentile(50)
-            for q in analysis.PERCENTILES:
-                want = min(h.value_at_percentile(100 * q), x.max()) if len(x) >= analysis.samples_needed(q) else None
-                assert ticks["percentiles"][analysis.percentile_label(q)] == want, (kind, subset, q)
+            for q in PERCENTILES:
+                want = min(h.value_at_percentile(100 * q), x.max()) if len(x) >= samples_needed(q) else None
+                assert ticks["percentiles"][percentile_label(q)] == want, (kind, subset, q)
         assert run["subsets"]["all"][kind]["misses"] == missed.sum()
         assert run["tagged"][kind] == int(((injected[:, 4] == 1) & ~missed).sum())
 

@@ -4,8 +4,8 @@ every figure must equal what the DUT model says it injected, to the tick."""
 import json
 
 import pytest
-from hilat import analysis
 from hilat.cli import main
+from hilat.statistics.distribution import exact_figures
 
 from targets import sim
 
@@ -44,11 +44,11 @@ def test_report_equals_injected(runs, capsys):
         isr, task, misses = injected(run_dir)
         row = run_doc["subsets"]["all"]["stim_to_isr"]
         assert (row["count"], row["misses"]) == (len(isr), misses)
-        expect = analysis.stats(isr)
+        expect = exact_figures(isr)
         assert row["mu"]["min"] == expect["min"] and row["mu"]["max"] == expect["max"]
         assert row["mu"]["percentiles"] == expect["percentiles"]
         assert row["mu"]["mean"] == pytest.approx(isr.mean(), rel=1e-12)
-        assert run_doc["subsets"]["all"]["stim_to_task"]["mu"]["percentiles"] == analysis.stats(task)["percentiles"]
+        assert run_doc["subsets"]["all"]["stim_to_task"]["mu"]["percentiles"] == exact_figures(task)["percentiles"]
         # ISR duration: the DUT holds the pin for exactly isr_width ticks.
         dur = run_doc["subsets"]["all"]["isr_duration"]["mu"]
         assert dur["min"] == dur["max"] == isr_width
@@ -60,7 +60,7 @@ def test_compare_equals_injected_differences(runs, capsys):
     cmp = json.loads(capsys.readouterr().out)
     (isr_a, _, _), (isr_b, _, _) = injected(runs[0]), injected(runs[1])
     rows = {r["statistic"]: r for r in cmp["kinds"]["stim_to_isr"]["rows"]}
-    pa, pb = analysis.stats(isr_a)["percentiles"], analysis.stats(isr_b)["percentiles"]
+    pa, pb = exact_figures(isr_a)["percentiles"], exact_figures(isr_b)["percentiles"]
     for p in ("p50", "p90", "p99"):
         assert rows[p]["b_minus_a"] == pytest.approx((pb[p] - pa[p]) * 20.0), p
     assert rows["max"]["b_minus_a"] == pytest.approx((isr_b.max() - isr_a.max()) * 20.0)
@@ -77,7 +77,7 @@ def test_demo_writes_an_html_report_with_four_plots(runs):
 def test_vcd_of_a_demo_run_read_by_sigrok(runs, tmp_path):
     """The simulated rig's own edges, exported and read by sigrok-cli: every edge of events.csv, and
     the jitter decoder's stimulus -> ISR delay equals hilat's and the DUT model's, to the tick."""
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
     from sigrok import check_vcd_with_sigrok
 
     run = load_run(runs[0])

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
 
 from targets import sim
 

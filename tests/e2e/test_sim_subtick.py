@@ -150,7 +150,7 @@ def test_loopback_offset_in_sub_ticks_recovered_and_applied(subtick_sim_dir, tmp
     offset_subticks = loop["offset_ticks"] * S
     assert offset_subticks in (29, 30, 31, 32)
 
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
 
     run = load_run(next((tmp_path / "runs").iterdir()))
     assert run.offset_mu == offset_subticks
@@ -193,7 +193,7 @@ def test_calibrate_resolution_recovers_uneven_bins_and_captures_use_their_centre
                           dut_args=dut, dut_log=dut_log) as rig:
         assert main(["capture", rig.url, "--count", "200", "--period", "2000", "--jitter", "500", "--out",
                      str(tmp_path / "runs"), "--no-progress", "--calibration-dir", str(cal_dir)]) == 0
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
 
     run = load_run(next((tmp_path / "runs").iterdir()))
     units = S * 64

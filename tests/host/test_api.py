@@ -203,7 +203,7 @@ def _gapped_truth():
 
 def _report_rows(path):
     from hilat.reports import report
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
 
     doc = report.build_report([load_run(path)])
     return doc["runs"][0]
@@ -211,11 +211,11 @@ def _report_rows(path):
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["exact", "streamed"])
 def test_unknown_windows_are_neither_samples_nor_misses(tmp_path, monkeypatch, streamed):
-    from hilat.reports import report
+    from hilat.statistics import run_statistics
     from synth import GAPPED_STIM, gapped_run
 
     if streamed:  # the HDR aggregates a long run is read with
-        monkeypatch.setattr(report, "use_hdr", lambda run, hdr=None: True if hdr is None else hdr)
+        monkeypatch.setattr(run_statistics, "use_hdr", lambda run, hdr=None: True if hdr is None else hdr)
     path = gapped_run(tmp_path / "g")
     run = hilat.load(path)
     values, missed, unknown = _gapped_truth()
@@ -282,10 +282,10 @@ def test_stimuli_accounting_counts_each_stimulus_fired_once(tmp_path):
 
 
 def test_stats_from_values_counts_unknown_apart():
-    st = api.Stats.from_values("stim_to_isr", [10, 20, 30], TICK_S, misses=1, unknown=4)
+    st = api.Stats.exact("stim_to_isr", [10, 20, 30], TICK_S, misses=1, unknown=4)
     assert (st.count, st.misses, st.unknown, st.starts) == (3, 1, 4, 8)
     assert st.miss_share == 1 / 4
-    empty = api.Stats.from_values("stim_to_isr", [], TICK_S, unknown=5)
+    empty = api.Stats.exact("stim_to_isr", [], TICK_S, unknown=5)
     assert empty.miss_share is None and empty.median is None and "5 unknown" in repr(empty)
 
 

@@ -135,7 +135,7 @@ def test_capture_on_a_rig_with_ten_channels(tmp_path):
                      "--out", str(tmp_path), "--no-progress"])
     assert code == 0
     (run_dir,) = tmp_path.iterdir()
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
 
     run = load_run(run_dir)
     assert (run.chans == 9).sum() == 2
@@ -155,7 +155,7 @@ def test_roles_moved_and_an_active_low_isr_pin(tmp_path):
                      "--out", str(tmp_path), "--no-progress", "--role", "isr=in4", "--active-low", "in4"])
     assert code == 0
     (run_dir,) = tmp_path.iterdir()
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
 
     run = load_run(run_dir)
     assert run.roles.isr == 6 and run.roles.active_low == (6,)
@@ -199,7 +199,7 @@ def test_a_defined_interval_on_a_fake_rig(tmp_path):
                      "--out", str(tmp_path), "--no-progress", "--measure", "quick=stimulus..isr@62"])
     assert code == 0
     (run_dir,) = tmp_path.iterdir()
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
 
     run = load_run(run_dir)
     assert run.measurements.latency("quick").tolist() == [60, 61, -1]

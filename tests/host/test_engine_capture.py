@@ -14,7 +14,10 @@ from hilat import analysis, api
 from hilat.cli import main
 from hilat.hdr import read_hlog
 from hilat.link import protocol as p
-from hilat.rundir import runs
+from hilat.rundir.layout import OUTLIER_DTYPE, OUTLIERS_MAGIC
+from hilat.rundir.reader import load_run
+from hilat.rundir.stores import iter_store
+from hilat.statistics.percentiles import PERCENTILES, percentile_label, samples_needed
 from test_reports import SCHEMA
 
 COUNT = 3000
@@ -47,9 +50,9 @@ def check_summary(rig, doc):
             # The bins' std is HdrHistogram's of the injected values (bucket medians, population).
             assert ticks["std"] == pytest.approx(hist.stddev, rel=1e-12) and ticks["std"] > 0
             assert ticks["median"] == hist.value_at_percentile(50.0)
-            for q in analysis.PERCENTILES:
-                label = analysis.percentile_label(q)
-                supported = exact["count"] >= analysis.samples_needed(q)
+            for q in PERCENTILES:
+                label = percentile_label(q)
+                supported = exact["count"] >= samples_needed(q)
                 want = min(hist.value_at_percentile(100 * q), exact["max"]) if supported else None
                 assert ticks["percentiles"][label] == want, (kind, subset, label)
             if subset == "all":
@@ -81,7 +84,7 @@ def test_on_rig_summary_is_the_injected_latencies(tmp_path):
     assert meta["engine"]["intervals"] == len(np.unique(number)) > 5
     assert len([iv for iv in log.intervals if iv.tag == "stim_to_isr"]) == len(np.unique(number[s.binned[0]]))
     # Outliers: every sample above the threshold, and the worst case found among them.
-    stored = next(runs.iter_store(run_dir / "outliers.bin", runs.OUTLIERS_MAGIC, runs.OUTLIER_DTYPE, 1 << 20))
+    stored = next(iter_store(run_dir / "outliers.bin", OUTLIERS_MAGIC, OUTLIER_DTYPE, 1 << 20))
     above = s.binned[0] & (s.value[0] > 600)
     assert stored["start_tick"].tolist() == s.start[above].tolist() and meta["engine"]["outliers"] == above.sum()
     worst = doc["runs"][0]["worst"]["stim_to_isr"]
@@ -105,14 +108,14 @@ def test_on_rig_with_raw_edges_agrees_with_the_host_pairing(tmp_path):
     assert meta["results"] == {"on_rig": "complete", "raw": "complete"}
     assert meta["engine"]["config"]["flags"] == p.ENGINE_ENABLE | p.ENGINE_RAW
     # The raw edges, paired again by the host, give the engine's figures.
-    run = runs.load_run(run_dir)
+    run = load_run(run_dir)
     assert run.edge_count == len(rig.edges[0])
     latencies = run.pairing.isr_latency
     found = latencies[latencies != analysis.MISSING]
     stats = doc["runs"][0]["subsets"]["all"]["stim_to_isr"]
     assert (len(found), int(found.min()), int(found.max())) == (stats["count"], stats["mu"]["min"],
                                                                 stats["mu"]["max"])
-    assert run.problems() == []
+    assert run.problems == []
 
 
 def test_on_rig_overflow_is_counted_and_in_no_percentile(tmp_path):
@@ -156,7 +159,7 @@ def test_on_rig_windows_close_at_the_engines_deadline_limit_in_both_pairings(tmp
     isr = run["subsets"]["all"]["stim_to_isr"]
     assert isr["mu"]["max"] < limit and run["problems"] == []
     # The host's pairing of the same edges: the same windows, so the same samples and misses.
-    loaded = runs.load_run(run_dir)
+    loaded = load_run(run_dir)
     assert loaded.deadline_mu == limit
     latencies = loaded.pairing.isr_latency
     assert int((latencies == analysis.MISSING).sum()) == isr["misses"]

@@ -2,7 +2,7 @@
 kind's unknown windows (a gap in the record stream touched them) apart from its misses, and the
 capture's gaps."""
 
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
 from synth import GAPPED_ISR, GAPPED_STIM, GAPPED_UNKNOWN, gapped_run, live_capture, live_last_line
 
 

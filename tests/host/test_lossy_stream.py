@@ -12,7 +12,7 @@ from hilat.acquisition.capture import Capture
 from hilat.acquisition.settings import CaptureSettings, StimulusSettings
 from hilat.cli import main
 from hilat.link.session import Session
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
 
 N = 300
 PERIOD = 1500
@@ -132,19 +132,19 @@ def test_a_rig_reset_mid_run_is_said_and_the_run_up_to_it_kept(tmp_path, capsys)
 
 def test_a_run_of_format_3_reads_without_gaps_and_with_old_samples(tmp_path):
     """Before format 4 a run had no gaps.bin and samples without `unknown` (store version 1)."""
-    from hilat.rundir import runs
+    from hilat.rundir.layout import BUILTIN_KINDS, SAMPLE_DTYPE, SAMPLE_DTYPE_V1, SAMPLES_MAGIC
 
     cap = capture(tmp_path)
     (cap.run_dir / "gaps.bin").unlink()
     # A store of version 1 per kind (before samples/stimuli.bin held the built-in kinds together).
     current = load_run(cap.run_dir)
-    for kind in runs.BUILTIN_KINDS:
+    for kind in BUILTIN_KINDS:
         items = np.concatenate(list(current.iter_samples(kind)))
-        old = np.zeros(len(items), runs.SAMPLE_DTYPE_V1)
-        for name in runs.SAMPLE_DTYPE_V1.names:
+        old = np.zeros(len(items), SAMPLE_DTYPE_V1)
+        for name in SAMPLE_DTYPE_V1.names:
             old[name] = items[name]
         (cap.run_dir / "samples" / f"{kind}.bin").write_bytes(
-            runs.SAMPLES_MAGIC + (1).to_bytes(4, "little") + runs.SAMPLE_DTYPE_V1.itemsize.to_bytes(4, "little")
+            SAMPLES_MAGIC + (1).to_bytes(4, "little") + SAMPLE_DTYPE_V1.itemsize.to_bytes(4, "little")
             + old.tobytes())
         if kind == "stim_to_isr":
             new = items
@@ -156,5 +156,5 @@ def test_a_run_of_format_3_reads_without_gaps_and_with_old_samples(tmp_path):
     assert len(run.gaps) == 0
     assert run.has_stored_samples()
     back = next(run.iter_samples("stim_to_isr"))
-    assert back.dtype == runs.SAMPLE_DTYPE and (back["unknown"] == 0).all()
+    assert back.dtype == SAMPLE_DTYPE and (back["unknown"] == 0).all()
     assert back["value_mu"].tolist() == new["value_mu"].tolist()

@@ -83,7 +83,7 @@ def test_exports_of_samples_or_edges_say_the_run_has_on_rig_results_only(on_rig_
 def test_the_api_reads_an_on_rig_run_with_nothing_unknown(on_rig_run):
     from hilat import api
     from hilat.reports import report
-    from hilat.rundir.runs import load_run
+    from hilat.rundir.reader import load_run
 
     run_dir, _rig = on_rig_run
     run = api.load(run_dir)

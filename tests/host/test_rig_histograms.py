@@ -19,7 +19,10 @@ from engine_reference import (
 from hilat import engine
 from hilat.hdr import HdrHistogram, read_hlog
 from hilat.link import protocol as p
-from hilat.rundir.runs import OUTLIER_DTYPE, OUTLIERS_MAGIC, iter_store
+from hilat.rundir.layout import OUTLIER_DTYPE, OUTLIERS_MAGIC
+from hilat.rundir.stores import iter_store
+from hilat.statistics.distribution import Distribution
+from hilat.statistics.run_statistics import RunStatistics
 from test_hdr import JAVA_PERCENTILES, needs_java, parse_java_read, run_java
 
 SHIFT = 16
@@ -349,21 +352,20 @@ def test_hdr_add_counts_adds_at_the_index():
     assert (h.out_of_range_above, h.out_of_range_below, h.total_count) == (4, 0, 6)
 
 
-def test_aggregates_in_the_units_of_a_sub_tick_run(samples):
+def test_rig_distribution_in_the_units_of_a_sub_tick_run(samples):
     """On a rig that samples its inputs 4 times a tick the run's unit is a quarter tick: the engine's
     whole ticks come out 4 times larger, so the report converts every figure with one tick_ns."""
     rig, _ = run_engine(samples)
     # The worst samples as the engine's outlier records would give them (value, stimulus tick, tagged).
     rig.worst = [(rig.exact(kind)["max"], 1000 + k, 0) for k, kind in enumerate(engine.KINDS)]
-    ticks, quarters = engine.RigAggregates(rig), engine.RigAggregates(rig, units_per_value=4)
-    assert ticks.worst.keys() == quarters.worst.keys() == set(engine.KINDS)
-    # The engine pairs on the rig: no gaps, nothing unknown (the report's and the API's paths read it).
-    assert ticks.unknown == dict.fromkeys(ticks.starts, 0) and ticks.gap_count == 0
+    ticks, quarters = RunStatistics._rig_worst(rig, 1), RunStatistics._rig_worst(rig, 4)
+    assert ticks.keys() == quarters.keys() == set(engine.KINDS)
     for kind in ("stim_to_isr", "isr_to_task"):
-        a, b = ticks.stats("all", kind), quarters.stats("all", kind)
+        a = Distribution.rig(kind, 1.0, rig.counts(kind), rig.exact(kind)).figures_mu()
+        b = Distribution.rig(kind, 1.0, rig.counts(kind), rig.exact(kind), units_per_tick=4).figures_mu()
         assert b["count"] == a["count"] > 0
         for key in ("min", "median", "max", "mean", "std"):
             assert b[key] == (None if a[key] is None else pytest.approx(4 * a[key]))
         assert {k: v and 4 * v for k, v in a["percentiles"].items()} == b["percentiles"]
-        assert quarters.worst[kind]["mu"] == 4 * ticks.worst[kind]["mu"]
-        assert quarters.worst[kind]["start_mu"] == 4 * ticks.worst[kind]["start_mu"]
+        assert quarters[kind]["mu"] == 4 * ticks[kind]["mu"]
+        assert quarters[kind]["start_mu"] == 4 * ticks[kind]["start_mu"]

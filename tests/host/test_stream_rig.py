@@ -10,7 +10,7 @@ import numpy as np
 from hilat.link import protocol as p
 from hilat.link.rig import Rig
 from hilat.link.transport import Transport
-from hilat.rundir import runs
+from hilat.rundir.reader import load_run
 from stream_rig import DEFAULT_PERIOD, StreamRig, capture_command, latencies, pattern_records, records_for, stimuli_for
 
 
@@ -26,7 +26,7 @@ def leave_mid_stream(url):
 
 def check_run(run_dir, stimuli):
     """The run holds every stimulus with exactly the pattern's latencies, and lost nothing."""
-    run = runs.load_run(run_dir)
+    run = load_run(run_dir)
     pairing = run.pairing
     isr, task = latencies(stimuli)
     assert len(pairing.stim_tick) == stimuli
@@ -34,7 +34,7 @@ def check_run(run_dir, stimuli):
     np.testing.assert_array_equal(pairing.isr_latency, isr)
     np.testing.assert_array_equal(pairing.task_latency, task)
     assert (task == -1).sum() == stimuli // 96
-    assert run.losses() == {} and run.problems() == []
+    assert run.losses == {} and run.problems == []
     counters = run.meta["counters"]
     assert run.meta["records"] == records_for(stimuli) == counters["rig_records_sent"]
     assert counters["decoder"]["frames_ok"] == counters["rig_frames_sent"]  # the rig's last STATUS included

@@ -13,7 +13,7 @@ from fake_rig import FakeRig, capture_script
 from hilat import analysis
 from hilat.analysis import measures
 from hilat.cli import main
-from hilat.rundir import runs
+from hilat.rundir.reader import load_run
 from hilat.statistics.streaming import SUBSET_NAMES, StreamingAggregator
 from synth import ROLES, TS_HZ
 
@@ -105,7 +105,7 @@ def test_a_capture_summary_counts_tag_measures_as_the_report(tmp_path):
                      *(a for d in definitions for a in ("--measure", d))])
     assert code == 0
     (run_dir,) = tmp_path.iterdir()
-    exact = runs.load_run(run_dir).measurements
+    exact = load_run(run_dir).measurements
     summary = json.loads((run_dir / "summary.json").read_text())["runs"][0]["subsets"]
     for kind in ("tag_to_task", "tag_fall_to_task"):
         series = exact.series[kind]

@@ -9,7 +9,7 @@ import pytest
 from fake_rig import FakeRig, capture_script
 from hilat import analysis
 from hilat.cli import main
-from hilat.rundir import runs
+from hilat.rundir.reader import load_run
 
 S = 4
 TICK_NS = 20.0                      # the fake rig's ts: 50 MHz
@@ -46,7 +46,7 @@ def test_edges_from_records_places_each_input_at_its_position():
 
 def test_subtick_latencies_are_exact_in_the_stream_the_stores_and_raw_bin(tmp_path):
     run_dir = _capture(tmp_path)
-    run = runs.load_run(run_dir)
+    run = load_run(run_dir)
     assert run.samples_per_tick == S and run.ts_hz == pytest.approx(50e6) and run.unit.mu_hz == pytest.approx(50e6 * S)
     isr = run.measurements.latency("stim_to_isr")
     assert isr.tolist() == list(ISR_LATENCIES)
@@ -56,7 +56,7 @@ def test_subtick_latencies_are_exact_in_the_stream_the_stores_and_raw_bin(tmp_pa
     assert stored.tolist() == list(ISR_LATENCIES)
     # The same edges decoded again from the bytes the rig sent.
     (run_dir / "edges.bin").rename(run_dir / "edges.kept")
-    again = runs.load_run(run_dir)
+    again = load_run(run_dir)
     assert again.edges_source == "raw.bin"
     assert again.measurements.latency("stim_to_isr").tolist() == list(ISR_LATENCIES)
 
@@ -83,7 +83,7 @@ def test_a_deadline_in_ticks_closes_windows_in_sub_ticks(tmp_path):
     run_dir = _capture(tmp_path, "--deadline", "61")
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["deadline_ticks"] == 61
-    run = runs.load_run(run_dir)
+    run = load_run(run_dir)
     assert run.deadline_mu == 61 * S
     expected = [v if v < 61 * S else analysis.MISSING for v in ISR_LATENCIES]
     assert run.measurements.latency("stim_to_isr").tolist() == expected
@@ -114,7 +114,7 @@ def test_a_sub_tick_loopback_offset_is_subtracted_exactly(tmp_path):
 
     cal_dir = _calibration_dir(tmp_path, identify(samples_per_tick=S), loopback=_loop(7.25, S))
     run_dir = _capture(tmp_path / "runs", "--calibration-dir", str(cal_dir))
-    run = runs.load_run(run_dir)
+    run = load_run(run_dir)
     assert run.offset_mu == 29
     assert run.measurements.latency("stim_to_isr").tolist() == [v - 29 for v in ISR_LATENCIES]
     meta = json.loads((run_dir / "meta.json").read_text())
@@ -142,11 +142,11 @@ def test_a_run_written_before_sub_ticks_reads_as_ticks(tmp_path):
     meta["version"] = 2
     (old / "meta.json").write_text(json.dumps(meta))
     # Its edges in ticks, as such a capture stored them.
-    edges = runs.load_run(run_dir).ticks
-    t, c, lv = edges // S, runs.load_run(run_dir).chans, runs.load_run(run_dir).levels
+    edges = load_run(run_dir).ticks
+    t, c, lv = edges // S, load_run(run_dir).chans, load_run(run_dir).levels
     with open(old / "events.csv", "w") as f:
         f.write("tick,channel,level,tag\n" + "".join(f"{a},{b},{d},0\n" for a, b, d in zip(t, c, lv)))
-    run = runs.load_run(old)
+    run = load_run(old)
     assert run.units_per_tick == 1 and run.ts_hz == pytest.approx(50e6)
     assert run.measurements.latency("stim_to_isr").tolist() == [v // S for v in ISR_LATENCIES]
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hilat.rundir import runs
+from hilat.rundir.layout import RunError
+from hilat.rundir.reader import load_run
 from hilat.units import RUN_FORMAT_VERSION, RunUnit
 
 HOST = Path(__file__).parents[2] / "host" / "hilat"
@@ -107,12 +108,12 @@ def test_a_run_of_the_previous_format_reads_with_the_same_unit(tmp_path):
     # stimulus at 400 mu (tick 100), ISR entry (in0) 30 mu later, both back low.
     (old / "events.csv").write_text("tick,channel,level,tag\n400,0,1,0\n430,2,1,0\n600,0,0,0\n650,2,0,0\n")
     (old / "meta.json").write_text(json.dumps(V4_META))
-    run = runs.load_run(old)
+    run = load_run(old)
     assert run.unit == RunUnit(50e6, 4, 4) and run.ts_hz == 50e6 and run.deadline_mu == 400
     doc = report.build_report([run])
     row = doc["runs"][0]["subsets"]["all"]["stim_to_isr"]
     assert (row["count"], row["mu"]["max"], row["ns"]["max"]) == (1, 30, 150.0)
     assert doc["runs"][0]["unit"]["mu_ns"] == 5.0 and doc["version"] == 4
     (old / "meta.json").write_text(json.dumps({**V4_META, "version": RUN_FORMAT_VERSION + 1}))
-    with pytest.raises(runs.RunError, match=f"run format version {RUN_FORMAT_VERSION + 1}; this hilat reads"):
-        runs.load_run(old)
+    with pytest.raises(RunError, match=f"run format version {RUN_FORMAT_VERSION + 1}; this hilat reads"):
+        load_run(old)

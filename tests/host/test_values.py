@@ -1,6 +1,8 @@
 """hilat.values: the one duration parser and formatter, and the one list of stimulus modes."""
 
 import argparse
+import re
+from pathlib import Path
 
 import hilat
 import pytest
@@ -75,6 +77,10 @@ def test_format_ticks():
 
 
 def test_one_list_of_stimulus_modes():
+    # The codes are the firmware's (the wire contract), and the protocol's names are the same codes.
+    header = (Path(__file__).parents[2] / "firmware" / "protocol.h").read_text()
+    firmware = {m.group(1).lower(): int(m.group(2)) for m in re.finditer(r"#define HILAT_MODE_(\w+) (\d+)u", header)}
+    assert values.STIMULUS_MODES == firmware
     assert values.STIMULUS_MODES == {"periodic": p.MODE_PERIODIC, "dither": p.MODE_DITHER, "random": p.MODE_RANDOM,
                                      "burst": p.MODE_BURST, "oneshot": p.MODE_ONESHOT}
     assert values.stimulus_mode("burst") == p.MODE_BURST

@@ -5,7 +5,7 @@ The capture is a stream (docs/analysis.md, "Streaming capture"): bytes -> raw.bi
 (``aggregate.StreamingAggregator``) -> samples/KIND.bin, the rolling .hlog and the live view. Memory
 is flat however long the run: nothing holds the records. At the end (or on SIGUSR1, as an interim)
 summary.json and summary.txt are rendered from the aggregates, without reading the run back.
-The run directory's layout is in ``hilat.rundir.runs``.
+The run directory's layout is in ``hilat.rundir.layout``.
 
 This module is the capture's lifecycle (``Capture.run``: set-up, collect, finish); its settings and
 plan are ``settings``, the record stream and its consumers ``stream``, and what it writes at the
@@ -35,7 +35,9 @@ from hilat.link import protocol as p
 from hilat.link.rig import RigError, RigSilent
 from hilat.link.session import Session
 from hilat.link.transport import TransportError
-from hilat.rundir.runs import RunError, RunWriter, load_run
+from hilat.rundir.layout import RunError
+from hilat.rundir.reader import load_run
+from hilat.rundir.writer import RunWriter
 from hilat.statistics.streaming import SampleOutOfRange
 
 log = logging.getLogger("hilat")
@@ -425,7 +427,7 @@ class Capture(CaptureResults):
         return self.stream.records if self.stream else 0
 
     def load(self):
-        """The run directory just written, as ``runs.Run`` (its edges read on first use)."""
+        """The run directory just written, as ``reader.Run`` (its edges read on first use)."""
         return load_run(self.run_dir)
 
     def pairing(self):

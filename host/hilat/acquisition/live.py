@@ -16,6 +16,8 @@ import sys
 import time
 
 from hilat import analysis, engine
+from hilat.statistics.distribution import Distribution
+from hilat.statistics.percentiles import percentile_label
 
 _PERCENTILES = (0.5, 0.99, 0.999)
 
@@ -24,8 +26,16 @@ def _us(ticks, tick_ns):
     return "-" if ticks is None else f"{ticks * tick_ns / 1000:.3f}"
 
 
+def _bin_figures(kind, counts):
+    """What the rig's bins alone say (ticks, bin resolution): count, max, the overflow bin's count
+    and the percentiles, from their ``Distribution``."""
+    d = Distribution.rig(kind, 1.0, counts, None)
+    return {"count": d.count, "max": d.max_mu, "overflow": d.overflow,
+            "percentiles": d.figures_mu(_PERCENTILES)["percentiles"]}
+
+
 def _max_us(figures, tick_ns):
-    """The max of ``engine.bin_figures``: '>' the bins' range when the overflow bin holds samples."""
+    """The max of ``_bin_figures``: '>' the bins' range when the overflow bin holds samples."""
     if figures is None:
         return "-"
     return f">{_us(engine.OVERFLOW_FROM, tick_ns)}" if figures["overflow"] else _us(figures["max"], tick_ns)
@@ -54,7 +64,8 @@ class LiveView:
 
     def begin(self, capture, kinds):
         self.capture = capture
-        self.on_rig = capture.settings.on_rig and not capture.settings.raw
+        # An on-rig capture's figures are the engine's (its summary too), raw edges beside them or not.
+        self.on_rig = capture.settings.on_rig
         self.kinds = list(engine.KINDS) if self.on_rig else list(kinds)
         self._t0 = time.monotonic()
         if not self.enabled or not self.tty:
@@ -107,7 +118,7 @@ class LiveView:
         lost = self._lost()
         rows = []
         for kind in self.kinds:
-            st = agg.stats("all", kind, percentiles=_PERCENTILES)
+            st = agg.distribution("all", kind).figures_mu(_PERCENTILES)
             rows.append((kind, agg.starts[("all", kind)], st, agg.misses[("all", kind)],
                          agg.duplicates[("all", kind)], agg.unknown[("all", kind)]))
         counted = "stimuli" if not c.settings.no_stimulus else f"{self.kinds[0]} starts"
@@ -129,7 +140,7 @@ class LiveView:
         for kind, starts, st, misses, dups, unknown in s["rows"]:
             pct = st["percentiles"]
             table.add_row(kind, str(starts), _us(st["min"], s["mu_ns"]),
-                          *(_us(pct[analysis.percentile_label(p)], s["mu_ns"]) for p in _PERCENTILES),
+                          *(_us(pct[percentile_label(p)], s["mu_ns"]) for p in _PERCENTILES),
                           _us(st["max"], s["mu_ns"]), str(misses), str(unknown), str(dups))
         lost = ", ".join(f"{what} {n}" for what, n in s["lost"].items())
         table.caption = f"gaps {s['gaps']} (their windows unknown); lost: {lost}" + (
@@ -144,8 +155,8 @@ class LiveView:
         last = self.last_interval
         rows = []
         for k, kind in enumerate(self.kinds):
-            so_far = engine.bin_figures(rig.counts(kind), _PERCENTILES) if rig is not None else None
-            latest = engine.bin_figures(last.counts[k].sum(axis=0), _PERCENTILES) if last is not None else None
+            so_far = _bin_figures(kind, rig.counts(kind)) if rig is not None else None
+            latest = _bin_figures(kind, last.counts[k].sum(axis=0)) if last is not None else None
             rows.append((kind, so_far, latest))
         lost = self._lost()
         if rig is not None and rig.intervals_incomplete:
@@ -173,7 +184,7 @@ class LiveView:
             cells = []
             for figures, labels in ((so_far, _PERCENTILES), (latest, _PERCENTILES[1:2])):
                 cells += [str(figures["count"]) if figures else "-",
-                          *(_us(figures and figures["percentiles"][analysis.percentile_label(p)], tick_ns)
+                          *(_us(figures and figures["percentiles"][percentile_label(p)], tick_ns)
                             for p in labels), _max_us(figures, tick_ns)]
             table.add_row(kind, *cells)
         table.caption = "lost: " + ", ".join(f"{what} {n}" for what, n in s["lost"].items())

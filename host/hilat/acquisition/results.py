@@ -10,6 +10,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hilat import units
+from hilat.reports import report
+from hilat.rundir.reader import run_from_meta
+from hilat.statistics.run_statistics import RunStatistics
 from hilat.statistics.streaming import SampleOutOfRange
 
 log = logging.getLogger("hilat")
@@ -161,17 +164,12 @@ class CaptureResults:
     def _write_summaries(self, meta, interim=False):
         """summary.json (the report document of ``hilat report --format json``, schema in
         docs/hilat-report.schema.json) and summary.txt, from the aggregates: nothing is read back."""
-        from hilat.reports import report
-        from hilat.rundir import runs
-
-        run = runs.run_from_meta(self.run_dir, meta, edges=())
-        aggregates = self.stream.aggregator
+        run = run_from_meta(self.run_dir, meta, edges=())
         if self.rig_histograms is not None:
-            from hilat.engine import RigAggregates
-
-            aggregates = RigAggregates(self.rig_histograms, edges=self.writer.edge_count,
-                                       units_per_value=self.units_per_tick)
-        doc = report.build_report([run], aggregates={run.path: aggregates})
+            statistics = RunStatistics.of_aggregates(run, self.rig_histograms, edges=self.writer.edge_count)
+        else:
+            statistics = RunStatistics.of_aggregates(run, self.stream.aggregator)
+        doc = report.build_report([run], aggregates={run.path: statistics})
         if interim:
             doc["runs"][0]["problems"].insert(0, f"interim summary #{self.interim_summaries} while capturing: "
                                                  f"the samples final so far ({self.stream.paced} "

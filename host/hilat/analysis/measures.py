@@ -171,9 +171,13 @@ class Series:
         """Windows without a response that were seen whole (unknown ones are not misses)."""
         return int(np.count_nonzero((self.values == MISSING) & (self.unknown == 0)))
 
+    def valid_mask(self):
+        """Where the windows have a measured value (neither missed nor unknown)."""
+        return (self.values != MISSING) & (self.unknown == 0)
+
     def valid(self):
         """The measured values (neither missed nor unknown)."""
-        return self.values[(self.values != MISSING) & (self.unknown == 0)]
+        return self.values[self.valid_mask()]
 
 
 def channel_bit(channel):

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hilat.api.run import Run
+from hilat.api.run import Run, load
 from hilat.api.stats import InsufficientSamples, Seconds, Stats, parse_duration
 from hilat.values import format_seconds
 
@@ -94,7 +94,7 @@ class Comparison:
         from hilat.reports import report
 
         self.a, self.b = a, b
-        self.document = report.compare_document(report.build_report([a._run, b._run]))
+        self.document = report.compare_document(report.build_report([a, b]))
         self.kinds = list(self.document["kinds"])
 
     def text(self, markdown: bool = False) -> str:
@@ -111,7 +111,7 @@ class Comparison:
 
 def compare(a: Run | str | Path, b: Run | str | Path) -> Comparison:
     """Run B (new) against run A (reference); paths or ``Run`` objects."""
-    return Comparison(a if isinstance(a, Run) else Run(a), b if isinstance(b, Run) else Run(b))
+    return Comparison(a if isinstance(a, Run) else load(a), b if isinstance(b, Run) else load(b))
 
 
 # ---- baselines ---------------------------------------------------------------------------------------------

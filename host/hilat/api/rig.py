@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hilat import shutdown, values
-from hilat.api.run import Run
+from hilat.api.run import Run, load
 from hilat.api.stats import SettingsError, _ticks, parse_duration
 
 log = logging.getLogger("hilat")
@@ -276,7 +276,7 @@ class Rig:
         under ``out_dir`` and return it read back. Raises ``CaptureError`` (with the partial run) when
         the capture stopped on an error, ``KeyboardInterrupt`` when interrupted (the run is kept)."""
         capture = self.capture_raw(hlog_interval=hlog_interval, extra_meta=extra_meta, **settings)
-        run = Run(capture.run_dir) if capture.run_dir else None
+        run = load(capture.run_dir) if capture.run_dir else None
         if capture.error:
             raise CaptureError(f"{capture.error} (what was captured is kept in {capture.run_dir})", run)
         if capture.interrupted:

@@ -25,7 +25,7 @@ from hilat.cli.options import (
 from hilat.cli.runs import html_report
 from hilat.extras import MissingExtra
 from hilat.reports import plots, report
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
 from hilat.simulator import SETTINGS, join_network_namespace
 from hilat.values import STIMULUS_MODES
 

@@ -12,7 +12,7 @@ from hilat.cli.options import UsageError
 from hilat.extras import MissingExtra
 from hilat.link.rig import RigError
 from hilat.link.transport import TransportError, baudrate_for
-from hilat.rundir.runs import RunError
+from hilat.rundir.layout import RunError
 from hilat.simulator import SimulatorUnavailable
 
 log = logging.getLogger("hilat")

@@ -11,7 +11,7 @@ from hilat import api
 from hilat.cli.options import UsageError, _kind_time, _seconds
 from hilat.reports import export, formats, plots, report
 from hilat.reports.plots import PLOT_TITLES
-from hilat.rundir.runs import load_run
+from hilat.rundir.reader import load_run
 
 log = logging.getLogger("hilat")
 

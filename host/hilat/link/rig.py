@@ -16,7 +16,7 @@ import time
 
 from hilat.link import protocol as p
 from hilat.link.batch import BatchDecoder, join_records
-from hilat.link.transport import TransportError
+from hilat.link.transport import BOARD_BAUDRATES, TransportError
 
 log = logging.getLogger("hilat")
 
@@ -193,8 +193,6 @@ class Rig:
 
 def _at_baud(transport):
     """The rate a serial port was opened at, and each board's: a rig at another rate reads as silence."""
-    from hilat.link.transport import BOARD_BAUDRATES
-
     baud = getattr(transport, "baudrate", None)
     if baud is None:
         return ""

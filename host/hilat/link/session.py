@@ -20,6 +20,7 @@ import secrets
 import time
 
 from hilat.link import protocol as p
+from hilat.link.batch import holes, segments
 from hilat.link.rig import Rig, RigError, RigSilent
 from hilat.link.transport import DEFAULT_BAUDRATE, Transport
 from hilat.shutdown import uninterrupted
@@ -320,8 +321,6 @@ class Session:
         """Records to ``consumer``, split at the holes among them (``on_gap``); returns how many.
         ``edges``: the records' edges worked out already (``RecordBatch.edges``), given to a consumer
         that takes them (``takes_edges``) as ``edges=`` beside each piece's records."""
-        from hilat.link.batch import holes, segments
-
         n = len(ticks)
         on_gap = getattr(consumer, "on_gap", None)
         if edges is not None and not getattr(consumer, "takes_edges", False):

@@ -273,7 +273,7 @@ def _child(path, fd):
     return 0
 
 
-LET_GO_BYTES = 64 << 20   # stream.bin's pages given back this far behind the reader (runs.LET_GO_BYTES)
+LET_GO_BYTES = 64 << 20   # stream.bin's pages given back this far behind the reader (rundir.stores.LET_GO_BYTES)
 
 
 class StreamReader:

@@ -23,15 +23,15 @@ SAMPLES_JSON_FORMAT, SAMPLES_JSON_VERSION = "hilat-samples", 1
 
 
 def _sample_items(run, kind, chunk=1 << 20):
-    """The samples of ``kind`` as ``runs.SAMPLE_DTYPE`` chunks: as the capture stored them
+    """The samples of ``kind`` as ``layout.SAMPLE_DTYPE`` chunks: as the capture stored them
     (samples/KIND.bin, streamed), or computed from the edges for a run without them."""
-    from hilat.rundir import runs
+    from hilat.rundir.layout import SAMPLE_DTYPE
 
     if run.has_stored_samples():
         yield from run.iter_samples(kind, chunk=chunk)
         return
     se = run.measurements.series[kind]
-    items = np.empty(len(se), runs.SAMPLE_DTYPE)
+    items = np.empty(len(se), SAMPLE_DTYPE)
     items["start_mu"], items["value_mu"], items["duplicates"] = se.start_mu, se.values, se.duplicates
     items["tag_at_start"], items["tag_in_window"] = se.tag_at_start, se.tag_in_window
     items["unknown"] = se.unknown
@@ -207,7 +207,7 @@ def write_rig_hlog(run, path, kind="stim_to_isr", interval_s=None):
     spanning its engine intervals. Lines untagged, as ``write_hlog`` writes them. Returns the number of
     intervals written; ValueError names what cannot be done."""
     from hilat import hdr
-    from hilat.rundir.runs import RunError
+    from hilat.rundir.layout import RunError
 
     if kind not in run.kind_titles:
         raise ValueError(f"the run has no kind {kind!r} (kinds: {', '.join(run.kind_titles)})")

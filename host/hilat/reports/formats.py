@@ -23,6 +23,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from hilat.values import seconds as parse_duration
+from hilat.version import __version__
 
 __all__ = ["stats_of", "cyclictest_histogram", "rt_tests_json", "rt_tests_json_text", "hgrm", "prometheus_text",
            "lava_lines", "PROMETHEUS_BUCKETS_S", "DEFAULT_SKIPPED_KINDS"]
@@ -70,15 +71,11 @@ class _UsBins:
             # Histogram only (on-rig): each bucket counted at its highest equivalent value (HdrHistogram's
             # convention, as Stats.counts_between), kept within the exact min and max; values the histogram
             # could not hold (the rig's overflow bin) are overflows here too.
-            h = stats.histogram()
-            b = h.recorded_buckets()
-            at = b.highest
-            if stats.min_mu is not None:
-                at = np.clip(at, stats.min_mu, max(stats.max_mu, stats.min_mu))
+            at, count, above = stats.buckets()
             us = _whole_us(at, stats.mu_s)
             inside = us < size
-            np.add.at(self.counts, us[inside], b.count[inside])
-            self.overflows = int(b.count[~inside].sum()) + int(h.out_of_range_above)
+            np.add.at(self.counts, us[inside], count[inside])
+            self.overflows = int(count[~inside].sum()) + above
             mean = stats.mean_mu
             self.avg = float(mean * stats.mu_s * 1e6) if mean is not None and stats.count else 0.0
         self.cycles = int(stats.count)
@@ -183,7 +180,6 @@ def rt_tests_json(stats_list: Sequence, buckets_us: int | None = None, *, irq_ki
     kinds). A top-level ``hilat`` object names the kinds and counts misses, unknown windows (a gap
     touched them: neither a sample nor a miss) and overflows.
     """
-    from hilat import __version__
 
     now = datetime.now().astimezone()
     by_kind = {s.kind: s for s in stats_list}
@@ -257,7 +253,7 @@ def hgrm(stats, ticks_per_half_distance: int = 5, unit_ratio: float | None = Non
     """
     if hasattr(stats, "histogram"):
         h = stats.histogram()
-        ratio = _mu_per_us(stats.mu_s) if unit_ratio is None else float(unit_ratio)
+        ratio = _mu_per_us(stats.histogram_unit_s) if unit_ratio is None else float(unit_ratio)
     else:
         h = stats
         ratio = 1.0 if unit_ratio is None else float(unit_ratio)
@@ -307,11 +303,8 @@ def _le_counts(stats, le_s: Sequence[float]) -> list[int]:
     values = stats.values_mu()
     if values is not None:
         return np.searchsorted(np.asarray(values, dtype=np.float64), bound_mu, side="right").tolist()
-    b = stats.histogram().recorded_buckets()
-    at = b.highest
-    if stats.max_mu is not None and len(at):
-        at = np.minimum(at, max(stats.max_mu, int(b.lowest[-1])))
-    cum = np.concatenate([[0], np.cumsum(b.count)])
+    at, count, _above = stats.buckets()
+    cum = np.concatenate([[0], np.cumsum(count)])
     return cum[np.searchsorted(at.astype(np.float64), bound_mu, side="right")].tolist()
 
 

@@ -12,10 +12,13 @@ whatever the sample count), so a plot of 10^7 samples costs no more than one of 
 """
 
 import io
+import weakref
 
 import numpy as np
 
 from hilat import analysis
+from hilat.statistics import percentiles
+from hilat.statistics.run_statistics import RunStatistics
 
 PLOTS = ["faller", "percentiles", "histogram", "timeseries"]
 # Each plot's title in the HTML report.
@@ -67,23 +70,33 @@ def check_kinds(runs, kinds):
     return kinds
 
 
-def _valid(run, kind):
+_STATISTICS = weakref.WeakKeyDictionary()
+
+
+def _distribution(run, kind):
+    """The run's ``Distribution`` of ``kind`` (all samples): the API's run has its statistics, a
+    run read back gets them once (the report's source: exact, streamed or the rig's bins)."""
     if kind not in run.kind_titles:
-        return np.zeros(0, np.int64)
-    return np.sort(run.measurements.series[kind].valid())
+        return None
+    stats = getattr(run, "statistics", None)
+    if not isinstance(stats, RunStatistics):
+        stats = _STATISTICS.get(run)
+        if stats is None:
+            stats = _STATISTICS[run] = RunStatistics.of(run)
+    return stats.distribution(kind)
 
 
 def percentile_curve(sorted_values, ps):
-    """Exact percentiles (inverted CDF, ``analysis.exact_percentile``) of sorted samples at the fractions
+    """Exact percentiles (inverted CDF, ``percentiles.exact_percentile``) of sorted samples at the fractions
     ``ps``, as an array."""
-    return analysis.exact_percentile(sorted_values, np.asarray(ps))
+    return percentiles.exact_percentile(sorted_values, np.asarray(ps))
 
 
 def _unit(runs, kinds):
     """Pick µs or ns for the axes from the largest latency."""
-    top = max((float(_valid(r, k)[-1]) * r.unit.mu_ns for r in runs for k in kinds if len(_valid(r, k))),
-              default=0.0)
-    return ("us", 1e-3) if top >= 10_000 else ("ns", 1.0)
+    tops = [d.max_mu * r.unit.mu_ns for r in runs for k in kinds
+            if (d := _distribution(r, k)) is not None and d.max_mu is not None]
+    return ("us", 1e-3) if max(tops, default=0.0) >= 10_000 else ("ns", 1.0)
 
 
 def _plain_log(axis):
@@ -114,13 +127,13 @@ def plot_faller(runs, kinds=None, lam=FALLER_LAMBDA):
     ticks = [0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 1.0]
     for ax, kind in zip(axes[0], kinds):
         for run in runs:
-            s = _valid(run, kind)
-            if not len(s):
+            d = _distribution(run, kind)
+            if d is None or not d.count:
                 continue
-            # Points evenly spaced on the transformed axis, plus the exact maximum at p = 1.
+            # Points evenly spaced on the transformed axis, plus the maximum at p = 1.
             ps = faller_inverse(np.linspace(0.0, 1.0, 1500)[1:], lam)
-            ys = percentile_curve(s, ps) * run.unit.mu_ns * scale
-            ax.plot(ps, ys, label=f"{run.label} (n={len(s)})", drawstyle="steps-post")
+            ys = d.percentiles_mu(ps) * run.unit.mu_ns * scale
+            ax.plot(ps, ys, label=f"{run.label} (n={d.count})", drawstyle="steps-post")
         ax.set_xscale("function", functions=(lambda p: faller_forward(p, lam), lambda x: faller_inverse(x, lam)))
         ax.set_xlim(0.0, 1.0)
         ax.set_xticks(ticks, [f"{100 * t:g}%" for t in ticks])
@@ -143,14 +156,14 @@ def plot_percentiles(runs, kinds=None):
     for ax, kind in zip(axes[0], kinds):
         top = 10
         for run in runs:
-            s = _valid(run, kind)
-            if not len(s):
+            d = _distribution(run, kind)
+            if d is None or not d.count:
                 continue
-            n = len(s)
+            n = d.count
             # x = 1/(1-p) from 1 to n: the last point is the maximum.
             xs = np.unique(np.geomspace(1.0, float(n), 800))
             ps = 1.0 - 1.0 / xs
-            ys = percentile_curve(s, ps) * run.unit.mu_ns * scale
+            ys = d.percentiles_mu(ps) * run.unit.mu_ns * scale
             ax.plot(xs, ys, label=f"{run.label} (n={n})", drawstyle="steps-post")
             top = max(top, n)
         ax.set_xscale("log")
@@ -182,14 +195,15 @@ def plot_histogram(runs, kinds=None):
     fig, axes = plt.subplots(1, len(kinds), figsize=(6.2 * len(kinds), 4.6), squeeze=False)
     for ax, kind in zip(axes[0], kinds):
         for run in runs:
-            s = _valid(run, kind)
-            if not len(s):
+            d = _distribution(run, kind)
+            if d is None or not d.count:
                 continue
-            edges = histogram_bins(s[0], s[-1])
-            counts, _ = np.histogram(s, bins=edges)
+            values, weights, _above = d.buckets()
+            edges = histogram_bins(values[0], values[-1])
+            counts, _ = np.histogram(values, bins=edges, weights=weights)
             nz = counts > 0
             centres = edges[:-1][nz] * run.unit.mu_ns * scale
-            worst = s[-1] * run.unit.mu_ns * scale
+            worst = (d.max_mu if d.max_mu is not None else values[-1]) * run.unit.mu_ns * scale
             ax.plot(centres, counts[nz], marker=".", linestyle="-", label=f"{run.label} (max {worst:.4g} {unit})")
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -11,151 +11,37 @@ import io
 import json
 from datetime import datetime, timezone
 
-import numpy as np
-
 from hilat import analysis
+from hilat.statistics import percentiles
+from hilat.statistics.distribution import STAT_KEYS
+from hilat.statistics.run_statistics import REPORT_SUBSETS as SUBSETS
+from hilat.statistics.run_statistics import RunStatistics
+from hilat.version import __version__
 
 REPORT_FORMAT = "hilat-report"
 REPORT_VERSION = 4  # 2: any set of named kinds (measurement definitions), per-kind starts and duplicates;
                     # 3: per-kind unknown (windows a gap touched), the run's stimuli fired/seen/measured, gaps;
                     # 4: the run's unit named (``unit``, values in ``mu``: rows' "ticks" -> "mu", worst's
                     #    start_tick/ticks -> start_mu/mu, offset_mu, deadline_mu; ts_hz the tick clock)
-SUBSETS = [("all", "all samples"), ("untagged", "excluding tagged samples")]
-STAT_KEYS = ["min", "median", "max", "mean", "std"]
 # Kinds with a percentile table: the two stimulus responses (Faller's "interrupt acknowledge" and
 # "context switching"; SSC's interrupt service and interrupt task response) and every defined one.
 PERCENTILE_BUILTINS = ["stim_to_isr", "stim_to_task"]
 BUILTIN_KINDS = [k for k, _ in analysis.KINDS]
 
 
-def _ns(value, mu_ns):
-    return None if value is None else value * mu_ns
-
-
-def kind_row(series, mu_ns):
-    """One statistics row of a kind's samples (``measures.Series``): counts, the miss share,
-    duplicates, and the statistics in the run's unit (mu) and in ns."""
-    return _row_from_stats(analysis.stats(series.valid()), len(series), series.n_misses,
-                           int(series.duplicates.sum()), mu_ns, series.n_unknown)
-
-
-def _row_from_stats(st, starts, misses, duplicates, mu_ns, unknown=0):
-    """``starts``: the windows (samples, misses and unknown ones); the miss share is of the windows
-    judged (samples and misses): an unknown window is neither."""
-    mu = {k: st[k] for k in STAT_KEYS}
-    mu["percentiles"] = st["percentiles"]
-    ns = {k: _ns(st[k], mu_ns) for k in STAT_KEYS}
-    ns["percentiles"] = {k: _ns(v, mu_ns) for k, v in st["percentiles"].items()}
-    judged = int(st["count"]) + int(misses)
-    return {"starts": int(starts), "count": st["count"], "misses": int(misses), "unknown": int(unknown),
-            "miss_share": (misses / judged) if judged else None, "duplicates": int(duplicates),
-            "mu": mu, "ns": ns}
-
-
-def _exact_statistics(run):
-    found = run.measurements
-    subsets = {name: {kind: kind_row(found.subset(kind, name), run.unit.mu_ns) for kind in found.kinds}
-               for name, _title in SUBSETS}
-    worst = {}
-    for kind in found.kinds:
-        series = found.series[kind]
-        lat = np.where(series.unknown == 1, analysis.MISSING, series.values)
-        if (lat != analysis.MISSING).any():
-            i = int(np.argmax(lat))
-            worst[kind] = {"index": i, "start_mu": int(series.start_mu[i]), "mu": int(lat[i]),
-                           "ns": float(lat[i] * run.unit.mu_ns), "tagged": bool(series.tag_in_window[i] == 1)}
-    tagged = {kind: int((found.series[kind].tag_in_window == 1).sum()) for kind in found.kinds}
-    return subsets, worst, found.stimuli, tagged, int(len(run.ticks)), found.task_before_isr
-
-
-def _aggregate_statistics(agg, mu_ns):
-    """The statistics of a run from a ``StreamingAggregator`` fed with all its edges."""
-    unknown = getattr(agg, "unknown", {})
-    subsets = {name: {kind: _row_from_stats(agg.stats(name, kind), agg.starts[(name, kind)],
-                                            agg.misses[(name, kind)], agg.duplicates[(name, kind)], mu_ns,
-                                            unknown.get((name, kind), 0))
-                      for kind in agg.kinds} for name, _title in SUBSETS}
-    worst = {k: {**w, "ns": float(w["mu"] * mu_ns)} for k, w in agg.worst.items()}
-    return subsets, worst, agg.stimuli, dict(agg.tagged), agg.edges, getattr(agg, "task_before_isr", 0)
-
-
-def stream_aggregate(run, significant_figures=3):
-    """A ``StreamingAggregator`` fed with every edge of ``run``, chunk by chunk (bounded memory)."""
-    from hilat.statistics.streaming import StreamingAggregator
-
-    agg = StreamingAggregator(run.roles, run.deadline_mu, run.offset_mu, significant_figures=significant_figures,
-                              measures=run.analysis_measures, builtin=run.builtin)
-    for start, end, channels in run.gaps.items():
-        agg.add_gap(start, end, channels)
-    for chunk in run.iter_edges():
-        agg.feed(*chunk)
-    return agg.finish()
-
-
-def stimuli_accounting(run, stimuli, subsets):
-    """The run's stimuli as the generator fired them and as they were judged: {fired, seen, unseen,
-    measured, unknown} (fired None for a rig that does not count). Every fired stimulus is a sample, a
-    miss or unknown: those whose edge was dropped are unknown for every built-in kind, though their
-    ticks are gone (``unseen``). ``measured``/``unknown``: of stimulus -> ISR entry, the first kind."""
-    if not run.builtin:
-        return None
-    fired_list = (run.meta.get("counters") or {}).get("rig_stimuli_fired")
-    stim = run.roles.stimulus
-    fired = int(fired_list[stim]) if fired_list and stim < len(fired_list) else None
-    unseen = max(fired - stimuli, 0) if fired is not None else 0
-    row = subsets["all"].get(BUILTIN_KINDS[0])
-    measured = (row["count"] + row["misses"]) if row else 0
-    return {"fired": fired, "seen": int(stimuli), "unseen": unseen, "measured": measured,
-            "unknown": (row["unknown"] if row else 0) + unseen}
-
-
-def _add_unseen(subsets, unseen):
-    """Stimuli the generator fired whose edges were lost: unknown in every built-in kind's rows."""
-    if not unseen:
-        return
-    for rows in subsets.values():
-        for kind in BUILTIN_KINDS:
-            if kind in rows:
-                rows[kind]["unknown"] += unseen
-                rows[kind]["starts"] += unseen
-
-
-def _hdr_statistics(run, significant_figures=3):
-    """The same figures in bounded memory: the run's edges streamed through the HDR aggregator."""
-    return _aggregate_statistics(stream_aggregate(run, significant_figures), run.unit.mu_ns)
-
-
-# Above this many edges a report streams the run (HDR percentiles) instead of holding it: pairing
-# every edge at once takes ~100 bytes per edge.
-EXACT_EDGE_LIMIT = 20_000_000
-
-
-def use_hdr(run, hdr=None):
-    """Whether the report of ``run`` streams it: ``hdr`` when given, else when the run is long."""
-    if hdr is not None:
-        return hdr
-    return run.edge_count > EXACT_EDGE_LIMIT
-
-
 def run_summary(run, hdr=None, aggregator=None):
     """The report document's entry for one run (see docs/analysis.md). ``hdr``: bounded memory,
     median and percentiles from HDR histograms (3 significant digits), the rest exact; None: when
-    the run is longer than ``EXACT_EDGE_LIMIT`` edges. ``aggregator``: the capture's own
-    ``StreamingAggregator``, fed with every edge (the run directory is not read)."""
-    if aggregator is None and run.on_rig:
-        aggregator = _on_rig_aggregates(run)
+    the run is longer than ``EXACT_EDGE_LIMIT`` edges. ``aggregator``: the capture's own aggregates
+    (its ``StreamingAggregator``, or on-rig its ``RigHistograms``; the run directory is not read)."""
     if aggregator is not None:
-        hdr = True
-        subsets, worst, stimuli, tagged, edges, task_before_isr = _aggregate_statistics(aggregator, run.unit.mu_ns)
+        stats = RunStatistics.of_aggregates(run, aggregator)
+    elif hdr is None and isinstance(getattr(run, "statistics", None), RunStatistics):
+        stats = run.statistics      # the API's run: its statistics, picked once
     else:
-        hdr = use_hdr(run, hdr)
-        subsets, worst, stimuli, tagged, edges, task_before_isr = (_hdr_statistics(run) if hdr
-                                                                   else _exact_statistics(run))
-    # Every fired stimulus is a sample, a miss or unknown: those whose edge was lost are unknown in
-    # every built-in kind's rows too.
-    accounting = None if run.on_rig else stimuli_accounting(run, stimuli, subsets)
-    if accounting:
-        _add_unseen(subsets, accounting["unseen"])
+        stats = RunStatistics.of(run, hdr)
+    mu_ns = run.unit.mu_ns
+    worst = {k: {**w, "ns": float(w["mu"] * mu_ns)} for k, w in stats.worst.items()}
     rig = run.meta.get("rig") or {}
     calibration = run.meta.get("calibration")
     # Every run records the ts_hz it converts with; only a clock calibration makes it calibrated.
@@ -189,34 +75,20 @@ def run_summary(run, hdr=None, aggregator=None):
         "measures": [m.to_json() for m in run.measures],
         "stimulus": settings.get("stimulus") if run.builtin else None,
         "dut_settings": (run.meta.get("extra") or {}).get("dut_settings"),
-        "stimuli": stimuli,
-        "stimuli_accounting": accounting,
-        "gaps": 0 if run.on_rig else (aggregator.gap_count if aggregator is not None else len(run.gaps)),
-        "task_before_isr": int(task_before_isr),
-        "tagged": tagged,
-        "edges": edges,
+        "stimuli": stats.stimuli,
+        "stimuli_accounting": stats.accounting,
+        "gaps": stats.gap_count,
+        "task_before_isr": int(stats.task_before_isr),
+        "tagged": stats.tagged,
+        "edges": stats.edges,
         "edges_source": run.edges_source,
-        "statistics": getattr(aggregator, "statistics_note", None) or (
-            "hdr: median and percentiles from an HDR histogram, 3 significant digits (highest equivalent "
-            "value); count, min, max, mean, std exact" if hdr else "exact"),
+        "statistics": stats.note,
         "resolution": resolution,
-        "losses": run.losses(),
-        "problems": run.problems(),
+        "losses": run.losses,
+        "problems": run.problems,
         "worst": worst,
-        "subsets": subsets,
+        "subsets": stats.rows(mu_ns),
     }
-
-
-def _on_rig_aggregates(run):
-    """An on-rig run's results as aggregates: the engine's, kept in engine.json."""
-    from hilat.engine import RigAggregates, RigHistograms
-    from hilat.rundir.runs import RunError
-
-    try:
-        doc = json.loads((run.path / "engine.json").read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise RunError(f"{run.path}: an on-rig run without a readable engine.json ({e})") from None
-    return RigAggregates(RigHistograms.from_json(doc), edges=run.edge_count, units_per_value=run.units_per_tick)
 
 
 def stimuli_line(acc):
@@ -243,7 +115,6 @@ def build_report(runs, hdr=None, aggregates=None):
     """The report document of ``runs``; ``aggregates``: {run path: StreamingAggregator} of runs
     whose statistics are already aggregated (a capture's summary)."""
     aggregates = aggregates or {}
-    from hilat import __version__
 
     return {
         "format": REPORT_FORMAT,
@@ -252,9 +123,9 @@ def build_report(runs, hdr=None, aggregates=None):
         "hilat_version": __version__,
         # Every kind of any run, in order: the built-in ones, then each run's definitions.
         "kinds": _all_kinds(runs),
-        "percentiles": [analysis.percentile_label(p) for p in analysis.PERCENTILES],
-        "percentile_min_samples": {analysis.percentile_label(p): analysis.samples_needed(p)
-                                   for p in analysis.PERCENTILES},
+        "percentiles": [percentiles.percentile_label(p) for p in percentiles.PERCENTILES],
+        "percentile_min_samples": {percentiles.percentile_label(p): percentiles.samples_needed(p)
+                                   for p in percentiles.PERCENTILES},
         "runs": [run_summary(r, hdr, aggregates.get(r.path)) for r in runs],
     }
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from hilat import analysis, kernels
 from hilat.hdr import HdrHistogram
+from hilat.statistics.distribution import Distribution, WorstSample
 
 SUBSET_NAMES = ("all", "untagged")
 
@@ -304,18 +305,13 @@ class StreamingAggregator:
 
     # ---- results ----------------------------------------------------------------------------------
 
-    def stats(self, subset, kind, percentiles=analysis.PERCENTILES):
-        """Like ``analysis.stats``; min/max/mean/std exact, median and percentiles from the histogram."""
-        ex, h = self.exact[(subset, kind)], self.hist[(subset, kind)]
-        row = {"count": ex.n}
-        if ex.n == 0:
-            row.update(min=None, median=None, max=None, mean=None, std=None,
-                       percentiles={analysis.percentile_label(p): None for p in percentiles})
-            return row
-        shift = self.shift[kind]
-        values = [v - shift for v in h.percentiles([100 * p for p in percentiles])]
-        median = min(int(h.value_at_percentile(50.0)) - shift, ex.max)
-        row.update(min=ex.min, median=float(median), max=ex.max, mean=ex.mean, std=ex.std)
-        row["percentiles"] = {analysis.percentile_label(p): (min(int(v), ex.max) if ex.n >= analysis.samples_needed(p)
-                                                             else None) for p, v in zip(percentiles, values)}
-        return row
+    def distribution(self, subset, kind, mu_s=1.0, title=None):
+        """The ``Distribution`` of ``kind`` over ``subset`` (all, untagged) so far: count, min, max,
+        mean, std exact, the rest from the histogram; ``mu_s``: seconds per mu, for output in seconds."""
+        key = (subset, kind)
+        w = self.worst.get(kind) if subset == "all" else None
+        worst = [WorstSample(w["start_mu"], w["mu"], w["mu"] * mu_s, w["tagged"], w["index"])] if w else []
+        return Distribution.streamed(kind, mu_s, self.hist[key], self.shift[kind], self.exact[key],
+                                     title=title or self.titles.get(kind, kind), subset=subset,
+                                     starts=self.starts[key], misses=self.misses[key], unknown=self.unknown[key],
+                                     duplicates=self.duplicates[key], worst=worst)
