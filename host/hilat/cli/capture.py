@@ -4,7 +4,7 @@
 import logging
 from pathlib import Path
 
-from hilat.api import SettingsError, simulate
+from hilat.api import SettingsError, load, simulate
 from hilat.cli.options import (
     TimeValue,
     UsageError,
@@ -25,7 +25,6 @@ from hilat.cli.options import (
 from hilat.cli.runs import html_report
 from hilat.extras import MissingExtra
 from hilat.reports import plots, report
-from hilat.rundir.reader import load_run
 from hilat.simulator import SETTINGS, join_network_namespace
 from hilat.values import STIMULUS_MODES
 
@@ -240,7 +239,7 @@ def cmd_demo(args):
         if run_dir and kept and kept.exists():
             (run_dir / kept.name).write_bytes(kept.read_bytes())
     if code == 0 and run_dir:
-        run = load_run(run_dir)
+        run = load(run_dir)
         try:
             images = plots.make_plots([run], formats=("png",))
         except MissingExtra as e:

@@ -11,13 +11,12 @@ from hilat import api
 from hilat.cli.options import UsageError, _kind_time, _seconds
 from hilat.reports import export, formats, plots, report
 from hilat.reports.plots import PLOT_TITLES
-from hilat.rundir.reader import load_run
 
 log = logging.getLogger("hilat")
 
 
 def _load_runs(paths):
-    return [load_run(p) for p in paths]
+    return [api.load(p) for p in paths]
 
 
 def _write_output(text, path):
@@ -130,9 +129,8 @@ def _started(run):
         return None
 
 
-def _export_tool_formats(run_dir, args, wanted):
-    """The formats of ``TOOL_FORMATS`` asked for, from the run's statistics (``hilat.reports.formats``)."""
-    run = api.load(run_dir)
+def _export_tool_formats(run, args, wanted):
+    """The formats of ``TOOL_FORMATS`` asked for, from the statistics of ``run`` (an ``api.Run``)."""
     stats = formats.stats_of(run)
     budgets = dict(args.budget)
     unknown = [k for k in budgets if k not in run.kinds]
@@ -176,7 +174,7 @@ def cmd_export(args):
     if (args.hlog is not None or "hgrm" in tool) and args.kind not in run.kind_titles:
         raise UsageError(f"--kind {args.kind}: the run has no such kind (kinds: {', '.join(run.kind_titles)})")
     if tool:
-        _export_tool_formats(args.run, args, tool)
+        _export_tool_formats(run, args, tool)
     if not wanted:
         return 0
     missing = export.needs_raw_edges(run, wanted)
