@@ -21,6 +21,7 @@ from hilat.hdr import HdrHistogram, read_hlog
 from hilat.link import protocol as p
 from hilat.rundir.layout import OUTLIER_DTYPE, OUTLIERS_MAGIC
 from hilat.rundir.stores import iter_store
+from hilat.rundir.writer import RunWriter
 from hilat.statistics.distribution import Distribution
 from hilat.statistics.run_statistics import RunStatistics
 from test_hdr import JAVA_PERCENTILES, needs_java, parse_java_read, run_java
@@ -41,14 +42,18 @@ def run_engine(samples, *, seed=0, run_dir=None, origin_tick=0, stats=True, shif
     """RigHistograms fed with the samples' ENGINE_BINS (and ENGINE_STATS), finished; and the
     intervals it handed out."""
     seen = []
-    rig = engine.RigHistograms(shift, TS_HZ, run_dir=run_dir, origin_tick=origin_tick, on_interval=seen.append,
-                               **kw)
+    writer = RunWriter(run_dir) if run_dir is not None else None
+    files = dict(on_log_lines=writer.rig_intervals, on_outliers=writer.outliers) if writer else {}
+    rig = engine.RigHistograms(shift, TS_HZ, origin_tick=origin_tick, on_interval=seen.append, **files, **kw)
     messages = p.pack_engine_bins(engine_entries(samples, shift, seed))
     if stats:
         messages.append(engine_stats(samples))
     for msg in wire(messages):
         rig.feed(msg)
-    return rig.finish(), seen
+    rig.finish()
+    if writer is not None:
+        writer.close()
+    return rig, seen
 
 
 @pytest.fixture(scope="module")
@@ -262,10 +267,12 @@ def test_java_hdrhistogram_reads_rig_hlog(samples, tmp_path):
 def test_outliers_are_stored(samples, tmp_path):
     records = outliers(samples, [500, None, None])
     assert 20 < len(records)
-    rig = engine.RigHistograms(SHIFT, TS_HZ, run_dir=tmp_path)
+    writer = RunWriter(tmp_path)
+    rig = engine.RigHistograms(SHIFT, TS_HZ, on_outliers=writer.outliers)
     for msg in wire(p.pack_engine_outliers(records)):
         rig.feed(msg)
     rig.finish()
+    writer.close()
     stored = np.concatenate(list(iter_store(tmp_path / "outliers.bin", OUTLIERS_MAGIC, OUTLIER_DTYPE, 1 << 20)))
     assert rig.outliers == len(records)
     assert stored["start_tick"].tolist() == [r.start for r in records]

@@ -123,8 +123,9 @@ class Capture(CaptureResults):
         self.start_tick = session.start(self._fired_mask)
         if self.settings.on_rig:
             self.rig_histograms = engine.RigHistograms(
-                self.engine_config.interval_shift, self.ts_hz, run_dir=self.run_dir, origin_tick=self.start_tick,
-                start_time=self._t0, with_tag=self._roles.tag is not None, on_interval=self.live.engine_interval)
+                self.engine_config.interval_shift, self.ts_hz, origin_tick=self.start_tick, start_time=self._t0,
+                with_tag=self._roles.tag is not None, on_interval=self.live.engine_interval,
+                on_log_lines=self.writer.rig_intervals, on_outliers=self.writer.outliers)
             session.engine_sink = self.rig_histograms.feed
 
     def _configure_engine(self, session):

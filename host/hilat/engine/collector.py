@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Callable, NamedTuple
 
 import numpy as np
 
 from hilat.engine.bins import BINS, KINDS, MAX_COUNT, OVERFLOW_BIN, TAGS, bin_of, ns_histogram, tick_histogram
-from hilat.hdr import HdrHistogram, HlogWriter
+from hilat.hdr import HdrHistogram
 from hilat.link import protocol as p
+from hilat.rundir.layout import OUTLIER_DTYPE
 
 # ---- collecting -------------------------------------------------------------------------------------------
 
@@ -52,14 +52,19 @@ class RigHistograms:
 
     MAX_OPEN = 16
 
-    def __init__(self, interval_shift: int, ts_hz: float, *, run_dir: Path | None = None, origin_tick: int = 0,
+    def __init__(self, interval_shift: int, ts_hz: float, *, origin_tick: int = 0,
                  start_time: float | None = None, with_tag: bool = True,
-                 on_interval: Callable[[EngineInterval], None] | None = None):
+                 on_interval: Callable[[EngineInterval], None] | None = None,
+                 on_log_lines: Callable[[list, float], None] | None = None,
+                 on_outliers: Callable[[np.ndarray], None] | None = None):
         self.shift = int(interval_shift)
         self.ts_hz = float(ts_hz)
         self.origin_tick = int(origin_tick)
         self.with_tag = with_tag
         self.on_interval = on_interval
+        # Where the intervals' log lines and the outlier records go (the run writer's hlog/rig.hlog
+        # and outliers.bin): this collector writes no file.
+        self.on_log_lines, self.on_outliers = on_log_lines, on_outliers
         self.end_tick: int | None = None     # set when known (the capture's end): clips the last interval
         self.totals = np.zeros((len(KINDS), len(TAGS), BINS), np.int64)  # run totals of every interval
         self.stats: p.EngineStats | None = None  # the last ENGINE_STATS
@@ -74,18 +79,7 @@ class RigHistograms:
         self._open: dict[int, _Open] = {}
         self._last_done: int | None = None
         self._reference = self.origin_tick >> self.shift
-        self._hlog = self._outliers = None
-        if run_dir is not None:
-            from hilat.rundir.layout import OUTLIER_DTYPE, OUTLIERS_MAGIC
-            from hilat.rundir.stores import StoreAppender
-
-            (Path(run_dir) / "hlog").mkdir(parents=True, exist_ok=True)
-            start_time = time.time() if start_time is None else start_time
-            self._hlog = HlogWriter(Path(run_dir) / "hlog" / "rig.hlog", start_time=start_time, base_time=start_time,
-                                    max_value_unit_ratio=1e6,
-                                    comments=["hilat on-rig engine: bins at their highest equivalent value, in ns"])
-            self._outliers = StoreAppender(Path(run_dir) / "outliers.bin", OUTLIERS_MAGIC, OUTLIER_DTYPE)
-            self._outlier_dtype = OUTLIER_DTYPE
+        self.start_time = time.time() if start_time is None else start_time
 
     # ---- frames in ----
 
@@ -168,8 +162,8 @@ class RigHistograms:
         self.totals += interval.counts
         start = interval.number << self.shift
         out = EngineInterval(interval.number, start, start + (1 << self.shift), interval.counts, complete)
-        if self._hlog is not None:
-            self._log(out)
+        if self.on_log_lines is not None:
+            self.on_log_lines(self.log_lines(out), self.start_time)
         if self.on_interval is not None:
             self.on_interval(out)
 
@@ -184,37 +178,35 @@ class RigHistograms:
             i = int(np.argmax(values))
             if values[i] >= 0 and (self.worst[k] is None or values[i] > self.worst[k][0]):
                 self.worst[k] = (int(values[i]), int(table[i, 0]), bool(table[i, 1] & p.OUTLIER_TAG_IN_WINDOW))
-        if self._outliers is not None:
-            items = np.empty(len(table), self._outlier_dtype)
+        if self.on_outliers is not None:
+            items = np.empty(len(table), OUTLIER_DTYPE)
             items["start_tick"], items["flags"], items["values"] = table[:, 0], table[:, 1], table[:, 2:]
-            self._outliers.append(items)
+            self.on_outliers(items)
 
     # ---- rig.hlog ----
 
-    def _log(self, interval: EngineInterval) -> None:
+    def log_lines(self, interval: EngineInterval) -> list:
+        """The interval's lines of the rig's interval log: [(start_s, length_s, tag, HdrHistogram in
+        ns)], one per kind with samples and, ``with_tag``, per kind's tagged samples; a bin at its
+        highest equivalent value, the overflow bin as out of range."""
         start = max(interval.start_tick, self.origin_tick)
         end = interval.end_tick if self.end_tick is None else max(min(interval.end_tick, self.end_tick), start + 1)
         start_s, length_s = (start - self.origin_tick) / self.ts_hz, (end - start) / self.ts_hz
+        lines = []
         for k, kind in enumerate(KINDS):
-            self._log_line(start_s, length_s, kind, interval.counts[k].sum(axis=0))
+            parts = [(kind, interval.counts[k].sum(axis=0))]
             if self.with_tag:
-                self._log_line(start_s, length_s, f"{kind}.tagged", interval.counts[k, 1])
-        self._hlog.flush()
-
-    def _log_line(self, start_s, length_s, tag, counts):
-        if counts.any():
-            self._hlog.interval(start_s, length_s, ns_histogram(counts, 1e9 / self.ts_hz), tag=tag)
+                parts.append((f"{kind}.tagged", interval.counts[k, 1]))
+            lines += [(start_s, length_s, tag, ns_histogram(counts, 1e9 / self.ts_hz)) for tag, counts in parts
+                      if counts.any()]
+        return lines
 
     # ---- the end ----
 
     def finish(self) -> RigHistograms:
-        """Hand out the intervals still open (incomplete: some kind never closed them), close the files."""
+        """Hand out the intervals still open (incomplete: some kind never closed them)."""
         for n in sorted(self._open):
             self._hand_out(self._open[n])
-        if self._hlog is not None:
-            self._hlog.close()
-            self._outliers.close()
-            self._hlog = None
         return self
 
     def counts(self, kind: str, subset: str = "all") -> np.ndarray:

@@ -7,12 +7,15 @@ from pathlib import Path
 
 import numpy as np
 
+from hilat.hdr import HlogWriter
 from hilat.rundir.layout import (
     BUILTIN_KINDS,
     EDGE_DTYPE,
     EDGES_MAGIC,
     GAP_DTYPE,
     GAPS_MAGIC,
+    OUTLIER_DTYPE,
+    OUTLIERS_MAGIC,
     SAMPLE_DTYPE,
     SAMPLES_MAGIC,
     STIMULI_MAGIC,
@@ -37,6 +40,7 @@ class RunWriter:
         self._stimuli = None     # samples/stimuli.bin: the built-in kinds'
         self._pending = {}       # built-in kinds' series of the current step, until all are in
         self.raw_bytes = 0
+        self._rig_hlog = self._outliers = None    # on-rig: hlog/rig.hlog and outliers.bin, when first written
         self.set_kinds(kinds)
 
     def set_kinds(self, kinds):
@@ -98,6 +102,26 @@ class RunWriter:
         items["unknown"] = series.unknown
         self._samples[kind].append(items)
 
+    # ---- the engine's results (on-rig) ----
+
+    def rig_intervals(self, lines, start_time):
+        """Lines of hlog/rig.hlog: [(start_s, length_s, tag, HdrHistogram in ns)], written at once (a
+        line per interval, kind and tag; ``start_time``: the log's start, Unix seconds)."""
+        if self._rig_hlog is None:
+            (self.path / "hlog").mkdir(exist_ok=True)
+            self._rig_hlog = HlogWriter(self.path / "hlog" / "rig.hlog", start_time=start_time, base_time=start_time,
+                                        max_value_unit_ratio=1e6,
+                                        comments=["hilat on-rig engine: bins at their highest equivalent value, in ns"])
+        for start_s, length_s, tag, histogram in lines:
+            self._rig_hlog.interval(start_s, length_s, histogram, tag=tag)
+        self._rig_hlog.flush()
+
+    def outliers(self, items):
+        """The engine's outlier records (``layout.OUTLIER_DTYPE`` items) to outliers.bin."""
+        if self._outliers is None:
+            self._outliers = StoreAppender(self.path / "outliers.bin", OUTLIERS_MAGIC, OUTLIER_DTYPE)
+        self._outliers.append(items)
+
     def write_json(self, name, doc):
         """A JSON file, replaced whole (a reader never sees half of it)."""
         self.write_text(name, json.dumps(doc, indent=1))
@@ -127,7 +151,8 @@ class RunWriter:
     def close(self):
         """Every file closed, even when one cannot write its buffer (disk full); then that error."""
         error = None
-        for f in [self._raw, self._edges, self._gaps, *self._samples.values(), *filter(None, [self._stimuli])]:
+        for f in [self._raw, self._edges, self._gaps, *self._samples.values(),
+                  *filter(None, [self._stimuli, self._rig_hlog, self._outliers])]:
             try:
                 f.close()
             except OSError as e:
