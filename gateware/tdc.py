@@ -1,0 +1,251 @@
+"""TDC: a carry-chain time-to-digital converter on one DUT input (docs/tdc.md).
+
+The input runs into a chain of ECP5 carry cells (``_CarryLine``): a feed-in cell takes the pin into
+the carry (its LUT2 "generate" is A, its LUT4 "propagate" 0), then ``n_taps`` cells pass the carry
+on (propagate 1), each a ~33 ps step on the dedicated FCO -> FCI wires. Each tap cell's sum output
+(``F = 1 ^ FCI``, the carry in inverted) is caught by the flip-flop of its own slice half at every
+``ts`` clock edge, so a tick's samples are a thermometer: how far the input's last change has run
+along the line. ``_Encoder`` counts, in a pipelined adder tree, the taps at the new level in the tick
+the line's state changed (bubble-tolerant: the order of the taps does not matter), giving the fine
+code beside the tick.
+
+Every cell is an explicit nextpnr cell (``TRELLIS_COMB`` in ``MODE "CCU2"``, ``TRELLIS_FF``) with its
+own ``BEL`` attribute from ``placement`` (gateware placement per device: ``carry_bels``), what the
+pinned yosys 0.70 / nextpnr 0.11.1 accept (issue 35's probe); the chain's CIN is tied to 1'bx.
+
+Simulation (Verilator has no delays): ``line="model"`` replaces the carry line by
+``_ThermometerModel``, a thermometer generator fed with each edge's position inside its tick
+(``phase_ps``, set with the pin's change) and a table of tap arrival times, producing the thermometer
+the samplers would catch, bubbles and zero-width bins included.
+"""
+
+import math
+from pathlib import Path
+
+from litex.gen import LiteXModule
+from migen import Cat, ClockSignal, Constant, If, Instance, Mux, Signal
+
+N_TAPS = 256
+# The synthesis side of the carry line (board builds add it as a source): TRELLIS_COMB as a black
+# box, and the 1'bx the chain starts on.
+CELLS_VERILOG = Path(__file__).resolve().parent.parent / "targets" / "tdc" / "hilat_tdc_cells.v"
+UNDEF_MODULE = "hilat_tdc_undef"
+COMBS_PER_TILE = 8          # a PLC2 tile: SLICEA .. SLICED, two LUT/carry halves (K0, K1) each
+SLICES = "ABCD"
+
+# Carry-cell LUT contents (INITVAL: the LUT4 in bits 15..0, its LUT2 "generate" in bits 3..0; the
+# carry out is LUT4 ? FCI : LUT2, nextpnr's own carry feed-in uses the same): the feed-in's LUT4 is 0
+# with its unused C, D inputs high, its LUT2 = A; a tap's LUT4 is 1 whatever its inputs.
+FEED_IN_INITVAL = 0x000A
+TAP_INITVAL = 0xFFFF
+
+# Regions of each device the lines are placed in (docs/tdc.md, "Placement"): logic tiles (PLC2)
+# cover columns 2 .. 70 on the 25F, rows 2 .. 48 except the block RAM / DSP rows 13, 25, 37
+# (prjtrellis' tilegrid.json, the database nextpnr-ecp5 uses; tests/boards/test_tdc_placement.py
+# checks it there). The rows below are whole PLC2 rows away from the EBR rows; two lines a row.
+REGIONS = {
+    "LFE5U-25F": dict(first_column=2, last_column=70, rows=(27, 28, 29, 30, 31, 32, 33, 34)),
+    "LFE5U-45F": dict(first_column=2, last_column=88, rows=(29, 30, 31, 32, 33, 34, 35, 36)),
+}
+
+
+def line_tiles(n_taps=N_TAPS):
+    """Tiles a line spans: the feed-in cell and ``n_taps`` tap cells, eight a tile."""
+    return math.ceil((n_taps + 1) / COMBS_PER_TILE)
+
+
+def carry_bels(device, channel, n_taps=N_TAPS):
+    """[(comb bel, flip-flop bel)] of cell 0 (the feed-in; its flip-flop bel unused) .. ``n_taps``
+    (tap k is cell k + 1) of TDC line ``channel`` on ``device``: the same bels for a given device
+    and channel in every build, so a stored calibration stays close to the next build's bins."""
+    region = REGIONS.get(device)
+    if region is None:
+        raise SystemExit(f"no TDC region for device {device}: one of {', '.join(REGIONS)} (gateware/tdc.py)")
+    tiles = line_tiles(n_taps)
+    per_row = (region["last_column"] - region["first_column"] + 1) // tiles
+    row, slot = divmod(channel, per_row)
+    if row >= len(region["rows"]):
+        raise SystemExit(f"{device}: room for {per_row * len(region['rows'])} TDC lines of {n_taps} taps, "
+                         f"not {channel + 1}")
+    y, x0 = region["rows"][row], region["first_column"] + slot * tiles
+    bels = []
+    for i in range(n_taps + 1):
+        x = x0 + i // COMBS_PER_TILE
+        s, half = SLICES[(i % COMBS_PER_TILE) // 2], i % 2
+        bels.append((f"X{x}/Y{y}/SLICE{s}.K{half}", f"X{x}/Y{y}/SLICE{s}.FF{half}"))
+    return bels
+
+
+class _CarryLine(LiteXModule):
+    """``pin`` into a chain of ``len(bels) - 1`` tap cells; ``samples`` bit k: tap k's flip-flop
+    (the carry past tap k is ``~samples[k]``: inverted back here, so a bit is the input's level as it
+    reached tap k at the ``clock_domain`` edge)."""
+    def __init__(self, pin, bels, clock_domain):
+        n_taps = len(bels) - 1
+        self.samples = Signal(n_taps)
+
+        # # #
+
+        carry = [Signal(name=f"carry{i}") for i in range(n_taps + 1)]     # FCO of cell i
+        cin = Signal()
+        self.specials += Instance(UNDEF_MODULE, o_o=cin)
+        raw = Signal(n_taps)
+        for i, (comb_bel, ff_bel) in enumerate(bels):
+            feed_in = i == 0
+            # The chain starts on 1'bx (CELLS_VERILOG): a constant makes nextpnr add a feed-in cell
+            # of its own, no net at all crashes it.
+            ports = dict(i_A=pin, i_FCI=cin) if feed_in else dict(i_FCI=carry[i - 1], o_F=raw[i - 1])
+            self.specials += Instance("TRELLIS_COMB", attr={("BEL", comb_bel), ("keep", 1)},
+                p_MODE="CCU2", p_INITVAL=Constant(FEED_IN_INITVAL if feed_in else TAP_INITVAL, 16),
+                p_CCU2_INJECT1="NO",
+                o_FCO=carry[i], **ports)
+            if not feed_in:
+                self.specials += Instance("TRELLIS_FF", attr={("BEL", ff_bel), ("keep", 1)},
+                    p_GSR="DISABLED", p_CEMUX="1", p_CLKMUX="CLK", p_LSRMUX="LSR", p_REGSET="RESET",
+                    p_SRMODE="LSR_OVER_CE",
+                    i_CLK=ClockSignal(clock_domain), i_DI=raw[i - 1], o_Q=self.samples[i - 1])
+        # F = 1 ^ FCI: the samples are the line inverted; the encoder counts the taps that changed,
+        # so it takes them as they are and the level is restored where it is used (``_Encoder``).
+        self.inverted = True
+
+
+class _ThermometerModel(LiteXModule):
+    """The carry line in simulation: at each ``clock_domain`` edge, tap k shows the input's level
+    ``taps_ps[k]`` ps before the edge. ``pin`` and ``phase_ps`` are driven together, just after the
+    clock edge that starts the tick the change happens in; ``phase_ps`` is the change's time after
+    that edge (0 < phase <= tick). The model keeps the last change only: changes at least one line
+    length apart (docs/tdc.md)."""
+    def __init__(self, pin, taps_ps, tick_ps, clock_domain):
+        taps = [int(round(t)) for t in taps_ps]
+        n_taps = len(taps)
+        limit = max(taps) + tick_ps + 1   # the line has settled past this
+        self.phase_ps = Signal(max=tick_ps + 1)
+        self.samples = Signal(n_taps)
+        self.inverted = False
+
+        # # #
+
+        level, old = Signal(), Signal()
+        since = Signal(max=limit + tick_ps + 1)       # ps from the last change to this edge
+        elapsed_new = Signal.like(since)
+        elapsed_next = Signal.like(since)
+        sync = getattr(self.sync, clock_domain)
+        self.comb += [
+            elapsed_new.eq(tick_ps - self.phase_ps),
+            elapsed_next.eq(Mux(since >= limit, limit, since + tick_ps)),
+        ]
+        sync += If(pin != level,
+            level.eq(pin), old.eq(level), since.eq(elapsed_new),
+            self.samples.eq(Cat(*[Mux(elapsed_new > t, pin, level) for t in taps])),
+        ).Else(
+            since.eq(elapsed_next),
+            self.samples.eq(Cat(*[Mux(elapsed_next > t, level, old) for t in taps])),
+        )
+
+
+def _popcount_tree(module, bits, clock_domain, levels_per_stage):
+    """(count, stages): the number of ones of ``bits``, summed four bits at a time into registers,
+    then in an adder tree registered every ``levels_per_stage`` levels."""
+    sync = getattr(module.sync, clock_domain)
+    values = []
+    for g in range(0, len(bits), 4):
+        group = bits[g:g + 4]
+        s = Signal(max=len(group) + 1)
+        sync += s.eq(sum(group[j] for j in range(len(group))))
+        values.append(s)
+    stages = 1
+    while len(values) > 1:
+        for _ in range(levels_per_stage):
+            if len(values) == 1:
+                break
+            pairs = []
+            for j in range(0, len(values), 2):
+                if j + 1 == len(values):
+                    pairs.append(values[j])
+                    continue
+                a, b = values[j], values[j + 1]
+                s = Signal(max=(2**len(a) - 1) + (2**len(b) - 1) + 1)
+                module.comb += s.eq(a + b)
+                pairs.append(s)
+            values = pairs
+        registered = []
+        for v in values:
+            r = Signal.like(v)
+            sync += r.eq(v)
+            registered.append(r)
+        values = registered
+        stages += 1
+    return values[0], stages
+
+
+class _Encoder(LiteXModule):
+    """Counts the taps at the new level in the tick the line's state changed.
+
+    ``count``: the ones of a tick's samples (0 .. n_taps), ``stages`` ticks after the samples. A tick
+    whose count differs from the tick before's, when that was settled (0 or ``n_taps``: the line all
+    low or all high), has an edge: ``edge`` for one cycle, ``rising`` its direction, ``code`` the taps
+    it passed (rising: the ones, falling: the zeros), saturated to ``2**code_bits - 1``. Bubbles
+    (taps out of order) change which taps are counted, not how many: the count is the line's code."""
+    def __init__(self, samples, clock_domain, inverted=False, levels_per_stage=2):
+        n_taps = len(samples)
+        self.code_bits = code_bits = max(1, (n_taps - 1).bit_length())
+        self.code = Signal(code_bits)
+        self.edge = Signal()
+        self.rising = Signal()
+        self.level = Signal()          # the line's level once settled (after the last edge)
+
+        # # #
+
+        count, stages = _popcount_tree(self, samples, clock_domain, levels_per_stage)
+        if inverted:
+            ones = Signal.like(count)
+            self.comb += ones.eq(n_taps - count)
+            count = ones
+        self.count = count
+        sync = getattr(self.sync, clock_domain)
+        previous = Signal.like(count)
+        settled = Signal()
+        passed = Signal.like(count)
+        top = 2**code_bits - 1
+        self.comb += [
+            settled.eq((previous == 0) | (previous == n_taps)),
+            passed.eq(Mux(previous == 0, count, n_taps - count)),
+        ]
+        sync += [
+            previous.eq(count),
+            self.edge.eq(settled & (count != previous)),
+            self.rising.eq(previous == 0),
+            self.code.eq(Mux(passed > top, top, passed)),
+            If(count == 0, self.level.eq(0)).Elif(count == n_taps, self.level.eq(1)),
+        ]
+        self.latency = stages + 1      # the adder tree, then edge/code
+
+
+class TDC(LiteXModule):
+    """A TDC front end on ``pin`` (docs/tdc.md).
+
+    ``edge`` is 1 for one ``clock_domain`` cycle ``latency`` ticks after the tick the input changed
+    in (counted as ``InputSampler.latency``: from the tick's closing clock edge, where the samplers
+    catch the line, ``latency`` - 1 more registers), with ``rising`` and ``code``: the taps the
+    change passed before that edge (0 .. 2**code_bits - 1; a larger code is an earlier change).
+
+    ``line``: "carry" (the placed carry chain; ``bels`` from ``carry_bels``) or "model" (simulation:
+    ``taps_ps`` and ``tick_ps``; the model's ``phase_ps`` is this module's ``phase_ps``).
+    """
+    def __init__(self, pin, line="carry", bels=None, taps_ps=None, tick_ps=None, n_taps=N_TAPS,
+                 clock_domain="ts", levels_per_stage=2):
+        assert line in ("carry", "model")
+        if line == "carry":
+            assert bels is not None and len(bels) == n_taps + 1, "bels: carry_bels(device, channel, n_taps)"
+            self.line = _CarryLine(pin, bels, clock_domain)
+        else:
+            assert taps_ps is not None and len(taps_ps) == n_taps and tick_ps
+            self.line = _ThermometerModel(pin, taps_ps, tick_ps, clock_domain)
+            self.phase_ps = self.line.phase_ps
+        self.n_taps = n_taps
+        self.encoder = _Encoder(self.line.samples, clock_domain, self.line.inverted, levels_per_stage)
+        self.code_bits = self.encoder.code_bits
+        self.code, self.edge, self.rising, self.level = (self.encoder.code, self.encoder.edge,
+                                                         self.encoder.rising, self.encoder.level)
+        # The samplers' register (the tick's closing edge), then the encoder's.
+        self.latency = self.encoder.latency
