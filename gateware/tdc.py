@@ -218,7 +218,7 @@ class _Encoder(LiteXModule):
             self.code.eq(Mux(passed > top, top, passed)),
             If(count == 0, self.level.eq(0)).Elif(count == n_taps, self.level.eq(1)),
         ]
-        self.latency = stages + 1      # the adder tree, then edge/code
+        self.latency = stages + 1      # from the samples: the adder tree, then edge/code
 
 
 class TDC(LiteXModule):
@@ -248,4 +248,4 @@ class TDC(LiteXModule):
         self.code, self.edge, self.rising, self.level = (self.encoder.code, self.encoder.edge,
                                                          self.encoder.rising, self.encoder.level)
         # The samplers' register (the tick's closing edge), then the encoder's.
-        self.latency = self.encoder.latency
+        self.latency = 1 + self.encoder.latency

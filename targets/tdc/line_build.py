@@ -178,7 +178,7 @@ def tap_arrivals(placed, sdf_text, bels, speed=SPEED):
             else:
                 taps[corner].append(fci + d[("FCI", "F1")][ci])
                 slice_out = fci + d[("FCI", "FCO")][ci]
-        taps[corner] = [round(t, 2) for t in taps[corner]]
+        taps[corner] = [round(float(t), 2) for t in taps[corner]]
     return taps
 
 

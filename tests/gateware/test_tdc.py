@@ -1,0 +1,146 @@
+"""The TDC front end (gateware/tdc.py) on Verilator with its simulation line: edges at known phases
+through the thermometer model give, to the bin, the code a table of tap arrival times predicts, at
+the declared latency, rising and falling, bubbles and zero-width bins included.
+
+Two tables: the Colorlight i5 build's (targets/tdc/taps_colorlight_i5.json, nextpnr's typical corner:
+every second tap out of order, a line longer than a tick) at a 7,142 ps tick, and a made-up one of 64
+taps with zero-width bins and a bubble of three taps at a 2,000 ps tick. Every tap arrival is visited
+from both sides (the edge's age at the sampling edge 1 ps short of it and at it), plus edges too late
+in their tick to reach any tap (seen a tick later, with the code of a tick and a bit), plus random
+phases. The expected code is computed here from the table alone.
+"""
+
+import json
+import os
+import random
+from pathlib import Path
+
+import cocotb
+import pytest
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, FallingEdge
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+TOPLEVEL = "hilat_tdc_model"
+
+
+def _synthetic_table():
+    taps = [300 + 35 * k for k in range(64)]
+    taps[11] = taps[10]                            # a zero-width bin
+    taps[21] = taps[22] = taps[20]                 # two more in a row
+    taps[30], taps[31] = taps[31], taps[30]        # a swapped pair
+    taps[44] = taps[47] + 5                        # a tap later than the three after it
+    return taps
+
+
+def _tables():
+    i5 = json.loads((ROOT / "targets" / "tdc" / "taps_colorlight_i5.json").read_text())
+    return {"i5": (i5["taps_ps"], 7_142), "synthetic": (_synthetic_table(), 2_000)}
+
+
+def expected_code(taps, tick, phase, code_bits):
+    """(ticks late, code) of an edge ``phase`` ps into its tick: the taps it passed before the tick's
+    closing clock edge, or, when it passed none, before the next one (one tick late)."""
+    since = tick - phase
+    passed = sum(t < since for t in taps)
+    late = 0
+    if passed == 0:
+        late, passed = 1, sum(t < since + tick for t in taps)
+    return late, min(passed, 2**code_bits - 1)
+
+
+def _phases(taps, tick, rng):
+    """Phases (ps after the tick's opening edge, 1 .. tick) visiting every tap arrival from both sides,
+    late edges, and random ones."""
+    ages = set()
+    for t in taps:
+        for age in (t, t + 1):
+            if 0 <= age < tick:
+                ages.add(age)
+            if 0 <= age - tick < min(taps):   # reached only a tick later
+                ages.add(age - tick)
+    ages |= {0, 1, min(taps) - 1}
+    ages |= {rng.randrange(tick) for _ in range(60)}
+    phases = [tick - a for a in sorted(ages)]
+    rng.shuffle(phases)
+    return phases
+
+
+@cocotb.test()
+async def codes_exact_to_the_bin(dut):
+    info = json.loads(Path(os.environ["HILAT_TDC_INFO"]).read_text())
+    taps, tick, latency, code_bits = info["taps"], info["tick_ps"], info["latency"], info["code_bits"]
+    cocotb.start_soon(Clock(dut.ts_clk, tick, unit="ps").start())
+    dut.pin.value = 0
+    dut.phase_ps.value = 0
+    await ClockCycles(dut.ts_clk, 4)
+
+    rng = random.Random(35)
+    phases = _phases(taps, tick, rng)
+    schedule, expected = {}, []
+    t, level = 10, 0
+    for p in phases:
+        level ^= 1
+        schedule[t] = (level, p)
+        late, code = expected_code(taps, tick, p, code_bits)
+        expected.append((t + late + latency, level, code))
+        t += rng.randint(3, 6)      # the line settles within 2 ticks of a change (3 at the i5's table)
+    horizon = t + latency + 4
+
+    got = []
+    for n in range(horizon):
+        await FallingEdge(dut.ts_clk)          # the outputs registered at clock edge n
+        if int(dut.edge_out.value):
+            got.append((n, int(dut.rising.value), int(dut.code.value)))
+        if n in schedule:
+            level_n, p = schedule[n]
+            dut.pin.value = level_n
+            dut.phase_ps.value = p
+    assert got == expected, next((g, e) for g, e in zip(got, expected) if g != e) if len(got) == len(expected) \
+        else (len(got), len(expected))
+
+    codes = {c for *_, c in expected}
+    assert len(expected) >= 100 and len(codes) >= len(set(taps)) // 2, (len(expected), len(codes))
+    # Bubbles: edges whose age at the sampling edge lies between two taps out of order.
+    bubbles = sum(any(taps[k + 1] < tick - p <= taps[k] for k in range(len(taps) - 1)) for p in phases)
+    assert bubbles >= 2, "no edge landed inside a bubble"
+    if len(set(taps)) < len(taps):
+        assert any(expected_code(taps, tick, p, code_bits)[1] - expected_code(taps, tick, p + 1, code_bits)[1] >= 2
+                   for p in range(1, tick)), "no code skipped by a zero-width bin"
+
+
+def _top(taps, tick):
+    from migen import ClockDomain, Module, Signal
+
+    from gateware.tdc import TDC
+
+    m = Module()
+    m.clock_domains.cd_ts = ClockDomain("ts", reset_less=True)
+    m.pin = Signal(name="pin")
+    m.submodules.tdc = tdc = TDC(m.pin, line="model", taps_ps=taps, tick_ps=tick, n_taps=len(taps))
+    m.ios = {m.cd_ts.clk, m.pin, tdc.phase_ps, tdc.code, tdc.edge, tdc.rising}
+    return m, tdc
+
+
+@pytest.mark.parametrize("table", ["i5", "synthetic"])
+def test_tdc(table):
+    from migen.fhdl.verilog import convert
+    from tb import run_tests, verilator_build
+
+    taps, tick = _tables()[table]
+    build_dir = HERE / "sim_build" / f"tdc_{table}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    top, tdc = _top(taps, tick)
+    assert tdc.code_bits == (len(taps) - 1).bit_length()
+    names = {top.cd_ts.clk: "ts_clk", tdc.phase_ps: "phase_ps", tdc.code: "code", tdc.edge: "edge_out",
+             tdc.rising: "rising"}
+    for signal, name in names.items():
+        signal.name_override = name
+    verilog = build_dir / f"{TOPLEVEL}.v"
+    convert(top, ios=top.ios, name=TOPLEVEL).write(str(verilog))
+    info = build_dir / "tdc.json"
+    info.write_text(json.dumps({"taps": [int(round(t)) for t in taps], "tick_ps": tick, "latency": tdc.latency,
+                                "code_bits": tdc.code_bits}))
+    runner = verilator_build(verilog, TOPLEVEL, build_dir)
+    run_tests(runner, TOPLEVEL, build_dir, __file__, {"HILAT_TDC_INFO": str(info)}, f"the {table} table")
