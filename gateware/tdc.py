@@ -250,3 +250,40 @@ class TDC(LiteXModule):
                                                          self.encoder.rising, self.encoder.level)
         # The samplers' register (the tick's closing edge), then the encoder's.
         self.latency = 1 + self.encoder.latency
+
+
+class TDCBank(LiteXModule):
+    """A TDC front end on each of ``pins`` (line i at ``carry_bels(device, i, n_taps)``), and a readout
+    of each input's last edge for the CPU: ``last<i>`` (CSR, sys domain) holds its code (bits 0-7),
+    its direction (bit 8, 1 = rising) and a count of its edges (bits 16-31, wrapping), taken across
+    from ``clock_domain`` whole (a handshake, ``BusSynchronizer``).
+
+    The readout is what a board build with ``--tdc`` does with the codes until the record carries
+    them beside the tick (docs/tdc.md, "What the record needs"); it also keeps synthesis from
+    removing the encoders."""
+    def __init__(self, pins, device, n_taps=N_TAPS, clock_domain="ts", cpu_domain="sys"):
+        from litex.soc.interconnect.csr import CSRStatus
+        from migen.genlib.cdc import BusSynchronizer
+
+        self.device = device
+        self.n_taps = n_taps
+        self.tdcs = []
+        for i, pin in enumerate(pins):
+            tdc = TDC(pin, bels=carry_bels(device, i, n_taps), n_taps=n_taps, clock_domain=clock_domain)
+            setattr(self, f"tdc{i}", tdc)
+            self.tdcs.append(tdc)
+            status = CSRStatus(32, name=f"last{i}", description=f"Input {i}'s last edge: code, rising, edge count.")
+            setattr(self, f"last{i}", status)
+
+            # # #
+
+            code, rising, count = Signal(tdc.code_bits), Signal(), Signal(16)
+            getattr(self.sync, clock_domain).__iadd__(
+                If(tdc.edge, code.eq(tdc.code), rising.eq(tdc.rising), count.eq(count + 1)))
+            sync = BusSynchronizer(tdc.code_bits + 1 + 16, clock_domain, cpu_domain)
+            setattr(self, f"readout{i}", sync)
+            self.comb += [
+                sync.i.eq(Cat(code, rising, count)),
+                status.status.eq(Cat(sync.o[:tdc.code_bits + 1], Constant(0, 16 - (tdc.code_bits + 1)),
+                                     sync.o[tdc.code_bits + 1:])),
+            ]

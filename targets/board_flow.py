@@ -282,6 +282,40 @@ class PllCRG(LiteXModule):
             pll.create_clkout(self.cd_ts,  ts_clk_freq,  margin=0)
 
 
+# TDC ---------------------------------------------------------------------------------------------
+
+def add_tdc(soc, platform, capture_pads, samples_per_tick):
+    """``--tdc``: a carry-chain TDC front end on every DUT input (``gateware.tdc.TDCBank`` as ``soc.tdc``,
+    beside the inputs' tick-level path, which is unchanged), its lines at the device's bels
+    (docs/tdc.md)."""
+    from gateware.tdc import CELLS_VERILOG, TDCBank
+
+    if samples_per_tick != 1:
+        raise SystemExit("--tdc: with --samples-per-tick 1 only (the TDC replaces sub-tick sampling)")
+    device = "-".join(platform.device.split("-")[:2])     # LFE5U-25F-6BG381C -> LFE5U-25F
+    soc.tdc = TDCBank(capture_pads, device)
+    platform.add_source(str(CELLS_VERILOG))
+
+
+def tdc_entry(soc, gateware, out):
+    """The report's ``tdc`` entry: what the TDC costs (synthesized alone) and, from nextpnr's timing model
+    of this build (its SDF and placed netlist), each line's predicted tap delays and bin widths."""
+    from targets.tdc import line_build
+
+    bank = soc.tdc
+    name = soc.get_build_name()
+    placed = json.loads((gateware / f"{name}_placed.json").read_text())
+    lines = line_build.predicted_lines(placed, (gateware / f"{name}.sdf").read_text(), bank.device,
+                                       len(bank.tdcs), bank.n_taps)
+    return {"inputs": len(bank.tdcs), "taps": bank.n_taps, "code_bits": bank.tdcs[0].code_bits,
+            "latency_ticks": bank.tdcs[0].latency, "device": bank.device, "table_corner": line_build.TABLE_CORNER,
+            "speed_grade": line_build.SPEED, "cost": line_build.bank_cost(out / "tdc_cost", len(bank.tdcs), bank.device,
+                                                                          bank.n_taps),
+            "lines": lines,
+            "method": "taps: nextpnr's SDF interconnect of this build + prjtrellis' SCCU2C slice delays per "
+                      "half (targets/tdc/line_build.tap_arrivals); a model prediction, not a measurement"}
+
+
 # Command line ------------------------------------------------------------------------------------
 
 def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, programmer_board, uart_baudrate,
@@ -307,6 +341,9 @@ def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, pro
     parser.add_target_argument("--inputs", default=None, type=int, help=
         f"DUT inputs (capture channels after the stimulus outputs; default {N_INPUTS}, "
         f"{max_inputs(4)} with --samples-per-tick 4, which takes at most that many).")
+    parser.add_target_argument("--tdc", action="store_true", help=
+        "A carry-chain TDC (256 taps) on every DUT input, placed at fixed bels, its codes readable "
+        "in CSRs (docs/tdc.md); one sample a tick only.")
     parser.add_target_argument("--seed-tries", default=3, type=int, help=
         "When a clock misses its frequency, place and route again with the next nextpnr seed, up to "
         "this many seeds in all (default %(default)d; 1: no retry).")
@@ -379,6 +416,10 @@ def build(soc, board, board_file, parser, args):
     for stale in (log, nextpnr_report, out / "build_report.json"):
         stale.unlink(missing_ok=True)
     soc.platform.toolchain._pnr_opts += f" --log {log.name} --report {nextpnr_report.name} --detailed-timing-report"
+    if getattr(soc, "tdc", None) is not None:
+        # The timing model of the TDC lines (docs/tdc.md): the SDF and the placed netlist.
+        name = soc.get_build_name()
+        soc.platform.toolchain._pnr_opts += f" --sdf {name}.sdf --write {name}_placed.json"
     source_dirs = {Path(f).parent for f, *_ in soc.platform.sources}
 
     start = time.monotonic()
@@ -406,6 +447,8 @@ def build(soc, board, board_file, parser, args):
         # The same way: the Ethernet part synthesized alone (the with/without difference of two whole
         # builds is docs/boards.md's cross-check, at the price of a second build).
         report["ethernet_cost"] = ethernet_cost(out / "ethernet_alone", soc)
+    if getattr(soc, "tdc", None) is not None:
+        report["tdc"] = tdc_entry(soc, gateware, out)
     samples_per_tick = soc.capture.samples_per_tick
     if samples_per_tick > 1:
         # The same way: the timing cores synthesized at S and at 1 (two builds differ by placement noise).

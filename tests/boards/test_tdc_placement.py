@@ -119,7 +119,7 @@ def test_regions_are_logic_tiles(device):
             bels = carry_bels(device, channels)
         except SystemExit:
             break
-        for comb, ff in bels:
+        for comb, _ff in bels:
             x, y = (int(v) for v in re.match(r"X(\d+)/Y(\d+)/", comb).groups())
             assert (y, x) in plc, f"{device} channel {channels}: {comb} is not on a logic tile"
         channels += 1
