@@ -284,16 +284,19 @@ class PllCRG(LiteXModule):
 
 # TDC ---------------------------------------------------------------------------------------------
 
-def add_tdc(soc, platform, capture_pads, samples_per_tick):
-    """``--tdc``: a carry-chain TDC front end on every DUT input (``gateware.tdc.TDCBank`` as ``soc.tdc``,
-    beside the inputs' tick-level path, which is unchanged), its lines at the device's bels
-    (docs/tdc.md)."""
+def add_tdc(soc, platform, capture_pads, samples_per_tick, n_inputs=None):
+    """``--tdc``: a carry-chain TDC front end on every DUT input, or on the first ``n_inputs``
+    (``--tdc-inputs``) (``gateware.tdc.TDCBank`` as ``soc.tdc``, beside the inputs' tick-level path,
+    which is unchanged), its lines at the device's bels (docs/tdc.md)."""
     from gateware.tdc import CELLS_VERILOG, TDCBank
 
     if samples_per_tick != 1:
         raise SystemExit("--tdc: with --samples-per-tick 1 only (the TDC replaces sub-tick sampling)")
     device = "-".join(platform.device.split("-")[:2])     # LFE5U-25F-6BG381C -> LFE5U-25F
-    soc.tdc = TDCBank(capture_pads, device)
+    n_inputs = len(capture_pads) if n_inputs is None else n_inputs
+    if not 1 <= n_inputs <= len(capture_pads):
+        raise SystemExit(f"--tdc-inputs {n_inputs}: 1 .. {len(capture_pads)} (the build's DUT inputs)")
+    soc.tdc = TDCBank(capture_pads[:n_inputs], device)
     platform.add_source(str(CELLS_VERILOG))
 
 
@@ -344,6 +347,9 @@ def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, pro
     parser.add_target_argument("--tdc", action="store_true", help=
         "A carry-chain TDC (256 taps) on every DUT input, placed at fixed bels, its codes readable "
         "in CSRs (docs/tdc.md); one sample a tick only.")
+    parser.add_target_argument("--tdc-inputs", default=None, type=int, help=
+        "With --tdc: a TDC on the first this many DUT inputs only (default: all; a 256-tap TDC costs about "
+        "940 LUT4s, docs/tdc.md).")
     parser.add_target_argument("--seed-tries", default=3, type=int, help=
         "When a clock misses its frequency, place and route again with the next nextpnr seed, up to "
         "this many seeds in all (default %(default)d; 1: no retry).")

@@ -86,7 +86,7 @@ class BaseSoC(RigSoC):
     docs/wiring.md, "Ethernet") handed to the rig SoC with ``eth_kwargs`` (address, MAC, ping)."""
     def __init__(self, sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=None, toolchain="trellis", n_inputs=None,
                  samples_per_tick=1, board=BOARD, module=MODULE, with_ethernet=ETHERNET_DEFAULT, eth_phy=0,
-                 eth_kwargs=None, with_tdc=False, **kwargs):
+                 eth_kwargs=None, with_tdc=False, tdc_inputs=None, **kwargs):
         ts_clk_freq, n_inputs = board_flow.sampling_settings(samples_per_tick, ts_clk_freq, n_inputs, TS_CLK_FREQ)
         kwargs.setdefault("uart_baudrate", UART_BAUDRATE)
         platform = colorlight_i5.Platform(board=module[0], revision=module[1], toolchain=toolchain)
@@ -108,7 +108,7 @@ class BaseSoC(RigSoC):
                         board=board, samples_per_tick=samples_per_tick,
                         edge_clock_domain="eclk" if samples_per_tick == 4 else None, **kwargs)
         if with_tdc:
-            board_flow.add_tdc(self, platform, capture_pads, samples_per_tick)
+            board_flow.add_tdc(self, platform, capture_pads, samples_per_tick, tdc_inputs)
         self.uart_bridge = UART_BRIDGE     # for the build report: (name, highest rate)
         self.eth_phy = eth_phy if with_ethernet else None   # for the build report's eth_rx / eth_tx
 
@@ -129,7 +129,7 @@ def build_soc(args, parser, board=BOARD, module=MODULE):
                    fifo_depth=args.fifo_depth, n_inputs=args.inputs, samples_per_tick=args.samples_per_tick,
                    cpu_variant=cpu_variant, with_engine=args.engine, board=board, module=module,
                    with_ethernet=args.ethernet, eth_phy=args.eth_phy, eth_kwargs=board_flow.eth_settings(args),
-                   with_tdc=args.tdc, **kwargs)
+                   with_tdc=args.tdc, tdc_inputs=args.tdc_inputs, **kwargs)
 
 
 def main():

@@ -72,7 +72,8 @@ class _CRG(board_flow.PllCRG):
 
 class BaseSoC(RigSoC):
     def __init__(self, device="LFE5U-45F", revision="2.0", sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=None,
-                 toolchain="trellis", n_inputs=None, samples_per_tick=1, with_tdc=False, **kwargs):
+                 toolchain="trellis", n_inputs=None, samples_per_tick=1, with_tdc=False, tdc_inputs=None,
+                 **kwargs):
         ts_clk_freq, n_inputs = board_flow.sampling_settings(samples_per_tick, ts_clk_freq, n_inputs, TS_CLK_FREQ)
         kwargs.setdefault("uart_baudrate", UART_BAUDRATE)
         platform = radiona_ulx3s.Platform(device=device, revision=revision, toolchain=toolchain)
@@ -90,7 +91,7 @@ class BaseSoC(RigSoC):
                         board=BOARD, samples_per_tick=samples_per_tick,
                         edge_clock_domain="eclk" if samples_per_tick == 4 else None, **kwargs)
         if with_tdc:
-            board_flow.add_tdc(self, platform, capture_pads, samples_per_tick)
+            board_flow.add_tdc(self, platform, capture_pads, samples_per_tick, tdc_inputs)
         self.uart_bridge = UART_BRIDGE     # for the build report: (name, highest rate)
 
 
@@ -114,7 +115,7 @@ def build_soc(args, parser):
     return BaseSoC(device=args.device, revision=args.revision, sys_clk_freq=args.sys_clk_freq,
                    ts_clk_freq=args.ts_clk_freq, toolchain=args.toolchain, fifo_depth=args.fifo_depth,
                    n_inputs=args.inputs, samples_per_tick=args.samples_per_tick, cpu_variant=cpu_variant,
-                   with_engine=engine_for(args), with_tdc=args.tdc, **kwargs)
+                   with_engine=engine_for(args), with_tdc=args.tdc, tdc_inputs=args.tdc_inputs, **kwargs)
 
 
 def engine_for(args):
