@@ -78,12 +78,13 @@ def carry_bels(device, channel, n_taps=N_TAPS):
 
 
 class _CarryLine(LiteXModule):
-    """``pin`` into a chain of ``len(bels) - 1`` tap cells; ``samples`` bit k: tap k's flip-flop
-    (the carry past tap k is ``~samples[k]``: inverted back here, so a bit is the input's level as it
-    reached tap k at the ``clock_domain`` edge)."""
+    """``pin`` into a chain of ``len(bels) - 1`` tap cells; ``samples`` bit k: tap k's flip-flop at
+    the ``clock_domain`` edge, which holds ``F = 1 ^ FCI``: the input's level as it had reached tap k,
+    *inverted* (``inverted``: the encoder counts accordingly)."""
     def __init__(self, pin, bels, clock_domain):
         n_taps = len(bels) - 1
         self.samples = Signal(n_taps)
+        self.inverted = True
 
         # # #
 
@@ -105,16 +106,13 @@ class _CarryLine(LiteXModule):
                     p_GSR="DISABLED", p_CEMUX="1", p_CLKMUX="CLK", p_LSRMUX="LSR", p_REGSET="RESET",
                     p_SRMODE="LSR_OVER_CE",
                     i_CLK=ClockSignal(clock_domain), i_DI=raw[i - 1], o_Q=self.samples[i - 1])
-        # F = 1 ^ FCI: the samples are the line inverted; the encoder counts the taps that changed,
-        # so it takes them as they are and the level is restored where it is used (``_Encoder``).
-        self.inverted = True
 
 
 class _ThermometerModel(LiteXModule):
     """The carry line in simulation: at each ``clock_domain`` edge, tap k shows the input's level
-    ``taps_ps[k]`` ps before the edge. ``pin`` and ``phase_ps`` are driven together, just after the
-    clock edge that starts the tick the change happens in; ``phase_ps`` is the change's time after
-    that edge (0 < phase <= tick). The model keeps the last change only: changes at least one line
+    ``taps_ps[k]`` ps before the edge. ``pin`` and ``phase_ps`` are driven together during the tick
+    the change happens in (after the clock edge that opens it); ``phase_ps`` is the change's time
+    after that edge (0 < phase <= tick). The model keeps the last change only: changes at least one line
     length apart (docs/tdc.md)."""
     def __init__(self, pin, taps_ps, tick_ps, clock_domain):
         taps = [int(round(t)) for t in taps_ps]
