@@ -42,11 +42,13 @@ TAP_INITVAL = 0xFFFF
 # Regions of each device the lines are placed in (docs/tdc.md, "Placement"). Logic tiles (PLC2) fill
 # whole rows, columns 2 .. 70 on the 25F (rows 2 .. 48 but the block RAM / DSP rows 13, 25, 37) and
 # 2 .. 88 on the 45F (rows 2 .. 69 but 10, 22, 34, 46, 58): prjtrellis' tilegrid.json, the database
-# nextpnr-ecp5 uses (tests/boards/test_tdc_placement.py checks the regions there). Eight rows between
-# two block RAM rows, near the middle of the device; two lines of 33 tiles a row, from column 2.
+# nextpnr-ecp5 uses (tests/boards/test_tdc_placement.py checks the regions there). The top eight
+# logic rows, beside the top bank the boards' inputs are on (the Colorlight's P3, the ULX3S's J1),
+# two lines of 33 tiles a row from column 2. (Rows 26 .. 33 of the 25F, across its middle, walled the
+# rest of the rig in two: ts missed 140 MHz, docs/tdc.md.)
 REGIONS = {
-    "LFE5U-25F": dict(first_column=2, last_column=70, rows=(26, 27, 28, 29, 30, 31, 32, 33)),
-    "LFE5U-45F": dict(first_column=2, last_column=88, rows=(35, 36, 37, 38, 39, 40, 41, 42)),
+    "LFE5U-25F": dict(first_column=2, last_column=70, rows=(2, 3, 4, 5, 6, 7, 8, 9)),
+    "LFE5U-45F": dict(first_column=2, last_column=88, rows=(2, 3, 4, 5, 6, 7, 8, 9)),
 }
 
 
@@ -253,15 +255,15 @@ class TDC(LiteXModule):
 class TDCBank(LiteXModule):
     """A TDC front end on each of ``pins`` (line i at ``carry_bels(device, i, n_taps)``), and a readout
     of each input's last edge for the CPU: ``last<i>`` (CSR, sys domain) holds its code (bits 0-7),
-    its direction (bit 8, 1 = rising) and a count of its edges (bits 16-31, wrapping), taken across
-    from ``clock_domain`` whole (a handshake, ``BusSynchronizer``).
+    its direction (bit 8, 1 = rising) and a count of its edges (bits 16-31, wrapping).
 
-    The readout is what a board build with ``--tdc`` does with the codes until the record carries
-    them beside the tick (docs/tdc.md, "What the record needs"); it also keeps synthesis from
-    removing the encoders."""
+    The readout crosses from ``clock_domain`` bit by bit (two flip-flops each, ``MultiReg``): a read
+    during an edge's update may mix the two; read until two reads agree. It is what a board build with
+    ``--tdc`` does with the codes until the record carries them beside the tick (docs/tdc.md, "What
+    the record needs"), and it keeps synthesis from removing the encoders."""
     def __init__(self, pins, device, n_taps=N_TAPS, clock_domain="ts", cpu_domain="sys"):
         from litex.soc.interconnect.csr import CSRStatus
-        from migen.genlib.cdc import BusSynchronizer
+        from migen.genlib.cdc import MultiReg
 
         self.device = device
         self.n_taps = n_taps
@@ -272,16 +274,13 @@ class TDCBank(LiteXModule):
             self.tdcs.append(tdc)
             status = CSRStatus(32, name=f"last{i}", description=f"Input {i}'s last edge: code, rising, edge count.")
             setattr(self, f"last{i}", status)
+        self.code_bits = self.tdcs[0].code_bits if self.tdcs else 0
 
-            # # #
+        # # #
 
+        for tdc, status in zip(self.tdcs, [getattr(self, f"last{i}") for i in range(len(self.tdcs))]):
             code, rising, count = Signal(tdc.code_bits), Signal(), Signal(16)
             getattr(self.sync, clock_domain).__iadd__(
                 If(tdc.edge, code.eq(tdc.code), rising.eq(tdc.rising), count.eq(count + 1)))
-            sync = BusSynchronizer(tdc.code_bits + 1 + 16, clock_domain, cpu_domain)
-            setattr(self, f"readout{i}", sync)
-            self.comb += [
-                sync.i.eq(Cat(code, rising, count)),
-                status.status.eq(Cat(sync.o[:tdc.code_bits + 1], Constant(0, 16 - (tdc.code_bits + 1)),
-                                     sync.o[tdc.code_bits + 1:])),
-            ]
+            self.specials += MultiReg(Cat(code, rising, Constant(0, 16 - (tdc.code_bits + 1)), count),
+                                      status.status, odomain=cpu_domain)

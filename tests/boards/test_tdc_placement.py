@@ -124,3 +124,21 @@ def test_regions_are_logic_tiles(device):
             assert (y, x) in plc, f"{device} channel {channels}: {comb} is not on a logic tile"
         channels += 1
     assert channels >= 8, f"{device}: room for {channels} lines"
+
+
+def test_report_section(line, tmp_path):
+    """The build report's TDC lines (targets/build_report.tdc_lines) from this build's prediction and a
+    synthesis of the bank alone: the cost holds the line's carry cells, no block RAM."""
+    from targets import build_report
+
+    result, placed, _cells = line
+    lines = line_build.predicted_lines(placed, result["sdf"].read_text(), result["device"], 1)
+    cost = line_build.bank_cost(tmp_path, 1, result["device"])
+    assert cost["line_carry_cells"] == N_TAPS + 1 and cost["block_rams"] == 0
+    assert cost["flip_flops"] >= N_TAPS and cost["lut4_equivalent"] > cost["line_carry_cells"]
+    text = "\n".join(build_report.tdc_lines({"inputs": 1, "taps": N_TAPS, "code_bits": 8, "latency_ticks": 6,
+                                             "table_corner": "typ", "cost": cost, "lines": lines}))
+    typ = lines[0]["bins"]["typ"]
+    assert typ["mean_ps"] == pytest.approx((max(lines[0]["taps_ps"]["typ"]) - min(lines[0]["taps_ps"]["typ"]))
+                                           / (N_TAPS - 1), abs=0.01)
+    assert f"bins {typ['min_ps']}/{typ['mean_ps']}/{typ['max_ps']} ps" in text and "0 DP16KD" in text, text
