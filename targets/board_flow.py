@@ -400,6 +400,7 @@ def source_hash(board_file):
     the board's target file, or a tuple of them (the i9's reuses the i5's)."""
     board_files = [Path(f) for f in (board_file if isinstance(board_file, tuple) else (board_file,))]
     files = sorted(list((ROOT / "gateware").glob("*.py")) + list((ROOT / "firmware").glob("*.[chS]"))
+                   + list((ROOT / "targets" / "tdc").glob("*.[pv]*"))   # --tdc's cells and report
                    + board_files + [ROOT / "firmware" / "Makefile", Path(__file__),
                                     ROOT / "targets" / "build_report.py", ROOT / "targets" / "open_toolchain.py",
                                     ROOT / "requirements.txt"])
