@@ -261,7 +261,7 @@ class TDCBank(LiteXModule):
     during an edge's update may mix the two; read until two reads agree. It is what a board build with
     ``--tdc`` does with the codes until the record carries them beside the tick (docs/tdc.md, "What
     the record needs"), and it keeps synthesis from removing the encoders."""
-    def __init__(self, pins, device, n_taps=N_TAPS, clock_domain="ts", cpu_domain="sys"):
+    def __init__(self, pins, device, n_taps=N_TAPS, clock_domain="ts", cpu_domain="sys", taps_ps=None, tick_ps=None):
         from litex.soc.interconnect.csr import CSRStatus
         from migen.genlib.cdc import MultiReg
 
@@ -269,7 +269,11 @@ class TDCBank(LiteXModule):
         self.n_taps = n_taps
         self.tdcs = []
         for i, pin in enumerate(pins):
-            tdc = TDC(pin, bels=carry_bels(device, i, n_taps), n_taps=n_taps, clock_domain=clock_domain)
+            if taps_ps is None:
+                tdc = TDC(pin, bels=carry_bels(device, i, n_taps), n_taps=n_taps, clock_domain=clock_domain)
+            else:   # simulation: the model line (``TDC``'s ``line="model"``)
+                tdc = TDC(pin, line="model", taps_ps=taps_ps, tick_ps=tick_ps, n_taps=n_taps,
+                          clock_domain=clock_domain)
             setattr(self, f"tdc{i}", tdc)
             self.tdcs.append(tdc)
             status = CSRStatus(32, name=f"last{i}", description=f"Input {i}'s last edge: code, rising, edge count.")
@@ -282,5 +286,6 @@ class TDCBank(LiteXModule):
             code, rising, count = Signal(tdc.code_bits), Signal(), Signal(16)
             getattr(self.sync, clock_domain).__iadd__(
                 If(tdc.edge, code.eq(tdc.code), rising.eq(tdc.rising), count.eq(count + 1)))
-            self.specials += MultiReg(Cat(code, rising, Constant(0, 16 - (tdc.code_bits + 1)), count),
+            assert tdc.code_bits <= 8
+            self.specials += MultiReg(Cat(code, Constant(0, 8 - tdc.code_bits), rising, Constant(0, 7), count),
                                       status.status, odomain=cpu_domain)
