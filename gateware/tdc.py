@@ -287,5 +287,6 @@ class TDCBank(LiteXModule):
             getattr(self.sync, clock_domain).__iadd__(
                 If(tdc.edge, code.eq(tdc.code), rising.eq(tdc.rising), count.eq(count + 1)))
             assert tdc.code_bits <= 8
-            self.specials += MultiReg(Cat(code, Constant(0, 8 - tdc.code_bits), rising, Constant(0, 7), count),
-                                      status.status, odomain=cpu_domain)
+            padded = Signal(8)      # the code, zero-extended to bits 0-7 whatever its width
+            self.comb += padded.eq(code)
+            self.specials += MultiReg(Cat(padded, rising, Constant(0, 7), count), status.status, odomain=cpu_domain)
