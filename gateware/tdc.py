@@ -197,29 +197,31 @@ class _Encoder(LiteXModule):
 
         # # #
 
-        count, stages = _popcount_tree(self, samples, clock_domain, levels_per_stage)
-        if inverted:
-            ones = Signal.like(count)
-            self.comb += ones.eq(n_taps - count)
-            count = ones
+        # A carry line's samples are inverted (``_CarryLine``): count their zeros, free in the first
+        # stage's LUTs, rather than subtract the count from n_taps after the tree.
+        count, stages = _popcount_tree(self, ~samples if inverted else samples, clock_domain, levels_per_stage)
         self.count = count
         sync = getattr(self.sync, clock_domain)
-        previous = Signal.like(count)
-        settled = Signal()
-        passed = Signal.like(count)
         top = 2**code_bits - 1
-        self.comb += [
-            settled.eq((previous == 0) | (previous == n_taps)),
-            passed.eq(Mux(previous == 0, count, n_taps - count)),
-        ]
+        # Two stages: the edge and both candidate codes (saturated), then the code of the edge's direction.
+        previous = Signal.like(count)
+        edge, rising, level = Signal(), Signal(), Signal()
+        rising_code, falling_code = Signal(code_bits), Signal(code_bits)
         sync += [
             previous.eq(count),
-            self.edge.eq(settled & (count != previous)),
-            self.rising.eq(previous == 0),
-            self.code.eq(Mux(passed > top, top, passed)),
-            If(count == 0, self.level.eq(0)).Elif(count == n_taps, self.level.eq(1)),
+            edge.eq(((previous == 0) | (previous == n_taps)) & (count != previous)),
+            rising.eq(previous == 0),
+            rising_code.eq(Mux(count > top, top, count)),
+            falling_code.eq(Mux(count < n_taps - top, top, n_taps - count)),
+            If(count == 0, level.eq(0)).Elif(count == n_taps, level.eq(1)),
         ]
-        self.latency = stages + 1      # from the samples: the adder tree, then edge/code
+        sync += [
+            self.edge.eq(edge),
+            self.rising.eq(rising),
+            self.code.eq(Mux(rising, rising_code, falling_code)),
+            self.level.eq(level),
+        ]
+        self.latency = stages + 2      # from the samples: the adder tree, then the two stages above
 
 
 class TDC(LiteXModule):
