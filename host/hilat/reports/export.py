@@ -19,6 +19,7 @@ import numpy as np
 
 from hilat import analysis, hdr
 from hilat.extras import require
+from hilat.reports.interval_log import IntervalLog
 from hilat.rundir.layout import SAMPLE_DTYPE, RunError
 
 SAMPLE_COLUMNS = ["kind", "index", "start_mu", "time_s", "value_mu", "value_ns", "mu_ns", "tag_at_start",
@@ -144,40 +145,24 @@ def write_json(run, path):
 
 def write_hlog(run, path, kind="stim_to_isr", interval_s=1.0, significant_figures=3):
     """HdrHistogram interval log of one latency kind, values in ns, one histogram per ``interval_s``
-    of rig time (by the time of each sample's start edge). HdrHistogram's HistogramLogProcessor and
-    our reader both read it. Streams the samples: one interval's histogram in memory at a time."""
+    of rig time (by the time of each sample's start edge), every interval from the first sample's to
+    the last's (``interval_log.IntervalLog``). HdrHistogram's HistogramLogProcessor and our reader both
+    read it. Streams the samples: one interval's histogram in memory at a time."""
     if kind not in run.kind_titles:
         raise ValueError(f"the run has no kind {kind!r} (kinds: {', '.join(run.kind_titles)})")
     started = run.meta.get("started")
     start_time = datetime.fromisoformat(started).timestamp() if started else 0.0
-    writer = hdr.HlogWriter(path, start_time=start_time, base_time=start_time, max_value_unit_ratio=1e6)
-    origin, current, written = None, None, 0
-    highest = 3_600_000_000_000  # 1 h in ns: beyond, a value is counted out of range, not dropped silently
+    log = IntervalLog(path, run.unit.mu_hz, interval_s, start_time, tagged=False, contiguous=True,
+                      significant_figures=significant_figures)
     try:
         for items in _sample_items(run, kind):
-            if origin is None and len(items):
-                origin = int(items["start_mu"][0])
+            if len(items):     # intervals from the first window's start, measured or not
+                log.begin(items["start_mu"][0])
             ok = (items["value_mu"] != analysis.MISSING) & (items["unknown"] == 0)
-            ns = np.round(run.unit.to_ns(items["value_mu"][ok])).astype(np.int64)
-            idx = ((items["start_mu"][ok] - origin) / run.unit.mu_hz // interval_s).astype(np.int64)
-            bounds = np.flatnonzero(np.diff(idx)) + 1
-            for part_idx, part in zip(np.split(idx, bounds), np.split(ns, bounds)):
-                if not len(part):
-                    continue
-                k = int(part_idx[0])
-                while current is None or current[0] < k:
-                    if current is not None:
-                        writer.interval(current[0] * interval_s, interval_s, current[1])
-                        written += 1
-                    nxt = k if current is None else current[0] + 1
-                    current = (nxt, hdr.HdrHistogram(1, highest, significant_figures))
-                current[1].record(np.maximum(part, 1))
-        if current is not None:
-            writer.interval(current[0] * interval_s, interval_s, current[1])
-            written += 1
+            log.samples(kind, items["start_mu"][ok], np.round(run.unit.to_ns(items["value_mu"][ok])).astype(np.int64))
     finally:
-        writer.close()
-    return written
+        log.close()
+    return log.intervals
 
 
 # The exports made of samples or edges, which an on-rig run without raw edges does not have.
