@@ -193,17 +193,15 @@ class Correlated(ValueError):
 
 
 def consistency(stored, counts):
-    """How well ``counts`` fit the ``stored`` bins (a TdcResult): Pearson's chi-square over the codes
-    with a stored share, as (chi2, degrees of freedom, z = (chi2 - dof) / sqrt(2 dof)); codes a
-    calibration never saw but the run did count as a misfit of one each (they are taken as expected 1
-    edge / N_stored of the run)."""
-    counts = np.asarray(counts, dtype=np.float64)
-    n = counts.sum()
-    expected = stored.widths_ticks * n
-    floor = n / max(stored.edges, 1)                 # a stored-empty code: below 1 stored edge's share
-    expected = np.maximum(expected, floor)
-    chi2 = float(np.sum((counts - expected) ** 2 / expected))
-    dof = max(int(np.count_nonzero(stored.counts)) - 1, 1)
+    """Whether ``counts`` and the ``stored`` calibration's counts (a TdcResult) can be the same bins:
+    the two-sample chi-square of homogeneity over the codes either saw, sum (a/Na - b/Nb)^2 /
+    ((a + b) / (Na Nb)), as (chi2, degrees of freedom, z = (chi2 - dof) / sqrt(2 dof))."""
+    a = stored.counts.astype(np.float64)
+    b = np.asarray(counts, dtype=np.float64)
+    na, nb = a.sum(), b.sum()
+    seen = (a + b) > 0
+    chi2 = float(np.sum((a[seen] / na - b[seen] / nb) ** 2 / ((a[seen] + b[seen]) / (na * nb))))
+    dof = max(int(seen.sum()) - 1, 1)
     return chi2, dof, (chi2 - dof) / math.sqrt(2 * dof)
 
 
