@@ -108,9 +108,17 @@ def main(argv=None):
 
     errors = pair_errors(table, result, pairs, rng)
     rms = float(np.sqrt(np.mean(errors ** 2)))
+    # Expected: each edge's quantization (rms sqrt(sum w^3 / 12 T)) and its code's centre's estimation
+    # error (the share of the edges before it, binomial: sqrt(P (1 - P) / N) ticks); the two edges' centre
+    # errors come from one calibration and partly cancel, so this bounds the rms from above.
+    before = np.cumsum(result.widths_ticks) - result.widths_ticks / 2
+    centre_var = float(np.sum(truth * before * (1 - before) / edges)) * table.tick_ps ** 2
+    quant = result.quantization_rms_s * 1e12
+    expected = np.sqrt(2 * (quant ** 2 + centre_var))
     print(f"{pairs} pairs: error mean {errors.mean():+.2f} ps, rms {rms:.2f} ps, max |error| "
-          f"{np.max(np.abs(errors)):.1f} ps (two quantizations: sqrt(2) x {result.quantization_rms_s * 1e12:.2f} "
-          f"= {np.sqrt(2) * result.quantization_rms_s * 1e12:.2f} ps expected)")
+          f"{np.max(np.abs(errors)):.1f} ps; expected between {np.sqrt(2) * quant:.2f} ps (two edges' quantization, "
+          f"{quant:.2f} ps rms each) and {expected:.2f} ps (plus their centres' estimation errors, "
+          f"{np.sqrt(centre_var):.2f} ps rms each, as if independent)")
     print(f"tdc: {table.n_taps} bins, mean bin {result.lsb_s * 1e12:.1f} ps, effective resolution "
           f"{result.effective_resolution_s * 1e12:.1f} ps, pair error rms {rms:.1f} ps (model)")
     return 0
