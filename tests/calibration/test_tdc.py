@@ -172,3 +172,24 @@ def test_online_update_pools_uncorrelated_edges_and_refuses_locked_ones():
     slower = tdc_line.TapTable(table.taps_ps * 1.03, table.tick_ps)
     with pytest.raises(tdc.Correlated):
         tdc.online_update(stored, tdc_line.fine_codes(slower, rng.random(300_000) * table.tick_ps))
+
+
+def test_statement_states_measured_and_predicted_bins():
+    from datetime import datetime, timezone
+
+    from hilat.calibration import tdc_statement, tdc_text
+
+    table = tdc_line.synthetic_table()
+    codes = tdc_line.fine_codes(table, np.random.default_rng(6).random(100_000) * table.tick_ps)
+    r = tdc.tdc_calibration(codes, table.tick_ps * 1e-12, 256, channel=4, made="2026-10-01T00:00:00+00:00",
+                            table=table)
+    part = tdc.store_input(None, json.loads(json.dumps(r)))
+    lines, warnings = tdc_statement(part, now=datetime(2026, 11, 28, tzinfo=timezone.utc))
+    assert lines[0].startswith(f"TDC channel 4: 256 codes, {r['span']} bins over the tick ")
+    assert f"LSB {r['lsb_s'] * 1e12:.3g} ps" in lines[0] and "100000 edges" in lines[0] and "58 days old" in lines[0]
+    assert f"effective resolution {r['effective_resolution_s'] * 1e12:.3g} ps" in lines[0]
+    assert lines[1].startswith("  predicted by the model (SYNTHETIC") and len(lines) == 2
+    assert len(warnings) == 1 and "stale" in warnings[0]
+    text = tdc_text(r, "sim").splitlines()
+    assert len(text) == 1 + 2 + 1 + r["span"]          # title, statement, header, a row per code of the span
+    assert text[4].split()[0] == str(r["first_code"]) and text[-1].split()[0] == str(r["codes_used"] - 1)

@@ -172,7 +172,8 @@ def tdc_statement(part, now=None, stale_days=STALE_DAYS):
         lines.append(
             f"TDC channel {channel}: {r['n_codes']} codes, {r['span']} bins over the tick "
             f"({len(r['zero_width'])} zero-width), LSB {_ps(r['lsb_s'])}, DNL "
-            f"{r['dnl_range'][0]:+.2f}..{r['dnl_range'][1]:+.2f} LSB, INL {r['inl_range'][0]:+.2f}..{r['inl_range'][1]:+.2f} LSB, effective resolution "
+            f"{r['dnl_range'][0]:+.2f}..{r['dnl_range'][1]:+.2f} LSB, INL "
+            f"{r['inl_range'][0]:+.2f}..{r['inl_range'][1]:+.2f} LSB, effective resolution "
             f"{_ps(r['effective_resolution_s'])} (rms quantization {_ps(r['quantization_rms_s'])}); code density of "
             f"{r['edges']} edges ({r.get('made')}, {_age_text(age)}), width sigma <= "
             f"{_ps(max(r['width_sigma_ticks']) * r['tick_s'])}; each edge at its code's measured centre")
