@@ -66,7 +66,7 @@ def replay(run_dir, slots, out_dir, profile=False):
     process = (time.perf_counter() - t0, time.process_time() - c0)
     if profiler:
         profiler.disable()
-    hlog.close(stream.last_tick)
+    hlog.close(stream.last_mu)
     writer.close()
     return records, decode, process, stream, profiler
 

@@ -192,8 +192,8 @@ class Capture(CaptureResults):
         s = self.settings
         if s.count is not None and self.stream.paced >= s.count:
             return True
-        if s.duration_ticks is not None and self.stream.last_tick is not None:
-            return self.stream.last_tick >= (self.start_tick + s.duration_ticks) * self.units_per_tick
+        if s.duration_ticks is not None and self.stream.last_mu is not None:
+            return self.stream.last_mu >= (self.start_tick + s.duration_ticks) * self.units_per_tick
         return False
 
     def _rig_finished(self, status):

@@ -69,24 +69,24 @@ class _RollingHlog:
                                        f"{start} is beyond the interval log's {top} ns")
             current[1].record(part)
 
-    def _close(self, kind, end_tick=None):
+    def _close(self, kind, end_mu=None):
         start, hist = self.open[kind]
-        end = start + self.interval_mu if end_tick is None else max(end_tick, start + 1)
+        end = start + self.interval_mu if end_mu is None else max(end_mu, start + 1)
         self.writer.interval((start - self.origin) / self.mu_hz, (end - start) / self.mu_hz, hist, tag=kind)
         self.intervals += 1
         self.open[kind] = None
 
-    def cut(self, end_tick):
-        """Write every open interval now, ending at ``end_tick``; the next samples open new ones."""
+    def cut(self, end_mu):
+        """Write every open interval now, ending at ``end_mu``; the next samples open new ones."""
         for kind, current in self.open.items():
             if current is not None and current[1].total_count:
-                self._close(kind, end_tick)
+                self._close(kind, end_mu)
         self.writer.flush()
 
-    def close(self, end_tick):
+    def close(self, end_mu):
         for kind, current in self.open.items():
             if current is not None:
-                self._close(kind, end_tick)
+                self._close(kind, end_mu)
         self.writer.close()
 
 
@@ -111,8 +111,8 @@ class _Stream:
         self.gaps = analysis.GapTracker(subticks.units_per_tick if subticks is not None else 1)
         self.paced = 0               # edges that --count counts (stimuli, or the first measure's starts)
         self.last_paced = None
-        self.first_tick = None
-        self.last_tick = None
+        self.first_mu = None
+        self.last_mu = None
         self.records = 0
         self.out_of_order = 0        # edges behind the previous one (a rig never sends them: counted, dropped)
         self.advanced = None         # the last heartbeat's tick given to the pairing, in the edges' unit
@@ -162,16 +162,16 @@ class _Stream:
                 ticks = self.subticks.place(ticks, chans, None)
         # A new array: reinterpreted in place (ticks < 2^63), not copied.
         ticks = ticks.view(np.int64) if ticks.dtype == np.uint64 else ticks.astype(np.int64)
-        floor = self.last_tick if self.advanced is None else max(self.advanced, self.last_tick or self.advanced)
+        floor = self.last_mu if self.advanced is None else max(self.advanced, self.last_mu or self.advanced)
         if floor is not None and len(ticks) and (ticks[0] < floor or (np.diff(ticks) < 0).any()):
             keep = ticks >= np.maximum.accumulate(np.concatenate(([floor], ticks)))[:-1]
             self.out_of_order += int((~keep).sum())
             ticks, chans, lv = ticks[keep], chans[keep], lv[keep]
         if not len(ticks):
             return
-        if self.first_tick is None:
-            self.first_tick = int(ticks[0])
-        self.last_tick = int(ticks[-1])
+        if self.first_mu is None:
+            self.first_mu = int(ticks[0])
+        self.last_mu = int(ticks[-1])
         self.writer.edges(ticks, chans, lv)
         paced = np.flatnonzero((chans == self.pace_channel) & (lv == self.pace_level))
         if len(paced):
@@ -222,11 +222,11 @@ class _Stream:
                 if self.on_new_max is not None:
                     self.on_new_max(kind, worst)
 
-    def finish(self, end_tick=None, cut_short=False):
-        """Close the last windows at ``end_tick``; ``cut_short``: the capture ended early, so what
+    def finish(self, end_mu=None, cut_short=False):
+        """Close the last windows at ``end_mu``; ``cut_short``: the capture ended early, so what
         came after the last edge is a gap."""
-        self._close_gaps(self.gaps.close(self.last_tick if cut_short and self.last_tick is not None else None))
-        self.aggregator.finish(end_tick)
+        self._close_gaps(self.gaps.close(self.last_mu if cut_short and self.last_mu is not None else None))
+        self.aggregator.finish(end_mu)
         self._new_maxima()
 
     @property

@@ -45,7 +45,7 @@ def iter_sample_columns(run, chunk=1 << 20):
     (-1 / NaN: missed, or unknown), ``mu_ns`` one mu in ns, ``unknown`` 1 where a gap
     in the record stream touched the window (the row is neither a sample nor a miss; its tag flags
     may be analysis.TAG_UNKNOWN). Bounded memory."""
-    origin = run.first_tick()
+    origin = run.first_mu()
     unit = run.unit
     for kind in run.kind_titles:
         index = 0
@@ -288,13 +288,13 @@ def write_vcd(run, path, unit_fs=None):
     scale_text, _unit_fs, per_sample, exact = vcd_timescale(sample_hz, unit_fs)
     per_tick = per_sample * run.samples_per_tick / run.units_per_tick   # VCD units per unit of the run
     exact = exact and float(per_tick).is_integer()
-    first_level, origin, last_tick, count = {}, None, None, 0
+    first_level, origin, last_mu, count = {}, None, None, 0
     for ticks, chans, levels in run.iter_edges():
         if not len(ticks):
             continue
         if origin is None:
             origin = int(ticks[0]) - 1
-        last_tick = int(ticks[-1])
+        last_mu = int(ticks[-1])
         count += len(ticks)
         present, first = np.unique(chans, return_index=True)
         for ch, i in zip(present.tolist(), first.tolist()):
@@ -329,6 +329,6 @@ def write_vcd(run, path, unit_fs=None):
             change = np.char.add(levels.astype(str), id_of[chans])
             stamp = np.where(new_time, np.char.add(np.char.add("#", times.astype(str)), "\n"), "")
             f.write("\n".join(np.char.add(stamp, change).tolist()) + "\n")
-        if last_tick is not None:
-            f.write(f"#{round((last_tick + 1 - origin) * per_tick)}\n")
+        if last_mu is not None:
+            f.write(f"#{round((last_mu + 1 - origin) * per_tick)}\n")
     return count
