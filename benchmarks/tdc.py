@@ -55,7 +55,7 @@ def pair_errors(table, result, pairs, rng):
     for t in (first, first + interval):
         n = np.floor(t / tick)
         codes = tdc_line.fine_codes(table, t - n * tick)
-        measured.append((n + result.position_ticks(codes)) * tick)
+        measured.append((n + result.centres_of(codes)) * tick)
     return (measured[1] - measured[0]) - interval
 
 
@@ -73,7 +73,7 @@ def main(argv=None):
     print(f"tap table: {table.source} ({table.board}, {table.device}): {table.n_taps} taps, "
           f"{table.bubbles} out of order, tick {table.tick_ps:.1f} ps, first tap {table.taps_ps.min():.0f} ps, "
           f"line {np.ptp(table.taps_ps):.0f} ps" + ("" if path else " [SYNTHETIC: no build's table committed]"))
-    if not table.covers_tick:
+    if not table.long_enough:
         print("warning: the line is shorter than a tick: the encoder saturates at its last code")
     rng = np.random.default_rng(args.seed)
     edges, pairs = int(args.edges), int(args.pairs)

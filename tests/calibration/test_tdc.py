@@ -28,14 +28,14 @@ def test_hand_line_codes_and_thermometers():
     assert tdc_line.fine_codes(HAND, positions).tolist() == [4, 4, 3, 3, 1, 1]
     # Code 0 is no edge, code 2 zero-width, the last code takes the rest of the tick.
     assert tdc_line.bin_widths_ps(HAND).tolist() == [0.0, 10.0, 0.0, 10.0, 15.0]
-    assert HAND.bubbles == 1 and HAND.covers_tick      # 50 ps >= 10 + 35 ps
+    assert HAND.bubbles == 1 and HAND.long_enough      # 50 ps >= 10 + 35 ps
     with pytest.raises(ValueError, match="inside the tick"):
         tdc_line.fine_codes(HAND, [35.0])
 
 
 def test_saturation_on_a_short_line():
     short = tdc_line.TapTable(np.array([0.0, 5.0, 10.0]), 30.0)
-    assert not short.covers_tick
+    assert not short.long_enough
     assert tdc_line.fine_codes(short, [0.0, 25.0, 27.0, 29.0]).tolist() == [2, 2, 1, 1]
     assert tdc_line.ones_count(tdc_line.thermometer(short, [0.0])).tolist() == [2]   # 3 ones, saturated
     assert tdc_line.bin_widths_ps(short).tolist() == [0.0, 5.0, 25.0]
@@ -45,7 +45,7 @@ def test_synthetic_line_has_the_issue_figures():
     table = tdc_line.synthetic_table()
     widths = tdc_line.bin_widths_ps(table)
     assert table.n_taps == 256 and "SYNTHETIC" in table.source
-    assert table.bubbles > 10 and table.covers_tick
+    assert table.bubbles > 10 and table.long_enough
     assert widths.sum() == pytest.approx(table.tick_ps)
     used = np.flatnonzero(widths)
     span = used[-1] + 1 - used[0]
@@ -149,7 +149,7 @@ def test_stored_per_input_and_read_back():
     assert again["inputs"]["4"] == a and again["inputs"]["5"]["edges"] == 1
     back = tdc.TdcResult.from_dict(a)
     assert back.widths_ticks.tolist() == a["widths_ticks"] and back.lsb_s == a["lsb_s"]
-    assert back.position_ticks([1, 2]).tolist() == a["centres_ticks"][1:3]
+    assert back.centres_of([1, 2]).tolist() == a["centres_ticks"][1:3]
 
 
 def test_online_update_pools_uncorrelated_edges_and_refuses_locked_ones():

@@ -47,7 +47,7 @@ class ResolutionResult:
     def effective_resolution_s(self):
         """The step of a uniform quantizer with the same error variance (an edge reported at its bin's
         centre): sqrt(sum of width**3) ticks; 1/S of a tick when the bins are equal."""
-        return effective_resolution_ticks(self.widths_ticks) * self.tick_s
+        return effective_step(self.widths_ticks) * self.tick_s
 
     @property
     def nominal_s(self):
@@ -95,7 +95,7 @@ def upper_edges(widths, later_codes_higher=True):
     return 1 - (np.cumsum(widths) - widths)
 
 
-def effective_resolution_ticks(widths):
+def effective_step(widths):
     """The step of a uniform quantizer with the same error variance as bins of these ``widths`` (ticks,
     adding up to 1; an edge reported at its bin's centre): sqrt(sum of width**3). The rms error of such
     an edge is this / sqrt(12)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hilat.calibration.resolution import TooFewEdges, bin_shares, effective_resolution_ticks, upper_edges
+from hilat.calibration.resolution import TooFewEdges, bin_shares, effective_step, upper_edges
 from hilat.calibration.tdc_line import bin_widths_ps
 
 # The part of a rig's calibration file that holds the TDC inputs' bins.
@@ -80,7 +80,7 @@ class TdcResult:
     def effective_resolution_s(self):
         """The step of a uniform quantizer with the same error variance: sqrt(sum w^3 / T) (the LSB for
         equal bins)."""
-        return effective_resolution_ticks(self.widths_ticks) * self.tick_s
+        return effective_step(self.widths_ticks) * self.tick_s
 
     @property
     def quantization_rms_s(self):
@@ -92,7 +92,7 @@ class TdcResult:
         has less)."""
         return edges_for_precision(sigma_s, self.tick_s, float(self.widths_ticks.max()) * self.tick_s)
 
-    def position_ticks(self, codes):
+    def centres_of(self, codes):
         """Where a capture places edges of these codes: each at its code's centre, in ticks after its
         tick's clock edge."""
         return self.centres_ticks[np.asarray(codes, dtype=np.int64)]
@@ -160,7 +160,7 @@ def predicted_beside(result, table):
     seen = np.flatnonzero(predicted)
     return dict(source=table.source, widths_ticks=predicted.tolist(), z=z.tolist(),
                 lsb_s=tick_s / (seen[-1] + 1 - seen[0]), first_code=int(seen[0]), codes_used=int(seen[-1]) + 1,
-                effective_resolution_s=effective_resolution_ticks(predicted) * tick_s,
+                effective_resolution_s=effective_step(predicted) * tick_s,
                 rms_difference_s=float(np.sqrt(np.mean(diff ** 2))) * tick_s,
                 max_abs_z=float(np.max(np.abs(z))))
 

@@ -64,7 +64,7 @@ class TapTable:
         return int(np.sum(np.diff(self.taps_ps) < 0))
 
     @property
-    def covers_tick(self):
+    def long_enough(self):
         """Whether the line is longer than a tick past its first tap (no position in the tick saturates
         the encoder)."""
         return bool(self.taps_ps.max() >= self.taps_ps.min() + self.tick_ps)
