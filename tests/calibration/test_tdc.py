@@ -4,6 +4,7 @@ synthetic line (the issue's CCU2C figures) recover every width within its stated
 zero-width bin; the edges a stated precision needs; the stored part and the online mode."""
 
 import json
+from datetime import datetime
 
 import numpy as np
 import pytest
@@ -193,3 +194,22 @@ def test_statement_states_measured_and_predicted_bins():
     text = tdc_text(r, "sim").splitlines()
     assert len(text) == 1 + 2 + 1 + r["span"]          # title, statement, header, a row per code of the span
     assert text[4].split()[0] == str(r["first_code"]) and text[-1].split()[0] == str(r["codes_used"] - 1)
+
+
+def test_stored_tdc_part_is_stated_by_every_capture(tmp_path):
+    """A rig's file with a ``tdc`` part (Store.update): the statement a capture records states it."""
+    from hilat.calibration import Store, applied
+
+    identity = {"gateware": "colorlight_i5 abc", "ts_hz": 140e6, "sys_hz": 60e6, "n_stimulus": 2, "n_inputs": 4,
+                "pin_to_stamp_delay": 19, "firmware": "x", "samples_per_tick": 1}
+    table = tdc_line.synthetic_table()
+    codes = tdc_line.fine_codes(table, np.random.default_rng(8).random(50_000) * table.tick_ps)
+    r = tdc.tdc_calibration(codes, table.tick_ps * 1e-12, 256, channel=5, made="2026-11-28T00:00:00+00:00")
+    store = Store(tmp_path)
+    store.update(identity, tdc.PART, tdc.store_input(None, r))
+    cal, exact = store.find(identity)
+    assert exact and cal["tdc"]["inputs"]["5"]["edges"] == 50_000
+    out = applied(identity, cal, exact, now=datetime.fromisoformat("2026-11-28T01:00:00+00:00"))
+    assert out["tdc"] == cal["tdc"] and not out["warnings"]
+    assert [line for line in out["statement"] if line.startswith("TDC channel 5: 256 codes")]
+    assert "TDC" not in " ".join(applied(identity, None)["statement"])

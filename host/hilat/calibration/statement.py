@@ -141,6 +141,13 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
     else:
         lines.append("rig offset: not calibrated: latencies include the rig's own stimulus->capture delay "
                      "(run hilat calibrate loopback)")
+    tdc = (calibration or {}).get("tdc")
+    if tdc:
+        # The TDC inputs' bins (docs/tdc.md): stated; captures do not apply them yet (no fine code in the
+        # record so far).
+        tdc_lines, tdc_warnings = tdc_statement(tdc, now, stale_days)
+        lines += tdc_lines
+        warnings += tdc_warnings
     if calibration is None and reason:
         lines.append(f"calibration: none applied ({reason})")
     elif calibration is not None:
@@ -148,7 +155,7 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
     lines += [f"WARNING: {w}" for w in warnings]
     identity_of = (calibration or {}).get("rig_identity")
     return {"applied": calibration is not None, "offset_ticks": offset, "ts_hz": ts_hz, "ts_hz_nominal": nominal,
-            "resolution": res,
+            "resolution": res, "tdc": tdc or None,
             "ppm": ppm if clock else None, "rig_identity": identity_of, "file": (calibration or {}).get("file"),
             "loopback": loop, "clock": clock, "warnings": warnings, "statement": lines}
 

@@ -180,10 +180,10 @@ def tdc_calibration(codes, tick_s, n_codes, channel, made, table=None, min_edges
 
 def store_input(part, result):
     """The rig's ``tdc`` calibration part with one input's result (``tdc_calibration``) set, the other
-    inputs kept: {"inputs": {"<channel>": result}}."""
+    inputs kept: {"inputs": {"<channel>": result}, "made": this result's}."""
     inputs = dict((part or {}).get("inputs") or {})
     inputs[str(int(result["channel"]))] = result
-    return {"inputs": inputs}
+    return {"inputs": inputs, "made": result["made"]}
 
 
 # ---- online: re-estimating the bins from a run's own edges ---------------------------------------------
