@@ -16,28 +16,45 @@ HAND = tdc_line.TapTable(np.array([10.0, 30.0, 20.0, 20.0, 50.0]), 35.0)
 
 
 def test_hand_line_codes_and_thermometers():
-    # The tick the samplers see runs from the first tap (10 ps) to 10 + 35 ps: position p -> 45 - p.
+    # The tick the samplers see runs from the first tap (10 ps) to 10 + 35 ps: position p -> 45 - p ps
+    # travelled at the closing clock edge; a tap is set once the edge has passed it (strictly).
     positions = np.array([0.0, 14.0, 20.0, 25.0, 30.0, 34.9])
     therm = tdc_line.thermometer(HAND, positions)
     assert therm.astype(int).tolist() == [[1, 1, 1, 1, 0],     # 45 ps: all but the last tap
                                           [1, 1, 1, 1, 0],     # 31 ps
                                           [1, 0, 1, 1, 0],     # 25 ps: a bubble at tap 1
-                                          [1, 0, 1, 1, 0],     # 20 ps: taps 2 and 3 at once
+                                          [1, 0, 0, 0, 0],     # 20 ps: taps 2 and 3 not yet passed
                                           [1, 0, 0, 0, 0],     # 15 ps
                                           [1, 0, 0, 0, 0]]     # 10.1 ps
-    assert tdc_line.ones_count(therm).tolist() == [4, 4, 3, 3, 1, 1]
-    assert tdc_line.fine_codes(HAND, positions).tolist() == [4, 4, 3, 3, 1, 1]
-    # Code 0 is no edge, code 2 zero-width, the last code takes the rest of the tick.
+    assert tdc_line.ones_count(therm).tolist() == [4, 4, 3, 1, 1, 1]
+    assert tdc_line.fine_codes(HAND, positions).tolist() == [4, 4, 3, 1, 1, 1]
+    # Code 0 is no edge, code 2 zero-width (taps 2 and 3 at once), the last code takes the rest.
     assert tdc_line.bin_widths_ps(HAND).tolist() == [0.0, 10.0, 0.0, 10.0, 15.0]
     assert HAND.bubbles == 1 and HAND.long_enough      # 50 ps >= 10 + 35 ps
     with pytest.raises(ValueError, match="inside the tick"):
         tdc_line.fine_codes(HAND, [35.0])
 
 
+def test_the_gateware_view_of_a_change():
+    """``detect``: a change ``phase`` after its own tick's clock edge (gateware/tdc.py's model) is
+    recorded in that tick if it has passed the first tap by the closing edge, else in the next."""
+    late, codes = tdc_line.detect(HAND, [5.0, 14.0, 15.0, 24.0, 25.0, 35.0])
+    assert late.tolist() == [0, 0, 0, 0, 1, 1]
+    assert codes.tolist() == [3, 3, 1, 1, 4, 4]       # 30, 21, 20, 11, 45, 35 ps travelled
+    # ... the same codes as the model's positions give, for any phase.
+    table = tdc_line.synthetic_table()
+    phases = table.tick_ps - np.random.default_rng(9).random(50_000) * table.tick_ps   # (0, tick]
+    late, codes = tdc_line.detect(table, phases)
+    assert 0 < late.mean() < 0.1                       # the first tap's ~240 ps of the 7143 ps tick
+    assert np.array_equal(codes, tdc_line.fine_codes(table, tdc_line.position_of(table, phases, late)))
+    with pytest.raises(ValueError, match="inside the tick"):
+        tdc_line.detect(HAND, [0.0])
+
+
 def test_saturation_on_a_short_line():
     short = tdc_line.TapTable(np.array([0.0, 5.0, 10.0]), 30.0)
     assert not short.long_enough
-    assert tdc_line.fine_codes(short, [0.0, 25.0, 27.0, 29.0]).tolist() == [2, 2, 1, 1]
+    assert tdc_line.fine_codes(short, [0.0, 24.0, 27.0, 29.0]).tolist() == [2, 2, 1, 1]
     assert tdc_line.ones_count(tdc_line.thermometer(short, [0.0])).tolist() == [2]   # 3 ones, saturated
     assert tdc_line.bin_widths_ps(short).tolist() == [0.0, 5.0, 25.0]
 

@@ -6,18 +6,19 @@ arrival table, in chain order; from nextpnr's SDF for a real build, ``targets/td
 be out of order (a later tap reached sooner: a *bubble* in the thermometer) or equal (a zero-width
 bin). Every tap's sampler takes the line at each rising edge of the sampling (ts) clock, period
 ``tick_ps``. The edge belongs to the tick whose closing clock edge is the first to see it in the line
-(any tap set): the route to the line's first-reached tap, ``s0 = min(taps_ps)``, is a constant of
-the input path like the synchronizer's (the loopback calibration takes it), so positions count from
-the instant the edge reaches that tap. An edge at ``position`` ps into its tick
+(any tap passed; ``detect`` maps a change's phase in its own tick, as gateware/tdc.py's model has
+it, to that tick and code): the route to the line's first-reached tap, ``s0 = min(taps_ps)``, is a
+constant of the input path like the synchronizer's (the loopback calibration takes it), so positions
+count from the instant the edge reaches that tap. An edge at ``position`` ps into its tick
 (0 <= position < tick) has travelled ``elapsed = s0 + tick - position`` ps at the tick's closing
-clock edge: the samplers hold the thermometer ``taps_ps <= elapsed`` (tap k is 1 if the edge has
-reached it). The encoder counts the ones (bubble-tolerant: the order of the taps does not matter),
-saturating at ``B - 1`` for a line of B taps (the code fits log2(B) bits; a line longer than
-s0 + tick never reaches its last taps).
+clock edge: the samplers hold the thermometer ``taps_ps < elapsed`` (tap k is 1 if the edge has
+passed it, strictly, as in gateware/tdc.py's simulation model). The encoder counts the ones
+(bubble-tolerant: the order of the taps does not matter), saturating at ``B - 1`` for a line of B
+taps (the code fits log2(B) bits; a line longer than s0 + tick never reaches its last taps).
 
 So the fine code of an edge is the number of taps it reached: a higher code is an *earlier* edge in
 its tick, and code 0 (no tap) is no edge. Code c holds the edges whose elapsed time lies in
-[s[c - 1], s[c]), s the sorted arrival times: its width is that clipped to the tick
+(s[c - 1], s[c]], s the sorted arrival times: its width is that clipped to the tick
 (``bin_widths_ps``), which is what code density measures (hilat.calibration.tdc).
 
 This module lives in ``hilat.calibration`` (not ``targets``) because the calibration states the
@@ -91,7 +92,7 @@ def thermometer(table, positions_ps):
     len(positions) x B bytes: callers with many edges take them in chunks (``fine_codes`` needs no
     thermometer)."""
     elapsed = _elapsed(table, positions_ps)
-    return table.taps_ps[None, :] <= elapsed[:, None]
+    return table.taps_ps[None, :] < elapsed[:, None]
 
 
 def ones_count(bits):
@@ -102,15 +103,18 @@ def ones_count(bits):
 
 def fine_codes(table, positions_ps):
     """The encoder's code for each edge, without building the thermometer: the count of taps with
-    arrival <= elapsed (a sorted search), saturating at B - 1. Equal to ``ones_count(thermometer(...))``."""
-    elapsed = _elapsed(table, positions_ps)
-    reached = np.searchsorted(np.sort(table.taps_ps), elapsed, side="right")
+    arrival < elapsed (a sorted search), saturating at B - 1. Equal to ``ones_count(thermometer(...))``."""
+    return _codes(table, _elapsed(table, positions_ps))
+
+
+def _codes(table, elapsed):
+    reached = np.searchsorted(np.sort(table.taps_ps), elapsed, side="left")
     return np.minimum(reached, table.n_taps - 1).astype(np.int64)
 
 
 def bin_widths_ps(table):
     """Each code's width in ps (B of them, adding up to the tick): code c (1 <= c <= B - 2) takes the
-    elapsed times [s[c - 1], s[c]), s the sorted arrivals, the last code the rest (saturation), all
+    elapsed times (s[c - 1], s[c]], s the sorted arrivals, the last code the rest (saturation), all
     inside the tick the samplers see, [s[0], s[0] + tick). Zero for code 0 (no edge), for the codes of
     equal taps and for those beyond the tick."""
     s = np.sort(table.taps_ps)
@@ -118,6 +122,27 @@ def bin_widths_ps(table):
     lower = np.concatenate(([s[0]], s[:-1]))
     upper = np.concatenate(([s[0]], s[1:-1], [np.inf]))
     return np.clip(upper, lo, hi) - np.clip(lower, lo, hi)
+
+
+def detect(table, phase_ps):
+    """The gateware's view (gateware/tdc.py's ``_ThermometerModel`` and ``_Encoder``): an input change
+    ``phase_ps`` after the clock edge that starts the tick it happens in (0 < phase <= tick). The
+    encoder records it in the first tick whose closing clock edge finds a tap passed: that tick
+    (``late`` 0) if the change has passed the line's first tap by then (tick - phase > s0), else the
+    next one (``late`` 1). Returns (late, codes) as arrays; ``position_of`` gives the change's
+    position in the model's terms."""
+    phase = np.asarray(phase_ps, dtype=np.float64)
+    if phase.size and (phase.min() <= 0 or phase.max() > table.tick_ps):
+        raise ValueError(f"phases must be in (0, {table.tick_ps}] ps (inside the tick)")
+    elapsed = table.tick_ps - phase
+    late = (elapsed <= table.taps_ps.min()).astype(np.int64)
+    return late, _codes(table, elapsed + late * table.tick_ps)
+
+
+def position_of(table, phase_ps, late):
+    """The model's position (ps into the tick the change is recorded in, counted from the first tap)
+    of a change ``phase_ps`` after its own tick's clock edge, recorded ``late`` ticks later."""
+    return np.asarray(phase_ps, dtype=np.float64) - np.asarray(late) * table.tick_ps + table.taps_ps.min()
 
 
 def _elapsed(table, positions_ps):
