@@ -230,3 +230,18 @@ def test_stored_tdc_part_is_stated_by_every_capture(tmp_path):
     assert out["tdc"] == cal["tdc"] and not out["warnings"]
     assert [line for line in out["statement"] if line.startswith("TDC channel 5: 256 codes")]
     assert "TDC" not in " ".join(applied(identity, None)["statement"])
+
+
+def test_a_stated_precision_says_how_many_edges_it_needs():
+    table = tdc_line.synthetic_table()
+    codes = tdc_line.fine_codes(table, np.random.default_rng(10).random(200_000) * table.tick_ps)
+    T = table.tick_ps * 1e-12
+    with pytest.raises(TooFewEdges, match=r"200000 edges give the widest bin .* 1 ps needs (\d+) edges") as e:
+        tdc.tdc_calibration(codes, T, 256, channel=4, made="now", precision_s=1e-12)
+    needed = int(str(e.value).split(" needs ")[1].split()[0])
+    assert 400_000 < needed < 800_000                  # the ~87 ps widest bin: p (1 - p) (T / 1 ps)^2
+    r = tdc.tdc_calibration(codes, T, 256, channel=4, made="now", precision_s=2e-12)
+    assert r["width_sigma_max_s"] <= 2e-12 and r["edges_needed"] <= 200_000 and r["precision_s"] == 2e-12
+    # The edges it said it needs do give that precision.
+    more = tdc_line.fine_codes(table, np.random.default_rng(11).random(needed) * table.tick_ps)
+    assert tdc.tdc_calibration(more, T, 256, channel=4, made="now", precision_s=1e-12)["width_sigma_max_s"] <= 1e-12

@@ -165,11 +165,22 @@ def predicted_beside(result, table):
                 max_abs_z=float(np.max(np.abs(z))))
 
 
-def tdc_calibration(codes, tick_s, n_codes, channel, made, table=None, min_edges=1000):
+def tdc_calibration(codes, tick_s, n_codes, channel, made, table=None, min_edges=1000, precision_s=None):
     """The stored calibration of one input from its edges' fine codes (``made``: when, ISO 8601; the
-    tap table, if given, for the predicted bins beside the measured ones)."""
+    tap table, if given, for the predicted bins beside the measured ones). With ``precision_s``, the
+    widest bin's width sigma must be at most that: fewer edges raise TooFewEdges saying how many it
+    needs."""
     result = tdc_code_density(code_counts(codes, n_codes), tick_s, min_edges=min_edges)
+    worst = float(result.width_sigma_ticks.max()) * result.tick_s
+    if precision_s is not None:
+        if worst > precision_s:
+            needed = result.edges_for_precision(precision_s)
+            widest_ps = result.widths_ticks.max() * tick_s * 1e12
+            raise TooFewEdges(f"{result.edges} edges give the widest bin ({widest_ps:.3g} ps) a width sigma of "
+                              f"{worst * 1e12:.3g} ps; {precision_s * 1e12:.3g} ps needs {needed} edges: collect more")
     out = result.as_dict()
+    out.update(width_sigma_max_s=worst, precision_s=precision_s,
+               edges_needed=result.edges_for_precision(precision_s) if precision_s else None)
     out.update(channel=int(channel), made=made,
                method="code density: edges uncorrelated with ts take each TDC code in proportion to its width; "
                       "width = share of the edges, sigma = sqrt(p (1 - p) / N); a higher code is an earlier "
