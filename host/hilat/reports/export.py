@@ -10,12 +10,16 @@ An on-rig run without raw edges (``hilat capture --on-rig``) has the engine's hi
 interval log comes from them (``write_rig_hlog``: hlog/rig.hlog), and the exports that need samples
 or edges are refused (``needs_raw_edges``)."""
 
+import json
 import math
+import re
 from datetime import datetime
 
 import numpy as np
 
-from hilat import analysis
+from hilat import analysis, hdr
+from hilat.extras import require
+from hilat.rundir.layout import SAMPLE_DTYPE, RunError
 
 SAMPLE_COLUMNS = ["kind", "index", "start_mu", "time_s", "value_mu", "value_ns", "mu_ns", "tag_at_start",
                   "tag_in_window", "duplicates", "unknown"]
@@ -25,8 +29,6 @@ SAMPLES_JSON_FORMAT, SAMPLES_JSON_VERSION = "hilat-samples", 1
 def _sample_items(run, kind, chunk=1 << 20):
     """The samples of ``kind`` as ``layout.SAMPLE_DTYPE`` chunks: as the capture stored them
     (samples/KIND.bin, streamed), or computed from the edges for a run without them."""
-    from hilat.rundir.layout import SAMPLE_DTYPE
-
     if run.has_stored_samples():
         yield from run.iter_samples(kind, chunk=chunk)
         return
@@ -107,12 +109,9 @@ def write_csv(run, path):
 
 def write_parquet(run, path):
     """The samples as Parquet, one row group per chunk (bounded memory)."""
-    from hilat.extras import require
-
     pa = require("pyarrow", "report", "Parquet export (--parquet)")
     pq = require("pyarrow.parquet", "report", "Parquet export (--parquet)")
 
-    import json
 
     meta = {b"hilat.label": run.label.encode(), b"hilat.ts_hz": repr(run.ts_hz).encode(),
             b"hilat.offset_mu": str(run.offset_mu).encode(), b"hilat.unit": json.dumps(run.unit.to_json()).encode()}
@@ -130,8 +129,6 @@ def write_json(run, path):
     """The samples as one JSON document: {format, version, label, unit (``units.RunUnit.to_json``),
     ts_hz, offset_mu, columns, data: [[row], ...]} (``pandas.DataFrame(doc["data"], columns=doc["columns"])``).
     Written chunk by chunk (bounded memory); a missed or unknown value_ns is null."""
-    import json
-
     head = {"format": SAMPLES_JSON_FORMAT, "version": SAMPLES_JSON_VERSION, "label": run.label,
             "unit": run.unit.to_json(), "ts_hz": run.ts_hz, "offset_mu": run.offset_mu, "columns": SAMPLE_COLUMNS}
     with open(path, "w") as f:
@@ -149,8 +146,6 @@ def write_hlog(run, path, kind="stim_to_isr", interval_s=1.0, significant_figure
     """HdrHistogram interval log of one latency kind, values in ns, one histogram per ``interval_s``
     of rig time (by the time of each sample's start edge). HdrHistogram's HistogramLogProcessor and
     our reader both read it. Streams the samples: one interval's histogram in memory at a time."""
-    from hilat import hdr
-
     if kind not in run.kind_titles:
         raise ValueError(f"the run has no kind {kind!r} (kinds: {', '.join(run.kind_titles)})")
     started = run.meta.get("started")
@@ -206,8 +201,6 @@ def write_rig_hlog(run, path, kind="stim_to_isr", interval_s=None):
     interval), the engine's intervals merged per ``interval_s`` of rig time from the run's start, each
     spanning its engine intervals. Lines untagged, as ``write_hlog`` writes them. Returns the number of
     intervals written; ValueError names what cannot be done."""
-    from hilat import hdr
-    from hilat.rundir.layout import RunError
 
     if kind not in run.kind_titles:
         raise ValueError(f"the run has no kind {kind!r} (kinds: {', '.join(run.kind_titles)})")
@@ -245,8 +238,6 @@ _VCD_UNITS = ["fs", "ps", "ns", "us", "ms", "s"]
 
 def parse_vcd_unit(text):
     """Femtoseconds in a VCD time unit given as "1ns", "10 ps", "100us" (1, 10 or 100 of fs..s)."""
-    import re
-
     m = re.fullmatch(r"\s*(1|10|100)\s*(fs|ps|ns|us|ms|s)\s*", text)
     if not m:
         raise ValueError(f"not a VCD time unit: {text!r} (1, 10 or 100 of fs, ps, ns, us, ms, s)")
