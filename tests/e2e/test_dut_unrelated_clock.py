@@ -102,7 +102,7 @@ def _synthetic(first_count, hz, k, count=50, period_cycles=2**29 + 12345):
     isr = cc.edge_ticks(entry + k["isr_rise"], hz)
     fall = cc.edge_ticks(entry + isr_cycles + k["isr_fall"], hz)
     task = cc.edge_ticks(entry + task_cycles + k["task_rise"], hz)
-    pairing = SimpleNamespace(stim_tick=isr - 300, isr_tick=isr, isr_duration=fall - isr, task_tick=task)
+    pairing = SimpleNamespace(stim_mu=isr - 300, isr_mu=isr, isr_duration=fall - isr, task_mu=task)
     pairing = type("P", (SimpleNamespace,), {"__len__": lambda self: len(self.stim_mu)})(**vars(pairing))
     rows = np.stack([np.arange(1, count + 1), isr_cycles, task_cycles, entry % 2**32], axis=1)
     return pairing, rows
