@@ -22,6 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from hilat.analysis import Subticks
+from hilat.calibration.listener import RecordCollector, check_input, end_collection
+from hilat.calibration.store import CalibrationError, made_now
+from hilat.link.protocol import CAPTURE_ENABLE, CAPTURE_FALL, CAPTURE_RISE
+from hilat.link.rig import RigError
 
 
 class TooFewEdges(ValueError):
@@ -148,10 +152,6 @@ def input_fractions(records, channel, ident):
 
 def run_resolution(session, channel, edges, idle_timeout=10.0, progress=None):
     """Collect ``edges`` edges (both directions) on input ``channel``; returns their positions."""
-    from hilat.calibration.listener import RecordCollector, check_input, end_collection
-    from hilat.calibration.store import CalibrationError
-    from hilat.link.protocol import CAPTURE_ENABLE, CAPTURE_FALL, CAPTURE_RISE
-    from hilat.link.rig import RigError
 
     ident = session.identity
     if ident.samples_per_tick == 1:
@@ -181,7 +181,6 @@ def run_resolution(session, channel, edges, idle_timeout=10.0, progress=None):
 
 def resolution_calibration(fractions, ident, ts_hz, channel, url, min_edges=1000):
     """The stored resolution calibration from the edges' positions, or CalibrationError."""
-    from hilat.calibration.store import CalibrationError, made_now
 
     S = ident.samples_per_tick
     counts = fraction_counts(fractions, S)
