@@ -48,15 +48,15 @@ def _run(sim_dir, work, stimuli, period, jitter):
     stream, counters = meta["counters"]["stream"], meta["counters"]
     injected = sim.read_dut_log(dut_log)
     pairing = capture.pairing()
-    n = min(len(injected), len(pairing.stim_tick))
+    n = min(len(injected), len(pairing.stim_mu))
     log_missed = injected[:n, 1] != 0
-    wrong = abs(len(injected) - len(pairing.stim_tick))
+    wrong = abs(len(injected) - len(pairing.stim_mu))
     for measured, column in ((pairing.isr_latency[:n], 2), (pairing.task_latency[:n], 3)):
         measured_missed = measured == -1
         wrong_now = (log_missed != measured_missed) | (~log_missed & (measured != injected[:n, column]))
         wrong += int(wrong_now.sum())
     dropped = sum(counters.get("gateware_dropped_per_channel") or [0])
-    return {"seconds": seconds, "stimuli": len(pairing.stim_tick), "injected": len(injected),
+    return {"seconds": seconds, "stimuli": len(pairing.stim_mu), "injected": len(injected),
             "records": stream["records"], "rig_records_sent": stream["rig_records_sent"],
             "datagrams": stream["datagrams"], "heartbeats": stream["heartbeats"],
             "datagrams_lost": stream["datagrams_lost"], "records_lost": stream["records_lost"],

@@ -80,7 +80,7 @@ def run(rig, period, count, out):
 def span_ticks(cap):
     """The ticks between the capture's first and last edge (the capture streams its records: none kept)."""
     stream = cap.stream
-    return (stream.last_tick - stream.first_tick) // cap.units_per_tick if cap.records_received > 1 else 0
+    return (stream.last_mu - stream.first_mu) // cap.units_per_tick if cap.records_received > 1 else 0
 
 
 def speed_line(name, state, wall_rate, cpu_rate):

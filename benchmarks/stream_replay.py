@@ -21,9 +21,10 @@ from pathlib import Path
 
 import numpy as np
 from hilat import analysis
-from hilat.acquisition.stream import _RollingHlog, _Stream
+from hilat.acquisition.stream import _Stream
 from hilat.link import udp
 from hilat.link.session import Session
+from hilat.reports.interval_log import IntervalLog
 from hilat.rundir.reader import load_run
 from hilat.rundir.replay import stream_of
 from hilat.rundir.writer import RunWriter
@@ -44,7 +45,7 @@ def replay(run_dir, slots, out_dir, profile=False):
     writer = RunWriter(out_dir)
     writer.set_kinds(kinds)
     (Path(out_dir) / "hlog").mkdir()
-    hlog = _RollingHlog(Path(out_dir) / "hlog" / "capture.hlog", kinds, run.unit.mu_hz, 1.0, time.time())
+    hlog = IntervalLog(Path(out_dir) / "hlog" / "capture.hlog", run.unit.mu_hz, 1.0, time.time())
     stream = _Stream(writer, run.roles, run.analysis_measures, run.builtin, run.deadline_mu, run.offset_mu,
                      (run.roles.stimulus, run.roles.stimulus_active), run.unit.mu_hz, hlog=hlog, subticks=run.subticks)
     decoder = udp.StreamDecoder(stream_info["layout"], session=stream_info["session"])
@@ -66,7 +67,7 @@ def replay(run_dir, slots, out_dir, profile=False):
     process = (time.perf_counter() - t0, time.process_time() - c0)
     if profiler:
         profiler.disable()
-    hlog.close(stream.last_tick)
+    hlog.close(stream.last_mu)
     writer.close()
     return records, decode, process, stream, profiler
 

@@ -14,11 +14,14 @@ rig's launcher"):
 - it stops the simulator and exits when its stdin closes, or on SIGTERM/SIGINT.
 """
 
+import ctypes
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from hilat import shutdown
 
@@ -63,7 +66,6 @@ def read_dut_log(path):
     """The DUT model's log of what it injected (``+dut_log``), one row per stimulus, as an int64 array
     with the columns DUT_LOG_COLUMNS (latencies in the DUT model's clock cycles: ticks, or sub-ticks on
     a rig sampling more than once a tick)."""
-    import numpy as np
     rows = np.loadtxt(path, delimiter=",", dtype=np.int64, ndmin=2)
     return rows.reshape(-1, len(DUT_LOG_COLUMNS))
 
@@ -135,8 +137,6 @@ class SimulatorProcess:
 def join_network_namespace(pid):
     """Move this thread (and the threads it starts) into the network namespace of process ``pid``: the
     simulated rig's Ethernet link exists only there (docs/ethernet.md, "Simulation")."""
-    import ctypes
-
     clone_newnet = 0x40000000
     libc = ctypes.CDLL(None, use_errno=True)
     with open(f"/proc/{int(pid)}/ns/net") as ns:

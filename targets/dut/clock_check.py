@@ -106,9 +106,9 @@ class ClockCheck:
 
 def _event_ticks(pairing, n):
     """The rig's ISR rise, ISR fall and task rise ticks of the first ``n`` stimuli (-1 where it has none)."""
-    isr = np.asarray(pairing.isr_tick[:n], dtype=np.int64)
+    isr = np.asarray(pairing.isr_mu[:n], dtype=np.int64)
     duration = np.asarray(pairing.isr_duration[:n], dtype=np.int64)
-    task = np.asarray(pairing.task_tick[:n], dtype=np.int64)
+    task = np.asarray(pairing.task_mu[:n], dtype=np.int64)
     fall = np.where((isr >= 0) & (duration >= 0), isr + duration, -1)
     return isr, fall, task
 

@@ -63,7 +63,7 @@ def check_vcd_with_sigrok(run, vcd):
         assert initial[name] == 1 - expect[0][1], f"{name}: level before the first edge"
 
     p = run.pairing
-    stim_sample = (p.stim_tick - origin) * per_tick
+    stim_sample = (p.stim_mu - origin) * per_tick
     missed = p.isr_latency == analysis.MISSING
     after_miss = np.concatenate([[False], missed[:-1]])
     measured = {start: end - start for start, end in sigrok_jitter(vcd, "stim0", "isr")}
@@ -76,7 +76,7 @@ def check_vcd_with_sigrok(run, vcd):
             # which hilat gives the next stimulus (skipped above).
             continue
         start = int(stim_sample[k])
-        assert start in measured, f"stimulus {k} at tick {p.stim_tick[k]}: no jitter measurement"
+        assert start in measured, f"stimulus {k} at tick {p.stim_mu[k]}: no jitter measurement"
         # The pairing subtracts the calibrated rig offset; sigrok sees the raw edges.
         assert measured[start] == (int(p.isr_latency[k]) + run.offset_mu) * per_tick, f"stimulus {k}"
         compared += 1

@@ -30,7 +30,7 @@ def test_streaming_equals_exact(tmp_path, chunk):
     run = load_run(path)
     # Add tags, duplicate ISR pulses and spare-input replies to the synthetic edges.
     rng = np.random.default_rng(2)
-    stim = run.pairing.stim_tick
+    stim = run.pairing.stim_mu
     extra = (stim[rng.choice(len(stim), 30, replace=False)] + 2500).tolist()
     replies = [(int(s) + 100 + i % 50, int(s) + 300 + i % 7) for i, s in enumerate(stim) if i % 5]
     edges = sorted(list(zip(run.ticks.tolist(), run.chans.tolist(), run.levels.tolist()))
@@ -44,7 +44,7 @@ def test_streaming_equals_exact(tmp_path, chunk):
     t, c, lv = edges_of(run)
     for i in range(0, len(t), chunk):
         agg.feed(t[i:i + chunk], c[i:i + chunk], lv[i:i + chunk])
-    agg.finish(run.end_tick)
+    agg.finish(run.end_mu)
     assert agg.stimuli == exact.stimuli == 2000
     assert agg.tagged["stim_to_isr"] == int(exact.series["stim_to_isr"].tag_in_window.sum()) > 0
     assert len(exact.series["tag_period"]) == 39 and exact.latency("tag_period").tolist()[:2] == [50_000, 50_000]
@@ -152,7 +152,7 @@ def test_heartbeats_close_windows_as_the_exact_pairing(chunk, definitions):
     c, lv = c.astype(np.uint8), lv.astype(np.uint8)
     end = int(t[-1]) + 1
     measures = [parse_measure(m, ROLES) for m in definitions]
-    exact = analysis.measure(t, c, lv, ROLES, measures, deadline=3000, end_tick=end)
+    exact = analysis.measure(t, c, lv, ROLES, measures, deadline=3000, end_mu=end)
     got, on_samples = _collector()
     agg = StreamingAggregator(ROLES, deadline=3000, measures=measures, on_samples=on_samples)
     for i in range(0, len(t), chunk):
@@ -209,7 +209,7 @@ def test_late_tasks_are_counted_once(chunk):
     edges = dut_edges([1000 * (i + 1) for i in range(50)], [100] * 50, [50] * 50)
     t, c, lv = (np.array(x) for x in zip(*edges))
     c, lv = c.astype(np.uint8), lv.astype(np.uint8)
-    exact = analysis.measure(t, c, lv, ROLES, end_tick=int(t[-1]) + 1)
+    exact = analysis.measure(t, c, lv, ROLES, end_mu=int(t[-1]) + 1)
     agg = StreamingAggregator(ROLES)
     for i in range(0, len(t), chunk):
         agg.feed(t[i:i + chunk], c[i:i + chunk], lv[i:i + chunk])

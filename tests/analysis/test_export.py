@@ -33,11 +33,11 @@ def test_csv_and_parquet_equal_the_pairing(run, tmp_path):
     assert [int(r["value_mu"]) for r in isr] == p.isr_latency.tolist()
     assert [r["value_ns"] for r in isr][:3] == [f"{v * 20.0:.3f}" if v >= 0 else "" for v in p.isr_latency[:3]]
     assert sum(r["value_ns"] == "" for r in isr) == 16          # every 50th stimulus missed
-    assert float(isr[1]["time_s"]) == pytest.approx((p.stim_tick[1] - run.ticks[0]) / 50e6)
+    assert float(isr[1]["time_s"]) == pytest.approx((p.stim_mu[1] - run.ticks[0]) / 50e6)
     table = pq.read_table(run.path / "samples.parquet")
     kinds = np.array(table.column("kind").to_pylist())
     assert np.array(table.column("value_mu").to_pylist())[kinds == "stim_to_task"].tolist() == p.task_latency.tolist()
-    assert np.array(table.column("start_mu").to_pylist())[kinds == "isr_duration"].tolist() == p.stim_tick.tolist()
+    assert np.array(table.column("start_mu").to_pylist())[kinds == "isr_duration"].tolist() == p.stim_mu.tolist()
     assert table.schema.metadata[b"hilat.ts_hz"] == b"50000000.0"
 
 
@@ -157,7 +157,7 @@ def test_hlog_export_holds_every_latency_per_interval(run, tmp_path):
     log = hdr.read_hlog(path)
     p = run.pairing
     ok = p.isr_latency != analysis.MISSING
-    t = (p.stim_tick - p.stim_tick[0]) / run.unit.mu_hz
+    t = (p.stim_mu - p.stim_mu[0]) / run.unit.mu_hz
     assert len(log.intervals) == int(t[-1] // 0.01) + 1
     merged = log.merged()
     assert merged.total_count == ok.sum()

@@ -72,7 +72,7 @@ def test_stimulus_lost_in_a_gap_merges_no_windows():
     assert merged.isr_latency.tolist()[2:] == [75, 60] and merged.isr_duplicates[2] == 1
     p = analysis.pair(*arrays(edges), ROLES, gaps=analysis.Gaps.of([(15990, 16600, 1 << STIM_CH | 1 << ISR_CH
                                                                       | 1 << TASK_CH)]))
-    assert p.stim_tick.tolist() == [1000, 6000, 11000, 21000]
+    assert p.stim_mu.tolist() == [1000, 6000, 11000, 21000]
     assert p.isr_latency.tolist() == [50, M, M, 60] and p.unknown_of("stim_to_isr").tolist() == [0, 0, 1, 0]
     assert p.isr_duplicates.tolist() == [0, 0, 0, 0]
 
@@ -160,7 +160,7 @@ def test_streaming_equals_exact_across_gaps(chunk):
     measures = [parse(m, ROLES, TS_HZ) for m in MEASURES]
     gaps = analysis.Gaps.of(gap_list)
     end = int(t[-1]) + 1
-    exact = analysis.measure(t, c, lv, ROLES, measures, end_tick=end, gaps=gaps)
+    exact = analysis.measure(t, c, lv, ROLES, measures, end_mu=end, gaps=gaps)
     agg = StreamingAggregator(ROLES, measures=measures)
     pending = list(gap_list)
     for i in range(0, len(t), chunk):

@@ -23,7 +23,7 @@ TASK = [140, None, None, 500, 150]
 
 def test_latencies_misses_durations():
     p = analysis.pair(*arrays(dut_edges(STIM, ISR, TASK)), ROLES)
-    assert p.stim_tick.tolist() == STIM
+    assert p.stim_mu.tolist() == STIM
     assert p.isr_latency.tolist() == [50, M, 75, 400, 60]
     assert p.task_latency.tolist() == [140, M, M, 500, 150]
     assert p.isr_to_task.tolist() == [90, M, M, 100, 90]
@@ -65,7 +65,7 @@ def test_tag_at_stimulus_and_in_window():
     assert p.tag_at_stimulus.tolist() == [1, 0, 0, 0, 1]
     assert p.tag_in_window.tolist() == [1, 0, 1, 0, 1]
     u = p.untagged()
-    assert u.stim_tick.tolist() == [6000, 16000] and u.isr_latency.tolist() == [M, 400]
+    assert u.stim_mu.tolist() == [6000, 16000] and u.isr_latency.tolist() == [M, 400]
     assert summarize(analysis.measure(*arrays(edges), ROLES), exclude_tagged=True)[
         "stim_to_isr"]["count"] == 1
 

@@ -102,8 +102,8 @@ def _synthetic(first_count, hz, k, count=50, period_cycles=2**29 + 12345):
     isr = cc.edge_ticks(entry + k["isr_rise"], hz)
     fall = cc.edge_ticks(entry + isr_cycles + k["isr_fall"], hz)
     task = cc.edge_ticks(entry + task_cycles + k["task_rise"], hz)
-    pairing = SimpleNamespace(stim_tick=isr - 300, isr_tick=isr, isr_duration=fall - isr, task_tick=task)
-    pairing = type("P", (SimpleNamespace,), {"__len__": lambda self: len(self.stim_tick)})(**vars(pairing))
+    pairing = SimpleNamespace(stim_mu=isr - 300, isr_mu=isr, isr_duration=fall - isr, task_mu=task)
+    pairing = type("P", (SimpleNamespace,), {"__len__": lambda self: len(self.stim_mu)})(**vars(pairing))
     rows = np.stack([np.arange(1, count + 1), isr_cycles, task_cycles, entry % 2**32], axis=1)
     return pairing, rows
 
@@ -117,6 +117,6 @@ def test_the_32_bit_counter_wraps_in_a_long_run(first_count):
     assert (np.diff(rows[:, 3]) < 0).sum() >= 5
     check = cc.clock_cross_check(pairing, rows, UNRELATED_HZ)
     assert check.mismatches == 0 and check.constants == k, check.describe()
-    unpaired = type(pairing)(**{**vars(pairing), "task_tick": np.where(np.arange(50) == 7, -1, pairing.task_tick)})
+    unpaired = type(pairing)(**{**vars(pairing), "task_mu": np.where(np.arange(50) == 7, -1, pairing.task_mu)})
     assert cc.clock_cross_check(unpaired, rows, UNRELATED_HZ).mismatches == 1
     assert cc.clock_cross_check(pairing, rows[:-2], UNRELATED_HZ).mismatches == 2

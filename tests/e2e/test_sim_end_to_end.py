@@ -31,7 +31,7 @@ def test_measured_equals_injected(sim_dir, tmp_path, capsys):
     assert capture.error is None and not capture.interrupted
     injected = sim.read_dut_log(dut_log)
     pairing = capture.pairing()
-    n = len(pairing.stim_tick)
+    n = len(pairing.stim_mu)
     assert n == N_STIMULI
     # The DUT saw exactly the stimuli the rig recorded (none while busy with a response).
     assert len(injected) == N_STIMULI and not (injected[:, 1] == 2).any()
@@ -43,7 +43,7 @@ def test_measured_equals_injected(sim_dir, tmp_path, capsys):
     np.testing.assert_array_equal(pairing.task_latency[~missed], injected[~missed, 3])
     np.testing.assert_array_equal(pairing.tag_in_window[~missed], injected[~missed, 4])
     # Stimulus intervals are the dither's: within [P-J, P+J].
-    intervals = np.diff(pairing.stim_tick)
+    intervals = np.diff(pairing.stim_mu)
     assert intervals.min() >= 4000 and intervals.max() <= 6000
     # Nothing was lost anywhere on the way.
     counters = capture.status
@@ -92,7 +92,7 @@ def test_roles_on_other_pins_and_an_active_low_isr(sim_dir, tmp_path):
     default = dataclasses.replace(run.roles, isr=2, task=3, active_low=())
     from hilat import analysis
 
-    wrong = analysis.pair(run.ticks, run.chans, run.levels, default, end_tick=run.end_tick)
+    wrong = analysis.pair(run.ticks, run.chans, run.levels, default, end_mu=run.end_mu)
     assert not np.array_equal(wrong.isr_latency[~missed], injected[~missed, 2])
 
 

@@ -84,7 +84,7 @@ def test_sigusr1_writes_an_interim_summary_and_ctrl_c_keeps_everything(sim_dir, 
     from hilat.rundir.reader import load_run
 
     loaded = load_run(run)
-    assert len(loaded.pairing.stim_tick) == final["stimuli"]
+    assert len(loaded.pairing.stim_mu) == final["stimuli"]
     assert meta["counters"]["decoder"]["lost"] == 0 and meta["counters"]["decoder"]["corrupt"] == 0
     assert meta["counters"]["rig_records_sent"] == meta["records"]
     assert "stim_to_isr" in stdout

@@ -50,7 +50,7 @@ def test_two_stimulus_channels_each_paired_with_its_own(sim_dir, tmp_path):
     from hilat.analysis import measures
 
     wrong = analysis.measure(run.ticks, run.chans, run.levels, run.roles,
-                             [measures.parse("irq2=stim0..in2", run.roles)], builtin=False, end_tick=run.end_tick)
+                             [measures.parse("irq2=stim0..in2", run.roles)], builtin=False, end_mu=run.end_mu)
     assert len(wrong.series["irq2"]) == 400 and (wrong.latency("irq2") == M).sum() > 50
 
 

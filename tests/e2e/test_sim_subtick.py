@@ -55,8 +55,8 @@ def test_sub_tick_latencies_measured_exactly(subtick_sim_dir, tmp_path, capsys):
     for latency in (pairing.isr_latency[~missed], pairing.task_latency[~missed]):
         assert set(np.unique(latency % S)) == set(range(S))
     # Stimuli on ticks: their times are whole ticks in sub-ticks, the dither's intervals.
-    assert (pairing.stim_tick % S == 0).all()
-    intervals = np.diff(pairing.stim_tick) // S
+    assert (pairing.stim_mu % S == 0).all()
+    intervals = np.diff(pairing.stim_mu) // S
     assert intervals.min() >= 1500 and intervals.max() <= 2500
     # Nothing lost; the report in ns from 5 ns sub-ticks.
     assert capture.status.overflow == 0 and not any(capture.status.dropped)

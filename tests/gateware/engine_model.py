@@ -80,16 +80,16 @@ def samples(cfg: EngineConfig, roles, edges, end_tick):
     levels = np.array([lv for _, _, lv in edges], dtype=np.uint8)
     # The engine pairs the window's first task rise, the host the first after the window's ISR
     # (docs/engine.md, "Pairing"): the model is the engine's rule.
-    p = analysis.pair(ticks, chans, levels, roles, deadline=cfg.deadline or None, end_tick=end_tick,
+    p = analysis.pair(ticks, chans, levels, roles, deadline=cfg.deadline or None, end_mu=end_tick,
                       offset_mu=cfg.offset, task_after_isr=False)
     out = []
     for i in range(len(p)):
-        start = int(p.stim_tick[i])
+        start = int(p.stim_mu[i])
         values = []
         for latency in (p.isr_latency[i], p.task_latency[i], p.isr_to_task[i]):
             found = kind_found(p, i, len(values))
             values.append(None if not found else "below" if latency < 0 else int(latency))
-        raw = tuple(None if at == analysis.MISSING else int(at) - start for at in (p.isr_tick[i], p.task_tick[i]))
+        raw = tuple(None if at == analysis.MISSING else int(at) - start for at in (p.isr_mu[i], p.task_mu[i]))
         dups = (min(int(p.isr_duplicates[i]), DUPLICATES_MAX), min(int(p.task_duplicates[i]), DUPLICATES_MAX), 0)
         out.append(Sample(start, start >> cfg.interval_shift, tuple(values), raw, dups, int(p.tag_at_stimulus[i]),
                           int(p.tag_in_window[i]), int(p.window_end[i])))
@@ -97,7 +97,7 @@ def samples(cfg: EngineConfig, roles, edges, end_tick):
 
 
 def kind_found(p, i, kind):
-    isr, task = p.isr_tick[i] != analysis.MISSING, p.task_tick[i] != analysis.MISSING
+    isr, task = p.isr_mu[i] != analysis.MISSING, p.task_mu[i] != analysis.MISSING
     return (isr, task, isr and task)[kind]
 
 

@@ -81,13 +81,13 @@ class Samples(NamedTuple):
 
 def reference_samples(edges, roles, deadline=None, offset=0, end_tick=None):
     """The host's pairing (``analysis.pair``) of the edges, as the engine's three kinds."""
-    pr = analysis.pair(*edges, roles, deadline, end_tick=end_tick, task_after_isr=False)   # the engine's rule
-    isr_ok, task_ok = pr.isr_tick != analysis.MISSING, pr.task_tick != analysis.MISSING
-    value = np.stack([pr.isr_tick - pr.stim_tick - offset, pr.task_tick - pr.stim_tick - offset,
-                      pr.task_tick - pr.isr_tick])
+    pr = analysis.pair(*edges, roles, deadline, end_mu=end_tick, task_after_isr=False)   # the engine's rule
+    isr_ok, task_ok = pr.isr_mu != analysis.MISSING, pr.task_mu != analysis.MISSING
+    value = np.stack([pr.isr_mu - pr.stim_mu - offset, pr.task_mu - pr.stim_mu - offset,
+                      pr.task_mu - pr.isr_mu])
     present = np.stack([isr_ok, task_ok, isr_ok & task_ok])
-    duplicates = np.stack([pr.isr_duplicates, pr.task_duplicates, np.zeros(len(pr.stim_tick), np.int64)])
-    return Samples(pr.stim_tick, value, present, duplicates, pr.tag_in_window.astype(bool))
+    duplicates = np.stack([pr.isr_duplicates, pr.task_duplicates, np.zeros(len(pr.stim_mu), np.int64)])
+    return Samples(pr.stim_mu, value, present, duplicates, pr.tag_in_window.astype(bool))
 
 
 def histogram(samples, kind, subset="all"):

@@ -29,8 +29,8 @@ def check_run(run_dir, stimuli):
     run = load_run(run_dir)
     pairing = run.pairing
     isr, task = latencies(stimuli)
-    assert len(pairing.stim_tick) == stimuli
-    np.testing.assert_array_equal(pairing.stim_tick - pairing.stim_tick[0], np.arange(stimuli) * DEFAULT_PERIOD)
+    assert len(pairing.stim_mu) == stimuli
+    np.testing.assert_array_equal(pairing.stim_mu - pairing.stim_mu[0], np.arange(stimuli) * DEFAULT_PERIOD)
     np.testing.assert_array_equal(pairing.isr_latency, isr)
     np.testing.assert_array_equal(pairing.task_latency, task)
     assert (task == -1).sum() == stimuli // 96

@@ -62,7 +62,7 @@ def test_measures_on_the_tag_channel_stream_as_the_report_counts(chunk):
     edges = _rounds(n)
     end_tick = int(edges[0][-1]) + 1
     defined = _parse(DEFINITIONS)
-    exact = analysis.measure(*edges, ROLES, defined, builtin=False, end_tick=end_tick)
+    exact = analysis.measure(*edges, ROLES, defined, builtin=False, end_mu=end_tick)
     # What a deterministic DUT gives: one sample a round (the period: one fewer), none missed but the
     # last tag fall's task rise, which the next round would have brought.
     misses = {kind: int(kind == "tag_to_task") for kind in exact.kinds}
@@ -86,7 +86,7 @@ def test_the_tag_level_carries_over_chunks_without_tag_edges(chunk):
     edges = t[order], c[order], lv[order]
     end_tick = int(edges[0][-1]) + 1
     defined = _parse(["send_to_receive=in2:rise..task:rise", "isr_period=period:isr"])
-    exact = analysis.measure(*edges, ROLES, defined, builtin=False, end_tick=end_tick)
+    exact = analysis.measure(*edges, ROLES, defined, builtin=False, end_mu=end_tick)
     assert len(exact.subset("send_to_receive", "untagged")) == 4
     _assert_same(_streamed(edges, defined, chunk, end_tick), exact)
 

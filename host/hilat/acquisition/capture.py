@@ -29,12 +29,13 @@ from hilat.acquisition import link_plan
 from hilat.acquisition import live as live_view
 from hilat.acquisition.results import CaptureResults
 from hilat.acquisition.settings import channel_roles, effective_deadline, engine_offset, plan
-from hilat.acquisition.stream import _RollingHlog, _Stream
+from hilat.acquisition.stream import _Stream
 from hilat.calibration.resolution import subticks_for
 from hilat.link import protocol as p
 from hilat.link.rig import RigError, RigSilent
 from hilat.link.session import Session
 from hilat.link.transport import TransportError
+from hilat.reports.interval_log import IntervalLog
 from hilat.rundir.layout import RunError
 from hilat.rundir.reader import load_run
 from hilat.rundir.writer import RunWriter
@@ -173,8 +174,8 @@ class Capture(CaptureResults):
         self.writer.set_kinds(kinds)
         if self.settings.hlog_interval_s and self.settings.raw:
             (self.run_dir / "hlog").mkdir(exist_ok=True)
-            self.hlog = _RollingHlog(self.run_dir / "hlog" / "capture.hlog", kinds, self.unit.mu_hz,
-                                     self.settings.hlog_interval_s, self._t0)
+            self.hlog = IntervalLog(self.run_dir / "hlog" / "capture.hlog", self.unit.mu_hz,
+                                    self.settings.hlog_interval_s, self._t0)
         if self.live is None:
             # On-rig without raw edges it shows the engine's intervals as they come.
             self.live = live_view.LiveView(enabled=self.settings.progress)
@@ -192,8 +193,8 @@ class Capture(CaptureResults):
         s = self.settings
         if s.count is not None and self.stream.paced >= s.count:
             return True
-        if s.duration_ticks is not None and self.stream.last_tick is not None:
-            return self.stream.last_tick >= (self.start_tick + s.duration_ticks) * self.units_per_tick
+        if s.duration_ticks is not None and self.stream.last_mu is not None:
+            return self.stream.last_mu >= (self.start_tick + s.duration_ticks) * self.units_per_tick
         return False
 
     def _rig_finished(self, status):

@@ -127,7 +127,7 @@ class CaptureResults:
         """Where the last windows close (the edges' unit): in a run that finished, the tick the drain
         made complete (one response window past the last stimulus); else just after the last edge (a
         capture cut short: what follows is a gap)."""
-        last = self.stream.last_tick
+        last = self.stream.last_mu
         # The drain after the rig's clock passed the target read until quiet or until a record at
         # or past it: every edge before it has arrived, or its loss is a gap.
         if self.finished_cleanly and self._complete_before is not None:
@@ -151,7 +151,7 @@ class CaptureResults:
                 log.error("%s", self.error)
         if self.hlog is not None:
             self.writer.flush()   # every sample in the log (the writer's thread) before it closes
-            self.hlog.close((self.stream.last_tick or 0) + 1)
+            self.hlog.close((self.stream.last_mu or 0) + 1)
         if self.rig_histograms is not None:
             self.writer.write_json("engine.json", {**self.rig_histograms.finish().to_json(),
                                                    "config": dataclasses.asdict(self.engine_config.message())})
@@ -182,9 +182,9 @@ class CaptureResults:
         """SIGUSR1: summary.json/.txt and meta.json of everything final so far, and the open .hlog
         intervals cut at the last edge; the capture goes on."""
         self.interim_summaries += 1
-        if self.hlog is not None and self.stream.last_tick is not None:
+        if self.hlog is not None and self.stream.last_mu is not None:
             self.writer.flush()
-            self.hlog.cut(self.stream.last_tick + 1)
+            self.hlog.cut(self.stream.last_mu + 1)
         if self.rig_histograms is not None:  # the closed intervals' bins, the engine's totals so far
             self.rig_histograms.feed(self.session.engine_stats())
         self.writer.flush()

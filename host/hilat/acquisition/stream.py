@@ -1,93 +1,12 @@
 """The capture's record stream and its consumers: ``_Stream`` turns the session's records into edges
-(edges.bin), feeds the streaming pairing (samples/KIND.bin) and counts what ends the capture;
-``_RollingHlog`` is the rolling HdrHistogram interval log (hlog/capture.hlog). Nothing here holds
-the records: memory is flat however long the run (docs/analysis.md, "Streaming capture")."""
+(edges.bin), feeds the streaming pairing (samples/KIND.bin), the rolling interval log
+(hlog/capture.hlog, a ``reports.interval_log.IntervalLog``) and counts what ends the capture. Nothing
+here holds the records: memory is flat however long the run (docs/analysis.md, "Streaming capture")."""
 
 import numpy as np
 
-from hilat import analysis, hdr
-from hilat.statistics.streaming import SampleOutOfRange, StreamingAggregator
-
-
-class _RollingHlog:
-    """The capture's HdrHistogram interval log: per kind, one interval per ``interval_s`` of rig time
-    (by each sample's start, in the run's unit mu), values in ns, tagged with the kind. SIGUSR1 cuts the open intervals
-    short (``cut``) so that an interim reader sees everything up to now."""
-
-    def __init__(self, path, kinds, mu_hz, interval_s, start_time):
-        self.mu_hz = mu_hz
-        self.interval_mu = max(1, int(round(interval_s * mu_hz)))
-        self.writer = hdr.HlogWriter(path, start_time=start_time, base_time=start_time, max_value_unit_ratio=1e6)
-        self.origin = None
-        # Per kind: [interval start tick, histogram]
-        self.open = {kind: None for kind in kinds}
-        self.intervals = 0
-        self.below_zero = 0
-
-    # The streaming aggregator's range (aggregate.StreamingAggregator's 2**40 units) in ns: whatever
-    # it holds, the log holds; beyond is an error, never a dropped value.
-    HIGHEST_UNITS = 1 << 40
-
-    def _histogram(self):
-        highest_ns = max(3_600_000_000_000, int(self.HIGHEST_UNITS * 1e9 / self.mu_hz) + 1)
-        return hdr.HdrHistogram(1, highest_ns, 3)
-
-    def samples(self, kind, start_mu, values_ns):
-        if not len(start_mu):
-            return
-        if self.origin is None:
-            self.origin = int(start_mu[0])
-        # A response sooner than the rig's own delay (a value below 0 once the calibrated offset is
-        # subtracted) has no place in a log of latencies >= 0: counted (meta.json), the calibration's
-        # warning says why; the summary keeps it.
-        if values_ns.min() < 0:
-            below = values_ns < 0
-            self.below_zero += int(np.count_nonzero(below))
-            start_mu, values_ns = start_mu[~below], values_ns[~below]
-            if not len(start_mu):
-                return
-        # The samples come in start order: when the first and the last lie in one interval (a chunk
-        # is much shorter than an interval), so do all, and no interval index per sample is needed.
-        first, last = ((int(start_mu[i]) - self.origin) // self.interval_mu for i in (0, -1))
-        if first == last:
-            parts = [(first, values_ns)]
-        else:
-            idx = (start_mu - self.origin) // self.interval_mu
-            bounds = np.flatnonzero(np.diff(idx)) + 1
-            parts = zip((int(i[0]) for i in np.split(idx, bounds)), np.split(values_ns, bounds))
-        for part_idx, part in parts:
-            start = self.origin + part_idx * self.interval_mu
-            current = self.open[kind]
-            if current is not None and start > current[0]:
-                self._close(kind)
-                current = None
-            if current is None:
-                current = self.open[kind] = [start, self._histogram()]
-            top = current[1].highest_recordable
-            if part.max() > top:
-                raise SampleOutOfRange(f"{kind}: a sample of {int(part.max())} ns in the interval from rig tick "
-                                       f"{start} is beyond the interval log's {top} ns")
-            current[1].record(part)
-
-    def _close(self, kind, end_tick=None):
-        start, hist = self.open[kind]
-        end = start + self.interval_mu if end_tick is None else max(end_tick, start + 1)
-        self.writer.interval((start - self.origin) / self.mu_hz, (end - start) / self.mu_hz, hist, tag=kind)
-        self.intervals += 1
-        self.open[kind] = None
-
-    def cut(self, end_tick):
-        """Write every open interval now, ending at ``end_tick``; the next samples open new ones."""
-        for kind, current in self.open.items():
-            if current is not None and current[1].total_count:
-                self._close(kind, end_tick)
-        self.writer.flush()
-
-    def close(self, end_tick):
-        for kind, current in self.open.items():
-            if current is not None:
-                self._close(kind, end_tick)
-        self.writer.close()
+from hilat import analysis
+from hilat.statistics.streaming import StreamingAggregator
 
 
 class _Stream:
@@ -111,8 +30,8 @@ class _Stream:
         self.gaps = analysis.GapTracker(subticks.units_per_tick if subticks is not None else 1)
         self.paced = 0               # edges that --count counts (stimuli, or the first measure's starts)
         self.last_paced = None
-        self.first_tick = None
-        self.last_tick = None
+        self.first_mu = None
+        self.last_mu = None
         self.records = 0
         self.out_of_order = 0        # edges behind the previous one (a rig never sends them: counted, dropped)
         self.advanced = None         # the last heartbeat's tick given to the pairing, in the edges' unit
@@ -162,16 +81,16 @@ class _Stream:
                 ticks = self.subticks.place(ticks, chans, None)
         # A new array: reinterpreted in place (ticks < 2^63), not copied.
         ticks = ticks.view(np.int64) if ticks.dtype == np.uint64 else ticks.astype(np.int64)
-        floor = self.last_tick if self.advanced is None else max(self.advanced, self.last_tick or self.advanced)
+        floor = self.last_mu if self.advanced is None else max(self.advanced, self.last_mu or self.advanced)
         if floor is not None and len(ticks) and (ticks[0] < floor or (np.diff(ticks) < 0).any()):
             keep = ticks >= np.maximum.accumulate(np.concatenate(([floor], ticks)))[:-1]
             self.out_of_order += int((~keep).sum())
             ticks, chans, lv = ticks[keep], chans[keep], lv[keep]
         if not len(ticks):
             return
-        if self.first_tick is None:
-            self.first_tick = int(ticks[0])
-        self.last_tick = int(ticks[-1])
+        if self.first_mu is None:
+            self.first_mu = int(ticks[0])
+        self.last_mu = int(ticks[-1])
         self.writer.edges(ticks, chans, lv)
         paced = np.flatnonzero((chans == self.pace_channel) & (lv == self.pace_level))
         if len(paced):
@@ -222,11 +141,11 @@ class _Stream:
                 if self.on_new_max is not None:
                     self.on_new_max(kind, worst)
 
-    def finish(self, end_tick=None, cut_short=False):
-        """Close the last windows at ``end_tick``; ``cut_short``: the capture ended early, so what
+    def finish(self, end_mu=None, cut_short=False):
+        """Close the last windows at ``end_mu``; ``cut_short``: the capture ended early, so what
         came after the last edge is a gap."""
-        self._close_gaps(self.gaps.close(self.last_tick if cut_short and self.last_tick is not None else None))
-        self.aggregator.finish(end_tick)
+        self._close_gaps(self.gaps.close(self.last_mu if cut_short and self.last_mu is not None else None))
+        self.aggregator.finish(end_mu)
         self._new_maxima()
 
     @property

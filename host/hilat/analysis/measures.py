@@ -185,7 +185,7 @@ def channel_bit(channel):
     return 0 if channel is None else 1 << int(channel)
 
 
-def compute(m, starts, ends, end_tick, offset_mu=0, gaps=None):
+def compute(m, starts, ends, end_mu, offset_mu=0, gaps=None):
     """The samples of measure ``m``: ``starts``/``ends`` are the ticks of its start and end edges
     (sorted; the same array for a period). Returns (start ticks, window ends, values, duplicates,
     unknown); tags are added by the caller, which knows the tag channel. ``gaps``
@@ -209,10 +209,10 @@ def compute(m, starts, ends, end_tick, offset_mu=0, gaps=None):
             return z, z, z, z, z.astype(np.uint8)
         values = np.diff(starts)
         return starts[:-1], starts[1:], values, np.zeros(n - 1, np.int64), unknown_of(starts[:-1], starts[1:], values)
-    next_start = np.append(starts[1:], end_tick + 1) if n else np.zeros(0, np.int64)
+    next_start = np.append(starts[1:], end_mu + 1) if n else np.zeros(0, np.int64)
     if m.shape == "width":
         # The first opposite edge after each start; a sentinel past the capture where there is none.
-        end_at = np.append(ends, end_tick + 1)[np.searchsorted(ends, starts, side="right")]
+        end_at = np.append(ends, end_mu + 1)[np.searchsorted(ends, starts, side="right")]
         closed = end_at < next_start
         # The last pulse, still open when the capture ended, is not a sample (unless a gap hides
         # its end: then it is unknown).

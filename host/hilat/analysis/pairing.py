@@ -12,26 +12,26 @@ from hilat.analysis.gaps import GAP_OPEN_END, TAG_UNKNOWN
 from hilat.analysis.measures import MISSING, Series, channel_bit, compute
 
 
-def _level_at(edge_ticks, edge_levels, at, initial=0):
+def _level_at(edge_mu, edge_levels, at, initial=0):
     """Level of a channel at ticks ``at`` (inclusive of an edge at that tick)."""
-    if len(edge_ticks) == 0:
+    if len(edge_mu) == 0:
         return np.full(len(at), initial, dtype=np.uint8)
-    idx = np.searchsorted(edge_ticks, at, side="right") - 1
+    idx = np.searchsorted(edge_mu, at, side="right") - 1
     out = np.where(idx >= 0, edge_levels[np.maximum(idx, 0)], initial)
     return out.astype(np.uint8)
 
 
 @dataclass
 class Pairing:
-    stim_tick: np.ndarray
+    stim_mu: np.ndarray
     window_end: np.ndarray
     isr_latency: np.ndarray      # ticks, offset subtracted; MISSING where missed or unknown
     task_latency: np.ndarray
     isr_to_task: np.ndarray
     isr_duration: np.ndarray     # ticks from the matched ISR rise to the next ISR fall
     task_duration: np.ndarray
-    isr_tick: np.ndarray         # tick of the matched response edge (MISSING where missed)
-    task_tick: np.ndarray
+    isr_mu: np.ndarray         # tick of the matched response edge (MISSING where missed)
+    task_mu: np.ndarray
     isr_duplicates: np.ndarray   # extra ISR rises in the window
     task_duplicates: np.ndarray
     tag_at_stimulus: np.ndarray  # 0/1, TAG_UNKNOWN where a gap hides the tag
@@ -45,7 +45,7 @@ class Pairing:
     task_before_isr: np.ndarray = None
 
     def __len__(self):
-        return len(self.stim_tick)
+        return len(self.stim_mu)
 
     def latency(self, kind):
         return {"stim_to_isr": self.isr_latency, "stim_to_task": self.task_latency,
@@ -96,7 +96,7 @@ class EdgeGroups:
         return self.ticks.take(self._order[self._bounds[k]:self._bounds[k + 1]])
 
     @property
-    def last_tick(self):
+    def last_mu(self):
         return int(self.ticks[-1]) if len(self.ticks) else -1
 
 
@@ -111,23 +111,23 @@ def _tag_flags(groups, roles, starts, window_end, tag_level=None, gaps=None):
         return zeros, zeros
     active = roles.active_level(roles.tag)
     tag_rises, tag_falls = groups(roles.tag, active), groups(roles.tag, 1 - active)
-    tag_ticks = np.concatenate((tag_rises, tag_falls))
+    tag_mu = np.concatenate((tag_rises, tag_falls))
     tag_levels = np.concatenate((np.ones(len(tag_rises), np.uint8), np.zeros(len(tag_falls), np.uint8)))
-    tag_order = np.argsort(tag_ticks, kind="stable")
+    tag_order = np.argsort(tag_mu, kind="stable")
     # An edge is a change of level: before the tag's first edge it was at the other level (an
     # active-low tag idling low is active from the start). A tag without edges counts as inactive.
     if tag_level is not None:
         initial = int(tag_level)
     else:
         initial = 1 - int(tag_levels[tag_order[0]]) if len(tag_order) else 0
-    tag_at = _level_at(tag_ticks[tag_order], tag_levels[tag_order], starts, initial=initial)
+    tag_at = _level_at(tag_mu[tag_order], tag_levels[tag_order], starts, initial=initial)
     # Active at any time in [S, end): active at S, or a rise inside the window.
     rise_inside = kernels.searchsorted(tag_rises, window_end, "left") > kernels.searchsorted(tag_rises, starts, "left")
     tag_window = ((tag_at == 1) | rise_inside).astype(np.uint8)
     if gaps is not None and len(gaps):
-        sorted_ticks = tag_ticks[tag_order]
-        before = np.searchsorted(sorted_ticks, starts, side="right") - 1
-        last_edge = np.where(before >= 0, sorted_ticks[np.maximum(before, 0)] if len(sorted_ticks) else 0,
+        sorted_mu = tag_mu[tag_order]
+        before = np.searchsorted(sorted_mu, starts, side="right") - 1
+        last_edge = np.where(before >= 0, sorted_mu[np.maximum(before, 0)] if len(sorted_mu) else 0,
                              np.iinfo(np.int64).min)
         starts = np.asarray(starts, dtype=np.int64)
         bit = channel_bit(roles.tag)
@@ -140,9 +140,9 @@ def _tag_flags(groups, roles, starts, window_end, tag_level=None, gaps=None):
     return tag_at, tag_window
 
 
-def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_mu=0, groups=None, tag_level=None,
+def pair(ticks, chans, levels, roles, deadline=None, end_mu=None, offset_mu=0, groups=None, tag_level=None,
          gaps=None, task_after_isr=True):
-    """Pair stimuli and responses (``roles``: a :class:`Channels`). ``end_tick``: the capture's last
+    """Pair stimuli and responses (``roles``: a :class:`Channels`). ``end_mu``: the capture's last
     tick (closes the last window). Each role's active edge is its rise, or its fall on an
     active-low input or an inverted stimulus. ``tag_level``: the tag's level (1 active) before the
     first edge given, when edges before them set it (None: the opposite of its first edge's).
@@ -161,7 +161,7 @@ def pair(ticks, chans, levels, roles, deadline=None, end_tick=None, offset_mu=0,
     isr_rise, isr_fall = active(roles.isr), inactive(roles.isr)
     task_rise, task_fall = active(roles.task), inactive(roles.task)
     n = len(stim)
-    last = end_tick if end_tick is not None else groups.last_tick + 1
+    last = end_mu if end_mu is not None else groups.last_mu + 1
     window_end = np.append(stim[1:], last + 1).astype(np.int64) if n else np.zeros(0, np.int64)
     if deadline is not None and n:
         window_end = np.minimum(window_end, stim + int(deadline))
@@ -289,24 +289,24 @@ def kind_titles(roles, measures=(), builtin=True):
     return titles
 
 
-def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=None, end_tick=None, offset_mu=0,
+def measure(ticks, chans, levels, roles, measures=(), builtin=True, deadline=None, end_mu=None, offset_mu=0,
             tag_level=None, gaps=None):
     """:class:`Measurements` of a capture: the built-in kinds (``builtin``: a stimulus fired; see
     :func:`pair`, also for ``tag_level`` and ``gaps``) and each measurement definition
     (``hilat.analysis.measures``)."""
     groups = EdgeGroups(ticks, chans, levels)
-    last = end_tick if end_tick is not None else groups.last_tick + 1
+    last = end_mu if end_mu is not None else groups.last_mu + 1
     series = {}
     stimuli = 0
     task_before_isr = 0
     if builtin:
-        p = pair(ticks, chans, levels, roles, deadline, end_tick=last, offset_mu=offset_mu, groups=groups,
+        p = pair(ticks, chans, levels, roles, deadline, end_mu=last, offset_mu=offset_mu, groups=groups,
                  tag_level=tag_level, gaps=gaps)
         stimuli = len(p)
         task_before_isr = int(p.task_before_isr.sum()) if p.task_before_isr is not None else 0
         dups = {"stim_to_isr": p.isr_duplicates, "stim_to_task": p.task_duplicates}
         for kind, _ in KINDS:
-            series[kind] = Series(p.stim_tick, p.window_end, p.latency(kind),
+            series[kind] = Series(p.stim_mu, p.window_end, p.latency(kind),
                                   dups.get(kind, np.zeros(len(p), np.int64)).astype(np.int64),
                                   p.tag_at_stimulus, p.tag_in_window, p.unknown_of(kind))
     for m in measures:

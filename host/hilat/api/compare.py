@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from hilat.api.run import Run, load
 from hilat.api.stats import InsufficientSamples, Seconds, Stats, parse_duration
+from hilat.reports import report
 from hilat.values import format_seconds
 
 # ---- comparisons and fail rules --------------------------------------------------------------------------
@@ -91,15 +94,11 @@ class Comparison:
     """Run B against run A: the report's side-by-side rows and fail rules (``check``)."""
 
     def __init__(self, a: Run, b: Run):
-        from hilat.reports import report
-
         self.a, self.b = a, b
         self.document = report.compare_document(report.build_report([a, b]))
         self.kinds = list(self.document["kinds"])
 
     def text(self, markdown: bool = False) -> str:
-        from hilat.reports import report
-
         return report.format_compare(self.document, markdown=markdown)
 
     def check(self, rules: list[FailRule | str]) -> list[str]:
@@ -137,8 +136,6 @@ class Baseline:
 
     @classmethod
     def from_run(cls, run: Run, name: str = "") -> Baseline:
-        from datetime import datetime, timezone
-
         rig = run.rig
         kinds = {}
         for kind in run.kinds:
@@ -154,16 +151,12 @@ class Baseline:
 
     @classmethod
     def load(cls, path: str | Path) -> Baseline:
-        import json
-
         try:
             return cls(json.loads(Path(path).read_text()))
         except (OSError, json.JSONDecodeError) as e:
             raise ValueError(f"{path}: cannot read the baseline ({e})") from None
 
     def save(self, path: str | Path) -> Path:
-        import json
-
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.doc, indent=1, sort_keys=True) + "\n")

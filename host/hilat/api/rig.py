@@ -7,9 +7,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hilat import shutdown, values
+from hilat import calibration, shutdown, values
+from hilat.acquisition.capture import Capture
+from hilat.acquisition.settings import CaptureSettings, StimulusSettings, plan
 from hilat.api.run import Run, load
 from hilat.api.stats import SettingsError, _ticks, parse_duration
+from hilat.calibration import resolution
+from hilat.engine import Trigger
+from hilat.link import identity
+from hilat.link import protocol as p
+from hilat.link.session import Session
+from hilat.link.transport import DEFAULT_BAUDRATE, Transport
+from hilat.simulator import SETTINGS, SimulatorProcess, SimulatorSettingsError, read_dut_log
 
 log = logging.getLogger("hilat")
 
@@ -27,8 +36,6 @@ def capture_settings(ts_hz: float, *, count: int | None = None, duration=None, d
     """``settings.CaptureSettings`` from typed settings; durations in seconds or with a unit
     (``parse_duration``), ``trigger`` = (response "isr"/"task", time). Raises ValueError on a
     combination that cannot run."""
-    from hilat.acquisition.settings import CaptureSettings, StimulusSettings
-
     if count is not None and (not isinstance(count, int) or count <= 0):
         raise ValueError(f"count must be a whole number > 0, got {count!r}")
     values.stimulus_mode(mode)
@@ -53,8 +60,6 @@ def capture_settings(ts_hz: float, *, count: int | None = None, duration=None, d
                             burst_spacing=_ticks(burst_spacing, ts_hz), seed=seed, invert=invert)
     trig = None
     if trigger is not None:
-        from hilat.engine import Trigger
-
         response, threshold = trigger
         trig = Trigger(threshold=_ticks(threshold, ts_hz), response=response,
                        width=_ticks(trigger_width if trigger_width is not None else "1us", ts_hz),
@@ -93,8 +98,6 @@ class Calibration:
     analysis: str = ""       # clock against a 1PPS: its pulses (used, missing, extra), as text
 
     def text(self) -> str:
-        from hilat import calibration
-
         if self.part == "loopback":
             return calibration.loopback_text(self.result, self.url, self.ts_hz, self.stored)
         if self.part == "resolution":
@@ -126,18 +129,12 @@ class Rig:
         self._engine = None
 
     def _transport(self):
-        from hilat.link.transport import DEFAULT_BAUDRATE, Transport
-
         return Transport(self.url, baudrate=self.baud or DEFAULT_BAUDRATE)
 
     def _session(self):
-        from hilat.link.session import Session
-
         return Session(self.url, transport=self._transport())
 
     def open(self) -> Rig:
-        from hilat.link import protocol as p
-
         with self._session() as session:
             self._ident = session.identity
             self._status = session.ask_status()
@@ -156,8 +153,6 @@ class Rig:
     @property
     def identity(self) -> dict[str, Any]:
         """The rig's facts, as ``hilat info --json`` prints them."""
-        from hilat import calibration
-        from hilat.link import identity
 
         if self._ident is None:
             self.open()
@@ -171,8 +166,6 @@ class Rig:
         return float(self._ident.ts_hz)
 
     def _calibration_dir(self):
-        from hilat import calibration
-
         return calibration.resolve_dir(self.calibration_dir) if self.calibrate else None
 
     # ---- calibration (hilat calibrate; docs/calibration.md) ----
@@ -184,8 +177,6 @@ class Rig:
         uniform in period +- jitter) through a jumper from ``stimulus_channel`` (default: the rig's first
         stimulus output) to ``channel`` (default: its SPARE input). Stored for this rig unless ``store``
         is False; later captures subtract the offset. Raises ``hilat.calibration.CalibrationError``."""
-        from hilat import calibration
-
         with self._session() as session:
             ident = self._ident = session.identity
             ts = ident.ts_hz
@@ -213,8 +204,6 @@ class Rig:
         time). Stored unless ``store`` is False; later captures convert with the calibrated rate. Raises
         ``hilat.calibration.CalibrationError``, ``ImplausibleClock`` (its ``result`` has the numbers) for
         an error no oscillator has; after a 1PPS analysis the error's ``analysis`` is its text."""
-        from hilat import calibration
-
         if against not in ("host", "pps"):
             raise SettingsError(f"calibrate_clock against {against!r}: host or pps")
         with self._session() as session:
@@ -250,8 +239,6 @@ class Rig:
         the SPARE input) of a source unrelated to the rig's clock (docs/subtick.md). Stored unless
         ``store`` is False; later captures place input edges at the bins' centres. Raises
         ``hilat.calibration.CalibrationError``."""
-        from hilat import calibration
-        from hilat.calibration import resolution
 
         with self._session() as session:
             ident = self._ident = session.identity
@@ -265,8 +252,6 @@ class Rig:
 
     def _stored(self, ident, part, result, store, analysis=""):
         """The calibration ``part`` of ``result``, stored in this rig's calibration directory when ``store``."""
-        from hilat import calibration
-
         directory = calibration.resolve_dir(self.calibration_dir) if store else None
         identity, path = calibration.store_result(ident, part, result, directory)
         return Calibration(part, result, identity, path, self.url, ident.ts_hz, analysis)
@@ -285,8 +270,6 @@ class Rig:
 
     def capture_raw(self, *, hlog_interval="10s", extra_meta=None, no_calibration_reason=None, **settings):
         """The ``capture.Capture`` itself (the CLI prints its report and keeps its exit codes)."""
-        from hilat.acquisition.capture import Capture
-        from hilat.acquisition.settings import plan
 
         with self._session() as session:
             self._ident = session.identity
@@ -330,8 +313,6 @@ class Simulation:
 
     def injected(self) -> list:
         """The latencies the DUT model injected so far (``hilat.simulator.read_dut_log`` rows)."""
-        from hilat.simulator import read_dut_log
-
         return read_dut_log(self.dut_log)
 
     def wait(self) -> int:
@@ -352,8 +333,6 @@ class simulate:
 
     def __init__(self, *, dut: dict | None = None, on_rig: bool = False, dut_model: str | Path | None = None,
                  dut_top: str = "hilat_dut_model", workdir: str | Path | None = None, **settings):
-        from hilat.simulator import SETTINGS
-
         unknown = set(settings) - set(SETTINGS) - {"run_dir"}   # run_dir: the launcher's name of workdir
         if unknown:
             raise SettingsError(f"simulate(): unknown settings {', '.join(sorted(unknown))}")
@@ -367,8 +346,6 @@ class simulate:
         self._process = None
 
     def __enter__(self) -> Simulation:
-        from hilat.simulator import SimulatorProcess, SimulatorSettingsError
-
         # While it runs (and builds), SIGTERM and SIGHUP, unless the program handles them itself,
         # raise hilat.shutdown.Terminated, a KeyboardInterrupt, so that leaving the with block stops
         # the simulator; were the program killed outright, the kernel stops it (hilat.shutdown).

@@ -74,12 +74,6 @@ class Run(reader.Run):
         """The report (``hilat report``) in ``format``: text, markdown, json or csv."""
         return report.format_report(report.build_report([self]), format)
 
-    def compare(self, other: Run):
-        """This run against ``other`` (``hilat.api.compare``: a ``Comparison``)."""
-        from hilat.api.compare import compare  # compare.py reads runs: it imports this module
-
-        return compare(self, other)
-
     def __repr__(self):
         return f"<Run {self.label!r} at {self.path}: {', '.join(self.kinds)}>"
 

@@ -8,7 +8,9 @@ Four measurements, each stored per rig identity and applied by later captures:
 - **clock against the host** and **clock against a 1PPS** (``hilat calibrate clock``, ``clock.py``):
   the error of the rig's ts clock in ppm, with a hard bound (host) or a fit uncertainty (1PPS);
 - **resolution** (``hilat calibrate resolution``, ``resolution.py``): the sub-tick bins' widths by
-  code density (docs/subtick.md); captures place input edges at the bins' measured centres.
+  code density (docs/subtick.md); captures place input edges at the bins' measured centres; on a
+  rig with a carry-chain TDC on its inputs, the same code density over the TDC's 256 codes
+  (``tdc.py``), with the line's model (``tdc_line.py``) for the predicted bins (docs/tdc.md).
 
 ``store.py`` keeps the measurements, one file per rig identity, and picks the one a capture
 applies (``for_rig``); ``statement.py`` words them: the resolution statement every run carries, and
@@ -42,6 +44,8 @@ from hilat.calibration.statement import (
     loopback_text,
     pps_text,
     resolution_text,
+    tdc_statement,
+    tdc_text,
 )
 from hilat.calibration.store import (
     FORMAT,
@@ -65,4 +69,5 @@ __all__ = [
     "analyse_pps", "pps_calibration", "run_pps",
     "CALIBRATION_ROLE", "RecordCollector", "role_channel",
     "STALE_DAYS", "applied", "ProgressLog", "loopback_text", "pps_text", "clock_text", "resolution_text",
+    "tdc_statement", "tdc_text",
 ]

@@ -15,6 +15,7 @@ import numpy as np
 
 from hilat import analysis
 from hilat.calibration.listener import RecordCollector, check_input, end_collection
+from hilat.calibration.resolution import subticks_for
 from hilat.calibration.store import CalibrationError, made_now
 from hilat.link import protocol as p
 from hilat.link.rig import RigError
@@ -152,7 +153,6 @@ def run_loopback(session, count, period, jitter, width, stimulus_channel, loopba
     """Pulse ``count`` times (dithered) and collect every edge; returns a LoopbackResult. On a rig that
     samples more than once a tick the delays are in sub-ticks, its bins at ``resolution``'s centres
     (the resolution calibration captures apply) or nominal."""
-    from hilat.calibration.resolution import subticks_for
 
     ident = session.identity
     if not 0 <= stimulus_channel < ident.n_stimulus:

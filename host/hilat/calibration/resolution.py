@@ -22,6 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from hilat.analysis import Subticks
+from hilat.calibration.listener import RecordCollector, check_input, end_collection
+from hilat.calibration.store import CalibrationError, made_now
+from hilat.link.protocol import CAPTURE_ENABLE, CAPTURE_FALL, CAPTURE_RISE
+from hilat.link.rig import RigError
 
 
 class TooFewEdges(ValueError):
@@ -47,7 +51,7 @@ class ResolutionResult:
     def effective_resolution_s(self):
         """The step of a uniform quantizer with the same error variance (an edge reported at its bin's
         centre): sqrt(sum of width**3) ticks; 1/S of a tick when the bins are equal."""
-        return float(np.sqrt(np.sum(np.asarray(self.widths_ticks) ** 3))) * self.tick_s
+        return effective_step(self.widths_ticks) * self.tick_s
 
     @property
     def nominal_s(self):
@@ -68,19 +72,48 @@ def fraction_counts(fractions, samples_per_tick):
     return np.bincount(fractions, minlength=samples_per_tick)
 
 
-def code_density(counts, tick_s, min_edges=1000):
-    """The bins from ``counts`` (edges per fraction, len = samples per tick) of edges uncorrelated
-    with ts."""
+def bin_shares(counts, min_edges=1000):
+    """Code density's core, for the sub-tick bins and the TDC's codes alike (hilat.calibration.tdc):
+    from ``counts`` (edges per code, of edges uncorrelated with ts), each code's width in ticks (its
+    share of the edges) and that width's binomial standard deviation sqrt(p (1 - p) / N). Returns
+    (counts, widths, sigmas) as arrays."""
     counts = np.asarray(counts, dtype=np.int64)
-    S = len(counts)
-    if S not in (2, 4, 8):
-        raise ValueError(f"{S} bins: sub-tick sampling has 2, 4 or 8 samples a tick")
+    if counts.ndim != 1 or len(counts) < 2 or (len(counts) and counts.min() < 0):
+        raise ValueError("counts: one non-negative count per code, at least 2 codes")
     n = int(counts.sum())
     if n < min_edges:
         raise TooFewEdges(f"{n} edges; a bin-width estimate needs at least {min_edges}")
     widths = counts / n
-    sigma = np.sqrt(widths * (1 - widths) / n)
-    upper = 1 - (np.cumsum(widths[::-1])[::-1] - widths)    # 1 - sum(widths[k + 1:])
+    return counts, widths, np.sqrt(widths * (1 - widths) / n)
+
+
+def upper_edges(widths, later_codes_higher=True):
+    """Each code's latest position, in ticks after its tick's clock edge (the last sample, or the
+    samplers of a TDC, at the next clock edge, 1 tick). Sub-ticks: a higher fraction is a later edge, so
+    code k's upper edge is 1 - sum(widths[k + 1:]); a TDC's ones-count is the number of taps the edge
+    reached before the clock edge, a higher code an earlier edge: code c's upper edge is
+    1 - sum(widths[:c])."""
+    widths = np.asarray(widths, dtype=np.float64)
+    if later_codes_higher:
+        return 1 - (np.cumsum(widths[::-1])[::-1] - widths)
+    return 1 - (np.cumsum(widths) - widths)
+
+
+def effective_step(widths):
+    """The step of a uniform quantizer with the same error variance as bins of these ``widths`` (ticks,
+    adding up to 1; an edge reported at its bin's centre): sqrt(sum of width**3). The rms error of such
+    an edge is this / sqrt(12)."""
+    return float(np.sqrt(np.sum(np.asarray(widths, dtype=np.float64) ** 3)))
+
+
+def code_density(counts, tick_s, min_edges=1000):
+    """The bins from ``counts`` (edges per fraction, len = samples per tick) of edges uncorrelated
+    with ts."""
+    S = len(counts)
+    if S not in (2, 4, 8):
+        raise ValueError(f"{S} bins: sub-tick sampling has 2, 4 or 8 samples a tick")
+    counts, widths, sigma = bin_shares(counts, min_edges)
+    upper = upper_edges(widths)
     centres = upper - widths / 2
     nominal_upper = np.arange(1, S + 1) / S
     return ResolutionResult(
@@ -119,10 +152,6 @@ def input_fractions(records, channel, ident):
 
 def run_resolution(session, channel, edges, idle_timeout=10.0, progress=None):
     """Collect ``edges`` edges (both directions) on input ``channel``; returns their positions."""
-    from hilat.calibration.listener import RecordCollector, check_input, end_collection
-    from hilat.calibration.store import CalibrationError
-    from hilat.link.protocol import CAPTURE_ENABLE, CAPTURE_FALL, CAPTURE_RISE
-    from hilat.link.rig import RigError
 
     ident = session.identity
     if ident.samples_per_tick == 1:
@@ -152,7 +181,6 @@ def run_resolution(session, channel, edges, idle_timeout=10.0, progress=None):
 
 def resolution_calibration(fractions, ident, ts_hz, channel, url, min_edges=1000):
     """The stored resolution calibration from the edges' positions, or CalibrationError."""
-    from hilat.calibration.store import CalibrationError, made_now
 
     S = ident.samples_per_tick
     counts = fraction_counts(fractions, S)

@@ -141,6 +141,13 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
     else:
         lines.append("rig offset: not calibrated: latencies include the rig's own stimulus->capture delay "
                      "(run hilat calibrate loopback)")
+    tdc = (calibration or {}).get("tdc")
+    if tdc:
+        # The TDC inputs' bins (docs/tdc.md): stated; captures do not apply them yet (no fine code in the
+        # record so far).
+        tdc_lines, tdc_warnings = tdc_statement(tdc, now, stale_days)
+        lines += tdc_lines
+        warnings += tdc_warnings
     if calibration is None and reason:
         lines.append(f"calibration: none applied ({reason})")
     elif calibration is not None:
@@ -148,9 +155,59 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
     lines += [f"WARNING: {w}" for w in warnings]
     identity_of = (calibration or {}).get("rig_identity")
     return {"applied": calibration is not None, "offset_ticks": offset, "ts_hz": ts_hz, "ts_hz_nominal": nominal,
-            "resolution": res,
+            "resolution": res, "tdc": tdc or None,
             "ppm": ppm if clock else None, "rig_identity": identity_of, "file": (calibration or {}).get("file"),
             "loopback": loop, "clock": clock, "warnings": warnings, "statement": lines}
+
+
+# ---- the TDC inputs' bins (issue 35; docs/tdc.md, "Calibration and the model") ------------------------
+
+def _ps(seconds):
+    return f"{seconds * 1e12:.3g} ps"
+
+
+def tdc_statement(part, now=None, stale_days=STALE_DAYS):
+    """The resolution statement's lines for a rig's stored ``tdc`` part (``tdc.store_input``): per input
+    the code-density bins (LSB, DNL, INL, effective resolution, age) and, when the calibration had a tap
+    table, the model's predicted bins beside them. Returns (lines, warnings)."""
+    now = now or datetime.now(timezone.utc)
+    lines, warnings = [], []
+    inputs = (part or {}).get("inputs") or {}
+    for channel in sorted(inputs, key=int):
+        r = inputs[channel]
+        age = _age_days(r.get("made"), now)
+        lines.append(
+            f"TDC channel {channel}: {r['n_codes']} codes, {r['span']} bins over the tick "
+            f"({len(r['zero_width'])} zero-width), LSB {_ps(r['lsb_s'])}, DNL "
+            f"{r['dnl_range'][0]:+.2f}..{r['dnl_range'][1]:+.2f} LSB, INL "
+            f"{r['inl_range'][0]:+.2f}..{r['inl_range'][1]:+.2f} LSB, effective resolution "
+            f"{_ps(r['effective_resolution_s'])} (rms quantization {_ps(r['quantization_rms_s'])}); code density of "
+            f"{r['edges']} edges ({r.get('made')}, {_age_text(age)}), width sigma <= "
+            f"{_ps(max(r['width_sigma_ticks']) * r['tick_s'])}; each edge at its code's measured centre")
+        p = r.get("predicted")
+        if p:
+            lines.append(f"  predicted by the model ({p['source']}): LSB {_ps(p['lsb_s'])}, effective resolution "
+                         f"{_ps(p['effective_resolution_s'])}; measured - predicted widths: rms "
+                         f"{_ps(p['rms_difference_s'])}, max |z| {p['max_abs_z']:.2g}")
+        if age is not None and age > stale_days:
+            warnings.append(f"TDC calibration of channel {channel} is stale: made {r.get('made')}, {age:.0f} days ago "
+                            f"(> {stale_days:g} days): run hilat calibrate resolution")
+    return lines, warnings
+
+
+def tdc_text(r, url):
+    """What ``hilat calibrate resolution`` prints for one TDC input (``tdc.tdc_calibration``): the
+    statement and every code of the tick's span with its edges, width, sigma, DNL, INL and centre."""
+    lines = [f"TDC bins of channel {r['channel']} on {url}:"] + tdc_statement({"inputs": {str(r["channel"]): r}})[0]
+    tick_ps = r["tick_s"] * 1e12
+    lines.append(f"  {'code':>4}  {'edges':>8}  {'width ps':>8}  {'sigma':>6}  {'DNL':>6}  {'INL':>6}  "
+                 f"{'centre (tick)':>13}" + ("  predicted ps" if r.get("predicted") else ""))
+    for c in range(r["first_code"], r["codes_used"]):
+        lines.append(f"  {c:>4}  {r['counts'][c]:>8}  {r['widths_ticks'][c] * tick_ps:>8.2f}  "
+                     f"{r['width_sigma_ticks'][c] * tick_ps:>6.2f}  {r['dnl'][c]:>+6.2f}  {r['inl'][c]:>+6.2f}  "
+                     f"{r['centres_ticks'][c]:>13.5f}"
+                     + (f"  {r['predicted']['widths_ticks'][c] * tick_ps:>12.2f}" if r.get("predicted") else ""))
+    return "\n".join(lines)
 
 
 # ---- what hilat calibrate prints ----------------------------------------------------------------------

@@ -121,7 +121,7 @@ class Store:
         return None, False
 
     def update(self, identity, part, result):
-        """Store ``result`` as the ``part`` ("loopback", "clock" or "resolution") of this identity's
+        """Store ``result`` as the ``part`` ("loopback", "clock", "resolution" or "tdc") of this identity's
         calibration, keeping the other parts. Returns (path, the replaced result or None)."""
         path = self.path(identity)
         cal = self.load(identity) or {"format": FORMAT, "version": VERSION, "rig_identity": identity,

@@ -10,12 +10,17 @@ An on-rig run without raw edges (``hilat capture --on-rig``) has the engine's hi
 interval log comes from them (``write_rig_hlog``: hlog/rig.hlog), and the exports that need samples
 or edges are refused (``needs_raw_edges``)."""
 
+import json
 import math
+import re
 from datetime import datetime
 
 import numpy as np
 
-from hilat import analysis
+from hilat import analysis, hdr
+from hilat.extras import require
+from hilat.reports.interval_log import IntervalLog
+from hilat.rundir.layout import SAMPLE_DTYPE, RunError
 
 SAMPLE_COLUMNS = ["kind", "index", "start_mu", "time_s", "value_mu", "value_ns", "mu_ns", "tag_at_start",
                   "tag_in_window", "duplicates", "unknown"]
@@ -25,8 +30,6 @@ SAMPLES_JSON_FORMAT, SAMPLES_JSON_VERSION = "hilat-samples", 1
 def _sample_items(run, kind, chunk=1 << 20):
     """The samples of ``kind`` as ``layout.SAMPLE_DTYPE`` chunks: as the capture stored them
     (samples/KIND.bin, streamed), or computed from the edges for a run without them."""
-    from hilat.rundir.layout import SAMPLE_DTYPE
-
     if run.has_stored_samples():
         yield from run.iter_samples(kind, chunk=chunk)
         return
@@ -45,7 +48,7 @@ def iter_sample_columns(run, chunk=1 << 20):
     (-1 / NaN: missed, or unknown), ``mu_ns`` one mu in ns, ``unknown`` 1 where a gap
     in the record stream touched the window (the row is neither a sample nor a miss; its tag flags
     may be analysis.TAG_UNKNOWN). Bounded memory."""
-    origin = run.first_tick()
+    origin = run.first_mu()
     unit = run.unit
     for kind in run.kind_titles:
         index = 0
@@ -107,12 +110,9 @@ def write_csv(run, path):
 
 def write_parquet(run, path):
     """The samples as Parquet, one row group per chunk (bounded memory)."""
-    from hilat.extras import require
-
     pa = require("pyarrow", "report", "Parquet export (--parquet)")
     pq = require("pyarrow.parquet", "report", "Parquet export (--parquet)")
 
-    import json
 
     meta = {b"hilat.label": run.label.encode(), b"hilat.ts_hz": repr(run.ts_hz).encode(),
             b"hilat.offset_mu": str(run.offset_mu).encode(), b"hilat.unit": json.dumps(run.unit.to_json()).encode()}
@@ -130,8 +130,6 @@ def write_json(run, path):
     """The samples as one JSON document: {format, version, label, unit (``units.RunUnit.to_json``),
     ts_hz, offset_mu, columns, data: [[row], ...]} (``pandas.DataFrame(doc["data"], columns=doc["columns"])``).
     Written chunk by chunk (bounded memory); a missed or unknown value_ns is null."""
-    import json
-
     head = {"format": SAMPLES_JSON_FORMAT, "version": SAMPLES_JSON_VERSION, "label": run.label,
             "unit": run.unit.to_json(), "ts_hz": run.ts_hz, "offset_mu": run.offset_mu, "columns": SAMPLE_COLUMNS}
     with open(path, "w") as f:
@@ -147,42 +145,24 @@ def write_json(run, path):
 
 def write_hlog(run, path, kind="stim_to_isr", interval_s=1.0, significant_figures=3):
     """HdrHistogram interval log of one latency kind, values in ns, one histogram per ``interval_s``
-    of rig time (by the time of each sample's start edge). HdrHistogram's HistogramLogProcessor and
-    our reader both read it. Streams the samples: one interval's histogram in memory at a time."""
-    from hilat import hdr
-
+    of rig time (by the time of each sample's start edge), every interval from the first sample's to
+    the last's (``interval_log.IntervalLog``). HdrHistogram's HistogramLogProcessor and our reader both
+    read it. Streams the samples: one interval's histogram in memory at a time."""
     if kind not in run.kind_titles:
         raise ValueError(f"the run has no kind {kind!r} (kinds: {', '.join(run.kind_titles)})")
     started = run.meta.get("started")
     start_time = datetime.fromisoformat(started).timestamp() if started else 0.0
-    writer = hdr.HlogWriter(path, start_time=start_time, base_time=start_time, max_value_unit_ratio=1e6)
-    origin, current, written = None, None, 0
-    highest = 3_600_000_000_000  # 1 h in ns: beyond, a value is counted out of range, not dropped silently
+    log = IntervalLog(path, run.unit.mu_hz, interval_s, start_time, tagged=False, contiguous=True,
+                      significant_figures=significant_figures)
     try:
         for items in _sample_items(run, kind):
-            if origin is None and len(items):
-                origin = int(items["start_mu"][0])
+            if len(items):     # intervals from the first window's start, measured or not
+                log.begin(items["start_mu"][0])
             ok = (items["value_mu"] != analysis.MISSING) & (items["unknown"] == 0)
-            ns = np.round(run.unit.to_ns(items["value_mu"][ok])).astype(np.int64)
-            idx = ((items["start_mu"][ok] - origin) / run.unit.mu_hz // interval_s).astype(np.int64)
-            bounds = np.flatnonzero(np.diff(idx)) + 1
-            for part_idx, part in zip(np.split(idx, bounds), np.split(ns, bounds)):
-                if not len(part):
-                    continue
-                k = int(part_idx[0])
-                while current is None or current[0] < k:
-                    if current is not None:
-                        writer.interval(current[0] * interval_s, interval_s, current[1])
-                        written += 1
-                    nxt = k if current is None else current[0] + 1
-                    current = (nxt, hdr.HdrHistogram(1, highest, significant_figures))
-                current[1].record(np.maximum(part, 1))
-        if current is not None:
-            writer.interval(current[0] * interval_s, interval_s, current[1])
-            written += 1
+            log.samples(kind, items["start_mu"][ok], np.round(run.unit.to_ns(items["value_mu"][ok])).astype(np.int64))
     finally:
-        writer.close()
-    return written
+        log.close()
+    return log.intervals
 
 
 # The exports made of samples or edges, which an on-rig run without raw edges does not have.
@@ -206,8 +186,6 @@ def write_rig_hlog(run, path, kind="stim_to_isr", interval_s=None):
     interval), the engine's intervals merged per ``interval_s`` of rig time from the run's start, each
     spanning its engine intervals. Lines untagged, as ``write_hlog`` writes them. Returns the number of
     intervals written; ValueError names what cannot be done."""
-    from hilat import hdr
-    from hilat.rundir.layout import RunError
 
     if kind not in run.kind_titles:
         raise ValueError(f"the run has no kind {kind!r} (kinds: {', '.join(run.kind_titles)})")
@@ -245,8 +223,6 @@ _VCD_UNITS = ["fs", "ps", "ns", "us", "ms", "s"]
 
 def parse_vcd_unit(text):
     """Femtoseconds in a VCD time unit given as "1ns", "10 ps", "100us" (1, 10 or 100 of fs..s)."""
-    import re
-
     m = re.fullmatch(r"\s*(1|10|100)\s*(fs|ps|ns|us|ms|s)\s*", text)
     if not m:
         raise ValueError(f"not a VCD time unit: {text!r} (1, 10 or 100 of fs, ps, ns, us, ms, s)")
@@ -288,13 +264,13 @@ def write_vcd(run, path, unit_fs=None):
     scale_text, _unit_fs, per_sample, exact = vcd_timescale(sample_hz, unit_fs)
     per_tick = per_sample * run.samples_per_tick / run.units_per_tick   # VCD units per unit of the run
     exact = exact and float(per_tick).is_integer()
-    first_level, origin, last_tick, count = {}, None, None, 0
+    first_level, origin, last_mu, count = {}, None, None, 0
     for ticks, chans, levels in run.iter_edges():
         if not len(ticks):
             continue
         if origin is None:
             origin = int(ticks[0]) - 1
-        last_tick = int(ticks[-1])
+        last_mu = int(ticks[-1])
         count += len(ticks)
         present, first = np.unique(chans, return_index=True)
         for ch, i in zip(present.tolist(), first.tolist()):
@@ -329,6 +305,6 @@ def write_vcd(run, path, unit_fs=None):
             change = np.char.add(levels.astype(str), id_of[chans])
             stamp = np.where(new_time, np.char.add(np.char.add("#", times.astype(str)), "\n"), "")
             f.write("\n".join(np.char.add(stamp, change).tolist()) + "\n")
-        if last_tick is not None:
-            f.write(f"#{round((last_tick + 1 - origin) * per_tick)}\n")
+        if last_mu is not None:
+            f.write(f"#{round((last_mu + 1 - origin) * per_tick)}\n")
     return count

@@ -17,6 +17,7 @@ import weakref
 import numpy as np
 
 from hilat import analysis
+from hilat.extras import require
 from hilat.statistics import percentiles
 from hilat.statistics.run_statistics import RunStatistics
 
@@ -42,7 +43,6 @@ def faller_inverse(x, lam=FALLER_LAMBDA):
 
 
 def _pyplot():
-    from hilat.extras import require
 
     matplotlib = require("matplotlib", "report", "plots (--plots, --html, the demo's report.html)")
     matplotlib.use("Agg")

@@ -6,7 +6,9 @@ format (``docs/analysis.md``, ``docs/hilat-report.schema.json``), so every outpu
 the same numbers.
 """
 
+import base64
 import csv
+import html
 import io
 import json
 from datetime import datetime, timezone
@@ -253,8 +255,6 @@ img{max-width:100%;border:1px solid #eee}.note{color:#555;font-size:.9em}"""
 def format_html(doc, images):
     """A self-contained page: tables plus the plots embedded as data: URIs (reads offline).
     ``images``: {title: png bytes}."""
-    import base64
-    import html
 
     esc = html.escape
     labels = ", ".join(r["label"] for r in doc["runs"])

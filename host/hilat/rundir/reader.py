@@ -156,7 +156,7 @@ class Run:
         else:
             yield from iter_events_csv(self.path / "events.csv")
 
-    def first_tick(self):
+    def first_mu(self):
         for ticks, _c, _lv in self.iter_edges(chunk=1):
             return int(ticks[0]) if len(ticks) else 0
         return 0
@@ -192,7 +192,7 @@ class Run:
         return 1e9 / self.ts_hz
 
     @property
-    def end_tick(self):
+    def end_mu(self):
         """Where the last windows close: where the capture observed up to (meta.json's observed_end),
         else just after the last edge."""
         observed = self.meta.get("observed_end")
@@ -203,7 +203,7 @@ class Run:
     def pairing(self):
         if self._pairing is None:
             self._pairing = analysis.pair(self.ticks, self.chans, self.levels, self.roles, self.deadline_mu,
-                                          end_tick=self.end_tick, offset_mu=self.offset_mu, gaps=self.gaps)
+                                          end_mu=self.end_mu, offset_mu=self.offset_mu, gaps=self.gaps)
         return self._pairing
 
     @property
@@ -213,7 +213,7 @@ class Run:
             self._measurements = analysis.measure(self.ticks, self.chans, self.levels, self.roles,
                                                   self.analysis_measures,
                                                   builtin=self.builtin, deadline=self.deadline_mu,
-                                                  end_tick=self.end_tick, offset_mu=self.offset_mu,
+                                                  end_mu=self.end_mu, offset_mu=self.offset_mu,
                                                   gaps=self.gaps)
         return self._measurements
 

@@ -134,9 +134,9 @@ class StreamingAggregator:
 
     # ---- feeding ----------------------------------------------------------------------------------
 
-    def _measure(self, t, c, lv, end_tick):
+    def _measure(self, t, c, lv, end_mu):
         return analysis.measure(t, c, lv, self.roles, self.measures, self.builtin, self.deadline,
-                                end_tick=end_tick, offset_mu=self.offset_mu, tag_level=self._tag_level,
+                                end_mu=end_mu, offset_mu=self.offset_mu, tag_level=self._tag_level,
                                 gaps=self.gaps)
 
     def add_gap(self, start, end, channels):
@@ -189,7 +189,7 @@ class StreamingAggregator:
             m_cut = _start_cut(t, c, lv, channel, level)
             if m_cut is not None:
                 cut = m_cut if cut is None else min(cut, m_cut)
-        # The tail's last window ends at ``tick`` at the latest (end_tick + 1); it is final only if its
+        # The tail's last window ends at ``tick`` at the latest (end_mu + 1); it is final only if its
         # deadline ends it sooner, else the next stimulus (at ``tick`` or later) may.
         found = self._measure(t, c, lv, max(tick - 1, int(t[-1]) + 1))
         series = found.series
@@ -235,11 +235,11 @@ class StreamingAggregator:
                     self.gaps = self.gaps + analysis.Gaps.of([(tail_start - 1, tail_start, int(tag_bit))])
         return t[start:], c[start:], lv[start:]
 
-    def finish(self, end_tick=None):
-        """Close the last windows (at ``end_tick``, default the last edge + 1) and return self."""
+    def finish(self, end_mu=None):
+        """Close the last windows (at ``end_mu``, default the last edge + 1) and return self."""
         if not self._finished:
             t, c, lv = self._tail
-            end = end_tick if end_tick is not None else (int(t[-1]) + 1 if len(t) else 0)
+            end = end_mu if end_mu is not None else (int(t[-1]) + 1 if len(t) else 0)
             self._account(self._measure(t, c, lv, end))
             self._tail = (t[:0], c[:0], lv[:0])
             self._finished = True
