@@ -13,7 +13,7 @@ import io
 import json
 from datetime import datetime, timezone
 
-from hilat import analysis
+from hilat.rundir.layout import BUILTIN_KINDS
 from hilat.statistics import percentiles
 from hilat.statistics.distribution import STAT_KEYS
 from hilat.statistics.run_statistics import REPORT_SUBSETS as SUBSETS
@@ -28,7 +28,6 @@ REPORT_VERSION = 4  # 2: any set of named kinds (measurement definitions), per-k
 # Kinds with a percentile table: the two stimulus responses (Faller's "interrupt acknowledge" and
 # "context switching"; SSC's interrupt service and interrupt task response) and every defined one.
 PERCENTILE_BUILTINS = ["stim_to_isr", "stim_to_task"]
-BUILTIN_KINDS = [k for k, _ in analysis.KINDS]
 
 
 def run_summary(run, hdr=None, aggregator=None):

@@ -15,13 +15,12 @@ import numpy as np
 from hilat.analysis import MISSING
 from hilat.engine import KINDS as ENGINE_KINDS
 from hilat.engine import RigHistograms
-from hilat.rundir.layout import RunError
+from hilat.rundir.layout import BUILTIN_KINDS, RunError
 from hilat.statistics.distribution import Distribution, WorstSample
 from hilat.statistics.streaming import StreamingAggregator
 
 # The subsets a report shows (the API also gives "tagged").
 REPORT_SUBSETS = [("all", "all samples"), ("untagged", "excluding tagged samples")]
-BUILTIN_KINDS = ["stim_to_isr", "stim_to_task", "isr_to_task", "isr_duration", "task_duration"]
 
 # Above this many edges a run's statistics stream (HDR percentiles) instead of pairing every edge at
 # once (~100 bytes per edge).
