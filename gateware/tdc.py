@@ -45,10 +45,12 @@ TAP_INITVAL = 0xFFFF
 # nextpnr-ecp5 uses (tests/boards/test_tdc_placement.py checks the regions there). The top eight
 # logic rows, beside the top bank the boards' inputs are on (the Colorlight's P3, the ULX3S's J1),
 # two lines of 33 tiles a row from column 2. (Rows 26 .. 33 of the 25F, across its middle, walled the
-# rest of the rig in two: ts missed 140 MHz, docs/tdc.md.)
+# rest of the rig in two: ts missed 140 MHz, docs/tdc.md.) On the 45F every third row from row 2, so
+# each line has two free logic rows beside it for its encoder's first stage: eight lines on four
+# adjacent rows did not route beside the engine and Ethernet (the i9 build, docs/tdc.md).
 REGIONS = {
     "LFE5U-25F": dict(first_column=2, last_column=70, rows=(2, 3, 4, 5, 6, 7, 8, 9)),
-    "LFE5U-45F": dict(first_column=2, last_column=88, rows=(2, 3, 4, 5, 6, 7, 8, 9)),
+    "LFE5U-45F": dict(first_column=2, last_column=88, rows=(2, 5, 8, 11, 14, 17, 20, 23)),
 }
 
 
