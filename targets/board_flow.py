@@ -322,11 +322,13 @@ def tdc_entry(soc, gateware, out):
 # Command line ------------------------------------------------------------------------------------
 
 def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, programmer_board, uart_baudrate,
-                engine_default=True, engine_default_text=None, ethernet_default=None, icmp_default=False):
+                engine_default=True, engine_default_text=None, ethernet_default=None, icmp_default=False,
+                tdc_inputs_default_text="all"):
     """The board's command line; ``uart_baudrate`` (the board's UART_BAUDRATE: the rate its USB-serial
     bridge carries, docs/boards.md) is --uart-baudrate's default. ``ethernet_default``: None on a board
     without Ethernet (no --ethernet option), else the default of --ethernet / --no-ethernet;
-    ``icmp_default``: whether its Ethernet answers ping by default."""
+    ``icmp_default``: whether its Ethernet answers ping by default; ``tdc_inputs_default_text``: which
+    inputs --tdc takes without --tdc-inputs on this board."""
     from litex.build.parser import LiteXArgumentParser
 
     parser = LiteXArgumentParser(platform=platform_cls, description=description)
@@ -345,11 +347,11 @@ def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, pro
         f"DUT inputs (capture channels after the stimulus outputs; default {N_INPUTS}, "
         f"{max_inputs(4)} with --samples-per-tick 4, which takes at most that many).")
     parser.add_target_argument("--tdc", action="store_true", help=
-        "A carry-chain TDC (256 taps) on every DUT input, placed at fixed bels, its codes readable "
-        "in CSRs (docs/tdc.md); one sample a tick only.")
+        "A carry-chain TDC (256 taps) on the DUT inputs (which: --tdc-inputs), placed at fixed bels, its "
+        "codes readable in CSRs (docs/tdc.md); one sample a tick only.")
     parser.add_target_argument("--tdc-inputs", default=None, type=int, help=
-        "With --tdc: a TDC on the first this many DUT inputs only (default: all; a 256-tap TDC costs about "
-        "940 LUT4s, docs/tdc.md).")
+        "With --tdc: a TDC on the first this many DUT inputs only (default: " + tdc_inputs_default_text +
+        "; a 256-tap TDC costs about 1,000 LUT4s, docs/tdc.md).")
     parser.add_target_argument("--seed-tries", default=3, type=int, help=
         "When a clock misses its frequency, place and route again with the next nextpnr seed, up to "
         "this many seeds in all (default %(default)d; 1: no retry).")
