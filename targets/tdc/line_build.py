@@ -234,24 +234,26 @@ if __name__ == "__main__":
 # A board build with --tdc (targets/board_flow.py) ---------------------------------------------------
 
 def bank_cost(build_dir, n_inputs, device, n_taps=N_TAPS):
-    """What ``n_inputs`` TDC front ends with their readout cost: ``gateware.tdc.TDCBank`` with its CSR
-    bank synthesized alone (yosys synth_ecp5, the line's cells as black boxes), like the engine's cost
-    (gateware/standalone.py). The line's own cells are counted apart (``line_*``)."""
-    from gateware.standalone import _add_csr_bus, lut4_equivalent
-    from gateware.tdc import TDCBank
+    """What ``n_inputs`` TDC front ends cost as a --tdc build has them in the capture: each input's
+    ``gateware.tdc.TDC`` (line, samplers, encoder) synthesized alone (yosys synth_ecp5, the line's
+    cells as black boxes), like the engine's cost (gateware/standalone.py), its outputs (code, edge,
+    rising, level) on the top's ports so synthesis keeps all of it. The record's wider fraction is the
+    capture's, not counted here. The line's own cells are counted apart (``line_*``)."""
+    from gateware.standalone import lut4_equivalent
 
     class _Alone(LiteXModule):
         def __init__(self):
-            self.cd_sys = ClockDomain()
             self.cd_ts = ClockDomain()
             self.pins = Signal(n_inputs)
-            self.bank = TDCBank([self.pins[i] for i in range(n_inputs)], device, n_taps)
-            self.ios = {self.cd_sys.clk, self.cd_sys.rst, self.cd_ts.clk, self.cd_ts.rst, self.pins}
-            self.ios |= _add_csr_bus(self, lambda name, memory: 0 if name == "bank" else None)
+            self.ios = {self.cd_ts.clk, self.cd_ts.rst, self.pins}
+            for i in range(n_inputs):
+                tdc = TDC(self.pins[i], bels=carry_bels(device, i, n_taps), n_taps=n_taps)
+                setattr(self, f"tdc{i}", tdc)
+                self.ios |= {tdc.code, tdc.edge, tdc.rising, tdc.level}
 
     here = Path(build_dir).resolve()
     here.mkdir(parents=True, exist_ok=True)
-    name = "tdc_bank_alone"
+    name = "tdc_alone"
     top = _Alone()
     convert(top, ios=top.ios, name=name).write(str(here / f"{name}.v"))
     (here / "cells.v").write_text(CELLS_VERILOG.read_text())
@@ -270,8 +272,9 @@ def bank_cost(build_dir, n_inputs, device, n_taps=N_TAPS):
         "block_rams": cells.get("DP16KD", 0),
         "distributed_rams": cells.get("TRELLIS_DPR16X4", 0),
         "cells": dict(sorted(cells.items())),
-        "method": "yosys synth_ecp5 of gateware.tdc.TDCBank alone with its CSRs (targets/tdc/line_build.bank_cost); "
-                  "the lines' TRELLIS_COMB carry cells (one LUT4 each) counted as LUT4s",
+        "method": "yosys synth_ecp5 of the inputs' gateware.tdc.TDC front ends alone (line, samplers, encoder; "
+                  "targets/tdc/line_build.bank_cost); the lines' TRELLIS_COMB carry cells (one LUT4 each) "
+                  "counted as LUT4s",
     }
 
 
