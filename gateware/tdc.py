@@ -184,11 +184,13 @@ def _popcount_tree(module, bits, clock_domain, levels_per_stage):
 class _Encoder(LiteXModule):
     """Counts the taps at the new level in the tick the line's state changed.
 
-    ``count``: the ones of a tick's samples (0 .. n_taps), ``stages`` ticks after the samples. A tick
-    whose count differs from the tick before's, when that was settled (0 or ``n_taps``: the line all
-    low or all high), has an edge: ``edge`` for one cycle, ``rising`` its direction, ``code`` the taps
-    it passed (rising: the ones, falling: the zeros), saturated to ``2**code_bits - 1``. Bubbles
-    (taps out of order) change which taps are counted, not how many: the count is the line's code."""
+    A tick whose count of ones differs from the tick before's, when that was settled (0 or
+    ``n_taps``: the line all low or all high), has an edge: ``edge`` for one cycle, ``rising`` its
+    direction, ``code`` the taps it passed (rising: the ones, falling: the zeros), saturated to
+    ``2**code_bits - 1``. Bubbles (taps out of order) change which taps are counted, not how many: the
+    count is the line's code. ``level``: the line's level once settled; ``settled``: the line is all
+    low or all high, in the cycle of the outputs. ``count``: the ones of a tick's samples (0 ..
+    n_taps), two registers before the outputs (``latency`` - 2 ticks after the samples)."""
     def __init__(self, samples, clock_domain, inverted=False, levels_per_stage=2):
         n_taps = len(samples)
         self.code_bits = code_bits = max(1, (n_taps - 1).bit_length())
@@ -196,18 +198,23 @@ class _Encoder(LiteXModule):
         self.edge = Signal()
         self.rising = Signal()
         self.level = Signal()          # the line's level once settled (after the last edge)
+        self.settled = Signal()        # the line all low or all high
 
         # # #
 
         # A carry line's samples are inverted (``_CarryLine``): count their zeros, free in the first
         # stage's LUTs, rather than subtract the count from n_taps after the tree.
         count, stages = _popcount_tree(self, ~samples if inverted else samples, clock_domain, levels_per_stage)
-        self.count = count
         sync = getattr(self.sync, clock_domain)
+        # The count a reader aligns with two registers of its own to the outputs (gateware/capture.py's
+        # settled level); ``settled`` spares it the 9 bits and their comparison beside the capture.
+        self.count = Signal.like(count)
+        sync += self.count.eq(count)
         top = 2**code_bits - 1
-        # Two stages: the edge and both candidate codes (saturated), then the code of the edge's direction.
+        # Two stages: the edge and both candidate codes (saturated), then the code of the edge's direction;
+        # then the outputs' register.
         previous = Signal.like(count)
-        edge, rising, level = Signal(), Signal(), Signal()
+        edge, rising, level, settled = Signal(), Signal(), Signal(), Signal()
         rising_code, falling_code = Signal(code_bits), Signal(code_bits)
         sync += [
             previous.eq(count),
@@ -216,14 +223,28 @@ class _Encoder(LiteXModule):
             rising_code.eq(Mux(count > top, top, count)),
             falling_code.eq(Mux(count < n_taps - top, top, n_taps - count)),
             If(count == 0, level.eq(0)).Elif(count == n_taps, level.eq(1)),
+            settled.eq((count == 0) | (count == n_taps)),
         ]
+        edge_out, rising_out, code_out, level_out, settled_out = (Signal(), Signal(), Signal(code_bits),
+                                                                  Signal(), Signal())
         sync += [
-            self.edge.eq(edge),
-            self.rising.eq(rising),
-            self.code.eq(Mux(rising, rising_code, falling_code)),
-            self.level.eq(level),
+            edge_out.eq(edge),
+            rising_out.eq(rising),
+            code_out.eq(Mux(rising, rising_code, falling_code)),
+            level_out.eq(level),
+            settled_out.eq(settled),
         ]
-        self.latency = stages + 2      # from the samples: the adder tree, then the two stages above
+        # The outputs once more: a register the placer can put between the encoder, beside its line,
+        # and the capture, which may be half the chip away (the ULX3S build's ts critical path was 4.3
+        # ns of routing from the adder tree to the edge stage, placed by the capture: 130 MHz).
+        sync += [
+            self.edge.eq(edge_out),
+            self.rising.eq(rising_out),
+            self.code.eq(code_out),
+            self.level.eq(level_out),
+            self.settled.eq(settled_out),
+        ]
+        self.latency = stages + 3      # from the samples: the adder tree, the two stages above, the outputs
 
 
 class TDC(LiteXModule):
