@@ -280,3 +280,40 @@ def test_capture_records_codes():
     assert [(ts, ch, fr) for ts, ch, _levels, fr in records] == expected, records
     # The levels after the last record: the pins as last driven (input 0 high; the stimulus, inputs 1, 2 low).
     assert records[-1][2] == 0b0010
+
+
+def test_settled_and_count_aligned_to_the_outputs():
+    """The encoder's ``settled`` and ``level`` are in the cycle of its outputs, and its ``count`` two
+    registers before them (what gateware/capture.py's settled level relies on), through edges and a
+    pulse shorter than the line (Migen's simulator)."""
+    from migen import ClockDomain, Module, Signal, run_simulation
+
+    from gateware.tdc import TDC
+
+    taps, tick = [100 + 60 * k for k in range(16)], 1_000
+    m = Module()
+    m.clock_domains.cd_ts = ClockDomain("ts", reset_less=True)
+    pin = Signal()
+    m.submodules.tdc = tdc = TDC(pin, line="model", taps_ps=taps, tick_ps=tick, n_taps=len(taps))
+    enc = tdc.encoder
+    changes = [(5, 1, 300), (15, 0, 700), (16, 1, 200), (30, 0, 950)]     # (cycle, level, phase): a short pulse at 15
+    trace = []
+
+    def run():
+        for cycle in range(45):
+            for at, level, phase in changes:
+                if at == cycle:
+                    yield pin.eq(level)
+                    yield tdc.phase_ps.eq(phase)
+            yield
+            trace.append(((yield enc.count), (yield enc.settled), (yield enc.level), (yield enc.edge)))
+
+    run_simulation(m, {"ts": run()}, clocks={"ts": 10})
+    n = len(taps)
+    for t in range(4, len(trace)):       # once the registers have filled (the line is low until cycle 5)
+        count_before = trace[t - 2][0]
+        settled, level = trace[t][1], trace[t][2]
+        assert settled == (count_before in (0, n)), (t, trace[t - 2:t + 1])
+        if count_before in (0, n):
+            assert level == (count_before == n), (t, trace[t - 2:t + 1])
+    assert {s for _, s, _, _ in trace} == {0, 1} and sum(e for *_, e in trace) >= 2
