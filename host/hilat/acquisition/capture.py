@@ -31,6 +31,7 @@ from hilat.acquisition.results import CaptureResults
 from hilat.acquisition.settings import channel_roles, effective_deadline, engine_offset, plan
 from hilat.acquisition.stream import _Stream
 from hilat.calibration.resolution import subticks_for
+from hilat.calibration.tdc_rig import placement_for
 from hilat.link import protocol as p
 from hilat.link.rig import RigError, RigSilent
 from hilat.link.session import Session
@@ -324,8 +325,7 @@ class Capture(CaptureResults):
             for warning in self.calibration["warnings"]:
                 log.warning("%s", warning)
 
-            self._subticks = subticks_for(self.samples_per_tick, self.identity.n_stimulus,
-                                          self.calibration.get("resolution"))
+            self._subticks = placement_for(self.identity, self.calibration)
             self._open_stream()
             try:
                 previous_usr1 = signal.signal(signal.SIGUSR1, self._on_sigusr1)

@@ -44,6 +44,7 @@ from hilat.calibration.statement import (
     loopback_text,
     pps_text,
     resolution_text,
+    stored_text,
     tdc_statement,
     tdc_text,
 )
@@ -69,5 +70,5 @@ __all__ = [
     "analyse_pps", "pps_calibration", "run_pps",
     "CALIBRATION_ROLE", "RecordCollector", "role_channel",
     "STALE_DAYS", "applied", "ProgressLog", "loopback_text", "pps_text", "clock_text", "resolution_text",
-    "tdc_statement", "tdc_text",
+    "stored_text", "tdc_statement", "tdc_text",
 ]

@@ -1,0 +1,117 @@
+"""The TDC on the rig (issue 35; docs/tdc.md, "Calibration in the capture path"): where a capture
+places its edges (``placement_for``), and ``hilat calibrate resolution`` on a TDC input: the codes of
+an unrelated source's edges (``run_tdc_resolution``), code density with the predicted bins beside it
+(``tdc_resolution_calibration``), stored per rig identity and per input (``store_tdc_input``)."""
+
+import numpy as np
+
+from hilat.calibration import tdc, tdc_placement
+from hilat.calibration.resolution import TooFewEdges, run_resolution, subticks_for
+from hilat.calibration.store import CalibrationError, Store, made_now, rig_identity
+from hilat.calibration.tdc_line import bin_widths_ps
+
+
+def placement_for(ident, in_force=None, online=None):
+    """Where a capture on this rig (IDENTIFY) places its edges with the calibration ``in_force``
+    (``statement.applied``): a TDC rig's ``analysis.TdcSubticks`` (its inputs' measured bins, else the
+    tap table's predicted ones; ``online``: bins re-estimated from a run, docs/tdc.md), else
+    ``subticks_for``'s ``analysis.Subticks``."""
+    identity = rig_identity(ident)
+    if identity["tdc_inputs"]:
+        table, why = tdc_placement.predicted_table(identity)
+        return tdc_placement.tdc_subticks(identity, (in_force or {}).get("tdc"), table, why, online)[0]
+    return subticks_for(ident.samples_per_tick, ident.n_stimulus, (in_force or {}).get("resolution"))
+
+# ---- hilat calibrate resolution on a TDC input ---------------------------------------------------------
+
+# The edges a TDC calibration collects unless told: the widest predicted bin (66 ps of a 7.14 ns
+# tick) then has a width sigma of 2.2 ps, its centre one of at most 11 ps.
+TDC_DEFAULT_EDGES = 100_000
+# An unrelated source takes every code of the tick; one locked to ts a handful. Fewer distinct codes
+# than this share of the predicted span (or of the line's codes, with no table) refuses the result.
+TDC_CORRELATED_SPAN = 0.5
+
+
+def check_tdc_input(ident, channel):
+    first = ident.n_stimulus
+    tdc_inputs = int(getattr(ident, "tdc_inputs", 0) or 0)
+    if not first <= channel < first + tdc_inputs:
+        raise CalibrationError(f"channel {channel} has no TDC (this rig's TDC inputs are channels {first}.."
+                               f"{first + tdc_inputs - 1}): move the source (the jumper) to one of them")
+
+
+def run_tdc_resolution(session, channel, edges, progress=None):
+    """Collect ``edges`` edges (both directions) on TDC input ``channel``; returns their codes."""
+    check_tdc_input(session.identity, channel)
+    return input_codes(run_resolution(session, channel, edges, progress=progress), channel, session.identity)
+
+
+def input_codes(records, channel, ident):
+    """The TDC codes (1 .. 255) of every edge on input ``channel`` among ``records`` (ticks, channel
+    masks, levels, fractions arrays): 8 bits of the fraction from bit 8 (channel - first input)."""
+    _ticks, masks, _levels, fractions = records
+    on_channel = ((np.asarray(masks, dtype=np.int64) >> channel) & 1).astype(bool)
+    shift = np.uint64(8 * (channel - ident.n_stimulus))
+    codes = (np.asarray(fractions, dtype=np.uint64)[on_channel] >> shift) & np.uint64(0xFF)
+    return codes.astype(np.int64)
+
+
+def tdc_resolution_calibration(codes, ident, channel, url, table=None, precision_s=None, min_edges=1000):
+    """The stored calibration of TDC input ``channel`` from its edges' codes (``tdc.tdc_calibration``),
+    with the predicted ``table``'s bins beside it; or CalibrationError (too few edges for
+    ``precision_s``, codes of 0, a source locked to ts)."""
+    codes = np.asarray(codes, dtype=np.int64)
+    n_codes = int(getattr(ident, "tdc_taps", 0) or 256)
+    if (codes == 0).any():
+        raise CalibrationError(f"{int((codes == 0).sum())} of {len(codes)} edges on channel {channel} came with TDC "
+                               "code 0 (no edge): the rig's records are inconsistent; check the gateware build")
+    try:
+        result = tdc.tdc_calibration(codes, 1.0 / ident.ts_hz, n_codes, channel, made_now(), table,
+                                     min_edges=min_edges, precision_s=precision_s)
+    except TooFewEdges as e:
+        raise CalibrationError(f"{e}: collect more (--edges)") from None
+    except ValueError as e:
+        raise CalibrationError(f"the TDC codes of channel {channel}: {e}") from None
+    expected = (table and result["predicted"]["codes_used"] - result["predicted"]["first_code"]) or n_codes
+    seen = int(np.count_nonzero(result["counts"]))
+    if seen < TDC_CORRELATED_SPAN * expected:
+        raise CalibrationError(
+            f"the {result['edges']} edges on channel {channel} took only {seen} distinct TDC codes (a tick spans "
+            f"about {expected}): the source is locked to the rig's clock (its own stimulus, or a DUT clocked from "
+            "the same oscillator); use one unrelated to it: a free-running DUT timer or UART line, a second "
+            "oscillator")
+    result["url"] = url
+    return result
+
+
+def store_tdc_input(ident, result, directory):
+    """Store one TDC input's ``result`` in this rig's calibration (part ``tdc``), the other inputs' kept;
+    ``directory`` None stores nothing. Returns (the rig identity, the file or None)."""
+    identity = rig_identity(ident)
+    if directory is None:
+        return identity, None
+    store = Store(directory)
+    part = tdc.store_input((store.load(identity) or {}).get(tdc.PART), result)
+    path, _previous = store.update(identity, tdc.PART, part)
+    return identity, path
+
+
+def _widest_predicted_s(table):
+    return float(bin_widths_ps(table).max()) * 1e-12
+
+
+def edges_for(table, precision_s):
+    """The edges the widest predicted bin of ``table`` needs for a width sigma of ``precision_s``."""
+    return tdc.edges_for_precision(precision_s, table.tick_ps * 1e-12, _widest_predicted_s(table))
+
+
+def precision_text(table, edges, precision_s=None):
+    """What ``edges`` edges give the widest predicted bin, and what ``precision_s`` needs."""
+    tick_s, widest_s = table.tick_ps * 1e-12, _widest_predicted_s(table)
+    p = widest_s / tick_s
+    sigma_s = (p * (1 - p) / edges) ** 0.5 * tick_s
+    text = (f"{edges} edges give the widest predicted bin ({widest_s * 1e12:.3g} ps) a width sigma of "
+            f"{sigma_s * 1e12:.3g} ps")
+    if precision_s is not None:
+        text += f"; {precision_s * 1e12:.3g} ps needs {edges_for(table, precision_s)} edges"
+    return text
