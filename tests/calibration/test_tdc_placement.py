@@ -161,3 +161,42 @@ def test_placement_for_and_the_loopback_in_tdc_units():
     result = loopback_delays(records, 0, 4, subticks=placement)
     assert result.units_per_tick == U
     assert result.rise_delays.tolist() == [7 * U + placement.positions[2][code]]
+
+
+def test_online_mode_counts_and_re_estimates():
+    ident = _ident()
+    # The run's codes counted per TDC input as records come: channel 3 (input 1) and 5 (input 3).
+    counts = tdc_rig.CodeCounts(2, 4)
+    codes = np.tile(np.arange(1, 201), 1000)                       # 200,000 edges, every code alike
+    masks = np.full(len(codes), (1 << 3) | (1 << 5), np.uint16)
+    fractions = (codes.astype(np.uint64) << np.uint64(8)) | (np.uint64(40) << np.uint64(24))
+    for i in range(0, len(codes), 65536):                          # in chunks, as a stream brings them
+        counts.add(masks[i:i + 65536], fractions[i:i + 65536])
+    assert counts.counts[1].tolist() == np.bincount(codes, minlength=256).tolist()
+    assert counts.counts[3][40] == len(codes) and counts.counts[3].sum() == len(codes)
+    assert counts.counts[0].sum() == counts.counts[2].sum() == 0
+    stored = tdc_rig.tdc_resolution_calibration(_codes_uniform(), ident, 3, "sim://", UNIFORM)
+    in_force = {"tdc": tdc.store_input(None, stored)}
+    entries = {e["channel"]: e for e in tdc_rig.online_results(ident, in_force, counts, UNIFORM)}
+    # Channel 3: consistent with its stored bins, pooled: the stored 10,000 edges and the run's 200,000.
+    assert entries[3]["how"] == "pooled" and entries[3]["result"]["edges"] == 210_000
+    assert entries[3]["result"]["counts"][1:201] == [1050] * 200
+    assert "pooled with the calibration of" in entries[3]["result"]["method"]
+    # Channel 5: one code only, no stored bins: a source locked to ts, nothing re-estimated.
+    assert entries[5]["how"] == "correlated" and entries[5]["result"] is None
+    assert "locked to the rig's clock" in entries[5]["why"]
+    assert entries[2]["how"] == "too few" and entries[2]["edges"] == 0
+    # A run's codes that do not fit the stored bins (only half the codes): refused, nothing pooled.
+    half = tdc_rig.CodeCounts(2, 4)
+    half_codes = np.tile(np.arange(1, 101), 2000)
+    half.add(np.full(len(half_codes), 1 << 3, np.uint16), half_codes.astype(np.uint64) << np.uint64(8))
+    entry = tdc_rig.online_results(ident, in_force, half, UNIFORM)[1]
+    assert entry["how"] == "correlated" and "do not fit the stored bins" in entry["why"]
+    # Without stored bins, enough spread edges stand on their own; too few leave the bins in force.
+    alone = tdc_rig.online_results(ident, None, counts, UNIFORM)[1]
+    assert alone["how"] == "run alone" and alone["result"]["edges"] == 200_000
+    few = tdc_rig.online_results(ident, None, counts, UNIFORM, min_edges=10 ** 6)[1]
+    assert few["how"] == "too few" and few["result"] is None
+    lines = tdc_rig.online_lines(list(entries.values()), "cal.json")
+    assert "stored for later captures (cal.json)" in lines[0]
+    assert any(line.startswith("TDC online channel 3: 200000 edges, pooled") for line in lines)

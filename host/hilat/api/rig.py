@@ -32,7 +32,7 @@ def capture_settings(ts_hz: float, *, count: int | None = None, duration=None, d
                      also_fire=(), on_rig: bool = False, raw: bool | None = None, interval_shift: int = 24,
                      outliers: dict | None = None, trigger: tuple | None = None, trigger_on_late: bool = False,
                      trigger_width=None, label: str = "", out_dir="runs", progress: bool = False,
-                     default_count: int = 2000):
+                     default_count: int = 2000, tdc_online: bool = False):
     """``settings.CaptureSettings`` from typed settings; durations in seconds or with a unit
     (``parse_duration``), ``trigger`` = (response "isr"/"task", time). Raises ValueError on a
     combination that cannot run."""
@@ -71,7 +71,8 @@ def capture_settings(ts_hz: float, *, count: int | None = None, duration=None, d
                            count=count if count is not None else (None if duration is not None else default_count),
                            duration_ticks=_ticks(duration, ts_hz) if duration is not None else None,
                            deadline_ticks=_ticks(deadline, ts_hz) if deadline is not None else None,
-                           glitch=glitch, label=label, out_dir=Path(out_dir), progress=progress, stimulus=stim)
+                           glitch=glitch, label=label, out_dir=Path(out_dir), progress=progress, stimulus=stim,
+                           tdc_online=tdc_online)
 
 
 class CaptureError(RuntimeError):

@@ -219,14 +219,14 @@ def consistency(stored, counts):
     return chi2, dof, (chi2 - dof) / math.sqrt(2 * dof)
 
 
-def online_update(stored, codes, min_edges=100_000, max_z=6.0):
+def online_update(stored, codes=None, min_edges=100_000, max_z=6.0, counts=None):
     """The online mode: the bins re-estimated from a run's own edges uncorrelated with ts (``codes``:
     their fine codes), pooled with the ``stored`` calibration's counts (a TdcResult). Returns
     (TdcResult, how: "pooled" or "too few"): with fewer than ``min_edges`` edges the stored bins stand.
     Edges whose codes do not fit the stored bins (chi-square z above ``max_z``: the run's edges are
     locked to the rig's clock, or the line changed beyond the statistics) raise Correlated, and nothing
-    is pooled."""
-    counts = code_counts(codes, stored.n_codes)
+    is pooled. ``counts`` (per code) instead of ``codes``: a run's counts kept as it went."""
+    counts = code_counts(codes, stored.n_codes) if counts is None else np.asarray(counts, dtype=np.int64)
     if counts.sum() < min_edges:
         return stored, "too few"
     chi2, dof, z = consistency(stored, counts)

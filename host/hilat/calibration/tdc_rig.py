@@ -56,18 +56,24 @@ def input_codes(records, channel, ident):
     return codes.astype(np.int64)
 
 
-def tdc_resolution_calibration(codes, ident, channel, url, table=None, precision_s=None, min_edges=1000):
-    """The stored calibration of TDC input ``channel`` from its edges' codes (``tdc.tdc_calibration``),
-    with the predicted ``table``'s bins beside it; or CalibrationError (too few edges for
-    ``precision_s``, codes of 0, a source locked to ts)."""
-    codes = np.asarray(codes, dtype=np.int64)
+def tdc_resolution_calibration(codes, ident, channel, url, table=None, precision_s=None, min_edges=1000,
+                               counts=None):
+    """The stored calibration of TDC input ``channel`` from its edges' codes (or their ``counts`` per
+    code; ``tdc.tdc_calibration``), with the predicted ``table``'s bins beside it; or CalibrationError
+    (too few edges for ``precision_s``, codes of 0, a source locked to ts)."""
     n_codes = int(getattr(ident, "tdc_taps", 0) or 256)
-    if (codes == 0).any():
-        raise CalibrationError(f"{int((codes == 0).sum())} of {len(codes)} edges on channel {channel} came with TDC "
+    try:
+        if counts is None:
+            counts = tdc.code_counts(codes, n_codes)
+    except ValueError as e:
+        raise CalibrationError(f"the TDC codes of channel {channel}: {e}") from None
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts[0]:
+        raise CalibrationError(f"{int(counts[0])} of {int(counts.sum())} edges on channel {channel} came with TDC "
                                "code 0 (no edge): the rig's records are inconsistent; check the gateware build")
     try:
-        result = tdc.tdc_calibration(codes, 1.0 / ident.ts_hz, n_codes, channel, made_now(), table,
-                                     min_edges=min_edges, precision_s=precision_s)
+        result = tdc.tdc_calibration(None, 1.0 / ident.ts_hz, n_codes, channel, made_now(), table,
+                                     min_edges=min_edges, precision_s=precision_s, counts=counts)
     except TooFewEdges as e:
         raise CalibrationError(f"{e}: collect more (--edges)") from None
     except ValueError as e:
@@ -115,3 +121,73 @@ def precision_text(table, edges, precision_s=None):
     if precision_s is not None:
         text += f"; {precision_s * 1e12:.3g} ps needs {edges_for(table, precision_s)} edges"
     return text
+
+
+# ---- the online mode: a run's own edges re-estimate the bins (docs/tdc.md, "Online mode") -------------
+
+# Fewer edges on an input than this and its bins are not re-estimated (tdc.online_update's default).
+ONLINE_MIN_EDGES = 100_000
+
+
+class CodeCounts:
+    """Per TDC input, how many of a run's edges took each code: what the online mode re-estimates
+    from. Memory is 256 counts an input however long the run; one vectorised pass per input a chunk."""
+
+    def __init__(self, first_input, tdc_inputs, n_codes=256):
+        self.first_input = int(first_input)
+        self.counts = np.zeros((int(tdc_inputs), n_codes), dtype=np.int64)
+
+    def add(self, masks, fractions):
+        masks = np.asarray(masks, dtype=np.int64)
+        fractions = np.asarray(fractions, dtype=np.uint64)
+        for i in range(len(self.counts)):
+            on = ((masks >> (self.first_input + i)) & 1).astype(bool)
+            codes = (fractions[on] >> np.uint64(8 * i)) & np.uint64(0xFF)
+            self.counts[i] += np.bincount(codes.astype(np.intp), minlength=self.counts.shape[1])
+
+
+def online_results(ident, in_force, counts, table=None, min_edges=ONLINE_MIN_EDGES):
+    """The online re-estimate of every TDC input from a run's ``counts`` (a CodeCounts): per input a
+    dict (channel, edges, how: "pooled" with its stored bins, "run alone" without any, "too few",
+    "correlated"; why; result: the stored-form bins when re-estimated, else None)."""
+    stored = ((in_force or {}).get("tdc") or {}).get("inputs") or {}
+    out = []
+    for i, run_counts in enumerate(counts.counts):
+        channel = counts.first_input + i
+        entry = {"channel": channel, "edges": int(run_counts.sum()), "how": "too few", "why": "", "result": None}
+        out.append(entry)
+        if entry["edges"] == 0:   # code 0 is no edge: counted only if the record was inconsistent
+            continue
+        previous = stored.get(str(channel))
+        try:
+            if previous:
+                result, how = tdc.online_update(tdc.TdcResult.from_dict(previous), counts=run_counts,
+                                                min_edges=min_edges)
+                pooled = result.counts
+            elif entry["edges"] >= min_edges:
+                pooled, how = run_counts, "run alone"
+            else:
+                how = "too few"
+            if how == "too few":
+                entry["why"] = f"{entry['edges']} edges, fewer than {min_edges}: the bins in force stand"
+                continue
+            result = tdc_resolution_calibration(None, ident, channel, "online", table, min_edges=0, counts=pooled)
+        except (tdc.Correlated, CalibrationError) as e:
+            entry.update(how="correlated", why=str(e))
+            continue
+        result["method"] = (f"online: {entry['edges']} edges of a run's own "
+                            + (f"pooled with the calibration of {previous.get('made')}; " if previous else "; ")
+                            + result["method"])
+        entry.update(how=how, result=result, why=f"re-estimated from {int(pooled.sum())} edges")
+    return out
+
+
+def online_lines(entries, stored_in):
+    """The run's statement lines for the online mode (``online_results``), stored in ``stored_in``."""
+    lines = ["TDC online mode: this run's own edges re-estimate each TDC input's bins; this run's edges stand at "
+             "the bins in force when it started, the re-estimate is "
+             + (f"stored for later captures ({stored_in})" if stored_in else "not stored (no calibration directory)")]
+    for e in entries:
+        lines.append(f"TDC online channel {e['channel']}: {e['edges']} edges, {e['how']}"
+                     + (f": {e['why']}" if e["why"] else ""))
+    return lines
