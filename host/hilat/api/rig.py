@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hilat import analysis, calibration, shutdown, values
+from hilat import calibration, shutdown, values
 from hilat.acquisition.capture import Capture
 from hilat.acquisition.settings import CaptureSettings, StimulusSettings, plan
 from hilat.api.run import Run, load
@@ -253,10 +253,7 @@ class Rig:
             if channel is None:
                 channel = calibration.role_channel(ident, calibration.CALIBRATION_ROLE)
             elif isinstance(channel, str):
-                try:
-                    channel = analysis.Channels.from_table(ident.channels).resolve(channel)
-                except ValueError as e:
-                    raise calibration.CalibrationError(str(e)) from None
+                channel = calibration.input_channel(ident, channel)
             if getattr(ident, "tdc_inputs", 0):
                 return self._calibrate_tdc(session, ident, channel, edges, precision_ps, tap_table, store)
             edges = edges or 20000
