@@ -10,7 +10,17 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from hilat import analysis
-from hilat.calibration import CalibrationError, Store, applied, rig_identity, tdc, tdc_line, tdc_placement, tdc_rig
+from hilat.calibration import (
+    CalibrationError,
+    Store,
+    applied,
+    rig_identity,
+    tdc,
+    tdc_line,
+    tdc_placement,
+    tdc_rig,
+    tdc_statement,
+)
 from hilat.calibration.loopback import loopback_delays
 
 U = analysis.TDC_UNITS_PER_TICK
@@ -134,8 +144,10 @@ def test_codes_from_uint64_fractions_and_bad_sources_refused():
     assert tdc_rig.input_codes((None, masks, None, fractions), 9, ident).tolist() == [200, 3]
     with pytest.raises(CalibrationError, match="channel 1 has no TDC"):
         tdc_rig.check_tdc_input(ident, 1)
-    with pytest.raises(CalibrationError, match="code 0"):
-        tdc_rig.tdc_resolution_calibration(np.r_[_codes_uniform(), 0], ident, 4, "u", None)
+    # Code 0 (a change the line did not measure): left out of the density, counted, stated.
+    with_zero = tdc_rig.tdc_resolution_calibration(np.r_[_codes_uniform(), 0, 0], ident, 4, "u", None)
+    assert with_zero["unmeasured_edges"] == 2 and with_zero["edges"] == 10000 and with_zero["counts"][0] == 0
+    assert "2 edges of code 0 (not measured) left out" in tdc_statement({"inputs": {"4": with_zero}})[0][0]
     # A source locked to ts: a handful of codes.
     with pytest.raises(CalibrationError, match="locked to the rig's clock"):
         tdc_rig.tdc_resolution_calibration(np.repeat([40, 41, 42], 2000), ident, 4, "u", UNIFORM)

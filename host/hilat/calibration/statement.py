@@ -216,7 +216,9 @@ def tdc_statement(part, now=None, stale_days=STALE_DAYS):
             f"{r['inl_range'][0]:+.2f}..{r['inl_range'][1]:+.2f} LSB, effective resolution "
             f"{_ps(r['effective_resolution_s'])} (rms quantization {_ps(r['quantization_rms_s'])}); code density of "
             f"{r['edges']} edges ({r.get('made')}, {_age_text(age)}), width sigma <= "
-            f"{_ps(max(r['width_sigma_ticks']) * r['tick_s'])}; each edge at its code's measured centre")
+            f"{_ps(max(r['width_sigma_ticks']) * r['tick_s'])}; each edge at its code's measured centre"
+            + (f"; {r['unmeasured_edges']} edges of code 0 (not measured) left out" if r.get("unmeasured_edges")
+               else ""))
         p = r.get("predicted")
         if p:
             lines.append(f"  predicted by the model ({p['source']}): LSB {_ps(p['lsb_s'])}, effective resolution "

@@ -144,7 +144,8 @@ def tdc_subticks(identity, tdc_part=None, table=None, why_no_table=None, online=
             kind = "none"
             rows.append((0,) * N_CODES)
             source = f"whole ticks: no measured calibration and no tap table ({why_no_table or 'none given'})"
-        # Code 0 is no edge (the contract): an edge recorded with it is inconsistent; at its whole tick.
+        # Code 0 with an edge: a change the line did not measure (a pulse shorter than the line, docs/tdc.md):
+        # no place in the tick, so at its whole tick, never at a bin.
         rows[-1] = (0,) + tuple(rows[-1][1:])
         placement.append({"channel": channel, "placement": kind, "source": source})
     return TdcSubticks(int(identity["n_stimulus"]), tuple(rows), tuple(placement)), warnings

@@ -60,17 +60,18 @@ def tdc_resolution_calibration(codes, ident, channel, url, table=None, precision
                                counts=None):
     """The stored calibration of TDC input ``channel`` from its edges' codes (or their ``counts`` per
     code; ``tdc.tdc_calibration``), with the predicted ``table``'s bins beside it; or CalibrationError
-    (too few edges for ``precision_s``, codes of 0, a source locked to ts)."""
+    (too few edges for ``precision_s``, a source locked to ts). Edges of code 0 (not measured) are
+    left out and counted (``unmeasured_edges``)."""
     n_codes = int(getattr(ident, "tdc_taps", 0) or 256)
     try:
         if counts is None:
             counts = tdc.code_counts(codes, n_codes)
     except ValueError as e:
         raise CalibrationError(f"the TDC codes of channel {channel}: {e}") from None
-    counts = np.asarray(counts, dtype=np.int64)
-    if counts[0]:
-        raise CalibrationError(f"{int(counts[0])} of {int(counts.sum())} edges on channel {channel} came with TDC "
-                               "code 0 (no edge): the rig's records are inconsistent; check the gateware build")
+    # Code 0 with an edge: a change the line did not measure (a pulse shorter than the line settles
+    # in, docs/tdc.md): no place in the tick, so no part of the code density; counted and stated.
+    counts = np.asarray(counts, dtype=np.int64).copy()
+    unmeasured, counts[0] = int(counts[0]), 0
     try:
         result = tdc.tdc_calibration(None, 1.0 / ident.ts_hz, n_codes, channel, made_now(), table,
                                      min_edges=min_edges, precision_s=precision_s, counts=counts)
@@ -86,7 +87,7 @@ def tdc_resolution_calibration(codes, ident, channel, url, table=None, precision
             f"about {expected}): the source is locked to the rig's clock (its own stimulus, or a DUT clocked from "
             "the same oscillator); use one unrelated to it: a free-running DUT timer or UART line, a second "
             "oscillator")
-    result["url"] = url
+    result.update(url=url, unmeasured_edges=unmeasured)
     return result
 
 
@@ -154,9 +155,12 @@ def online_results(ident, in_force, counts, table=None, min_edges=ONLINE_MIN_EDG
     out = []
     for i, run_counts in enumerate(counts.counts):
         channel = counts.first_input + i
+        # Code 0: changes the line did not measure (docs/tdc.md): no part of the bins.
+        run_counts = run_counts.copy()
+        run_counts[0] = 0
         entry = {"channel": channel, "edges": int(run_counts.sum()), "how": "too few", "why": "", "result": None}
         out.append(entry)
-        if entry["edges"] == 0:   # code 0 is no edge: counted only if the record was inconsistent
+        if entry["edges"] == 0:
             continue
         previous = stored.get(str(channel))
         try:
