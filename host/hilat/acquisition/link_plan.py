@@ -64,8 +64,6 @@ def wire_bytes_per_record(ident, delta_ticks):
     mask_bytes = p.mask_bytes_for(n_channels)
     s = getattr(ident, "samples_per_tick", 1) or 1
     fraction_bytes = 0 if s == 1 else -(-(ident.n_inputs * (s.bit_length() - 1)) // 8)
-    # A TDC's 8-bit code per TDC input (docs/tdc.md, the record's bits).
-    fraction_bytes = int(getattr(ident, "tdc_inputs", 0) or 0) or fraction_bytes
     delta_bytes = max(1, -(-max(int(delta_ticks), 1).bit_length() // 7))
     record = delta_bytes + 2 * mask_bytes + fraction_bytes
     per_frame = (p.MAX_PAYLOAD - p.EVENTS_EMPTY) // record
