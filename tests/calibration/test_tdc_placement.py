@@ -125,7 +125,9 @@ def test_the_statement_says_where_each_input_stands(tmp_path):
     text = "\n".join(out["statement"])
     assert "channels 2..5 have a carry-chain TDC" in text
     assert "TDC channel 4: measured: code density of 10000 edges" in text
-    assert "TDC channel 2: predicted: PREDICTED bins of the tap table" in text
+    assert "TDC channel 2: predicted: PREDICTED bins of the tap table; no measured calibration" in text
+    assert text.count("TDC tap table (the model's prediction, not a measurement): nextpnr-ecp5 SDF") == 1
+    assert "stretched x 2.8 to a 20000 ps tick" in text
     assert any("TDC channels [2, 3, 5] have no measured bins" in w for w in out["warnings"])
     assert [p["placement"] for p in out["tdc_placement"]] == ["predicted", "predicted", "measured", "predicted"]
     # A loopback made with other bins than captures now use is flagged.

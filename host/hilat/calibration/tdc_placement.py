@@ -139,7 +139,7 @@ def tdc_subticks(identity, tdc_part=None, table=None, why_no_table=None, online=
         elif table is not None:
             kind = "predicted"
             rows.append(positions_mu(predicted_centres_ps(table), tick_ps))
-            source = f"PREDICTED bins of the tap table ({table.source}); no measured calibration of this input"
+            source = "PREDICTED bins of the tap table; no measured calibration of this input"
         else:
             kind = "none"
             rows.append((0,) * N_CODES)
@@ -147,7 +147,8 @@ def tdc_subticks(identity, tdc_part=None, table=None, why_no_table=None, online=
         # Code 0 with an edge: a change the line did not measure (a pulse shorter than the line, docs/tdc.md):
         # no place in the tick, so at its whole tick, never at a bin.
         rows[-1] = (0,) + tuple(rows[-1][1:])
-        placement.append({"channel": channel, "placement": kind, "source": source})
+        placement.append({"channel": channel, "placement": kind, "source": source}
+                         | ({"tap_table": table.source} if kind == "predicted" else {}))
     return TdcSubticks(int(identity["n_stimulus"]), tuple(rows), tuple(placement)), warnings
 
 
@@ -156,6 +157,8 @@ def placement_lines(placement, units_per_tick=TDC_UNITS_PER_TICK, tick_ps=None):
     unit = f"1/{units_per_tick} tick" + (f" = {tick_ps / units_per_tick:.4g} ps" if tick_ps else "")
     lines = [f"TDC: {len(placement)} inputs carry 8-bit codes; times in {unit}, each TDC edge at its code's "
              "bin centre, tick - T(c) inside its record's tick"]
+    tables = {p["tap_table"] for p in placement if p.get("tap_table")}
+    lines += [f"TDC tap table (the model's prediction, not a measurement): {t}" for t in sorted(tables)]
     for p in placement:
         lines.append(f"TDC channel {p['channel']}: {p['placement']}: {p['source']}")
     return lines
