@@ -186,7 +186,7 @@ def _damage(rng, frames, kind):
     elif kind == "replay":  # a link sends a frame again, right after or later
         frames.insert(rng.randrange(k + 1, min(k + 70, len(frames)) + 1), frames[k])
     elif kind == "version":
-        frames.insert(k, p.encode_frame(p.MSG_EVENTS, rng.randrange(1 << 16), b"\x00" * 9, version=5))
+        frames.insert(k, p.encode_frame(p.MSG_EVENTS, rng.randrange(1 << 16), b"\x00" * 9, version=6))
     elif kind == "unknown_type":
         frames.insert(k, p.encode_frame(rng.choice([0x7E, p.MSG_HELLO]), rng.randrange(1 << 16), b"abc"))
     elif kind == "truncated_record":  # CRC right, the last record lacks its level mask
@@ -335,7 +335,7 @@ def test_gap_and_replay():
 
 def test_wrong_version_unknown_type_malformed_events():
     good = [f for k in range(5) for f in _frames([(k + 1, 1, 0)], seq=k)]
-    wrong = p.encode_frame(p.MSG_EVENTS, 5, bytes(9), version=5)
+    wrong = p.encode_frame(p.MSG_EVENTS, 5, bytes(9), version=6)
     unknown = p.encode_frame(0x7E, 5, b"")
     truncated = p.encode_frame(p.MSG_EVENTS, 6, bytes(8) + b"\x01\x05\x01")
     long_uleb = p.encode_frame(p.MSG_EVENTS, 7, bytes(8) + b"\x01" + b"\x81" * 10 + b"\x01\x01\x01")
@@ -343,7 +343,7 @@ def test_wrong_version_unknown_type_malformed_events():
     d = BatchDecoder(expected_seq=0)
     batch = d.feed_batch(b"".join(good + [wrong, unknown, truncated, long_uleb] + tail))
     assert batch.ticks.tolist() == [1, 2, 3, 4, 5, 100, 101, 102]
-    assert (d.wrong_version, d.last_wrong_version, d.unknown_type, d.malformed) == (1, 5, 1, 2)
+    assert (d.wrong_version, d.last_wrong_version, d.unknown_type, d.malformed) == (1, 6, 1, 2)
     assert d.lost == 0 and d.frames_ok == 8 and d.expected_seq == 11
 
 
