@@ -309,10 +309,10 @@ def events() -> list[dict]:
     out.append(vec("1-byte fractions, max size: 58 records of 4 bytes + 1 of 5", 21, full_fractions))
     # TDC codes (protocol 5, docs/tdc.md): 8 bits an input, input i at bits 8i..8i+7, 0 = no edge.
     out.append(vec("4-byte fractions: the simulator's 4 TDC inputs", 22,
-                   p.Events(20_000, [(20_000, 0b000100, 0b000100, 0x0000_0001), (20_003, 0b111100, 0b001100,
-                                                                                 0xFF_80_7F_D9),
-                                     (20_130, 0b100000, 0b101100, 0x21_00_00_00), (36_000, 0b000100, 0b101000, 0x00_00_00_FF)],
-                            1, 4),
+                   p.Events(20_000, [(20_000, 0b000100, 0b000100, 0x0000_0001),
+                                     (20_003, 0b111100, 0b001100, 0xFF_80_7F_D9),
+                                     (20_130, 0b100000, 0b101100, 0x21_00_00_00),
+                                     (36_000, 0b000100, 0b101000, 0x00_00_00_FF)], 1, 4),
                    note="format byte 0x41: masks of 1 byte, fractions of 4; in0 code 1 (the latest edge), codes 255 "
                         "(saturated), 0x80, 0x7f, 0xd9 in one record"))
     rng = random.Random(4)
@@ -716,7 +716,8 @@ MESSAGES = {
 FORMAT = (
     "fields: the message's fields in spec order (str as text, lists as JSON arrays; EVENTS records as "
     "[timestamp, channels, levels] with absolute timestamps, [timestamp, channels, levels, fraction] with "
-    "fraction_bytes > 0 (the fraction little-endian, up to 8 bytes); IDENTIFY's ethernet as [ip, mac, command_port, stream_port, record_words, max_records] or "
+    "fraction_bytes > 0 (the fraction little-endian, up to 8 bytes); "
+    "IDENTIFY's ethernet as [ip, mac, command_port, stream_port, record_words, max_records] or "
     "null, ip and mac as numbers: the mac's bytes, most significant first, in wire order); wire: the whole frame "
     "in hex, 0x00 delimiter included; version, when present: the frame's protocol version, not the current one "
     "(a rig's frame from before)"

@@ -319,21 +319,21 @@ def test_hand_identify_ethernet_tail_and_tdc_fields(tool):
                 head + tail[:4], plain.body() + b"\x00", plain.body()[:-3], head):
         with pytest.raises(p.MalformedFrame):
             p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, bad))
-    # TDC fields that cannot be: more TDC inputs than inputs (or than a 64-bit fraction holds), a TDC
-    # on a rig sampling 4 times a tick, TDC inputs without taps.
-    for bad, why in ((dataclasses.replace(eth, tdc_inputs=2), "2 TDC inputs of 1 inputs"),
-                     (dataclasses.replace(eth, n_inputs=9, channels=table + [("x", "")] * 8, tdc_inputs=9),
-                      "9 TDC inputs"),
-                     (dataclasses.replace(eth, samples_per_tick=4), "4 samples a tick"),
-                     (dataclasses.replace(eth, tdc_taps=0), "of 0 taps")):
+    # TDC fields that cannot be, refused by the encoder and (the same bytes otherwise) by the decoder:
+    # more TDC inputs than inputs, a TDC on a rig sampling 4 times a tick, TDC inputs without taps.
+    spt4 = body[:25] + b"\x04" + body[26:]   # samples_per_tick is the fixed part's last byte
+    for bad, bad_body, why in ((dataclasses.replace(eth, tdc_inputs=2), body[:-3] + bytes.fromhex("020001"),
+                                "2 TDC inputs of 1 inputs"),
+                               (dataclasses.replace(eth, samples_per_tick=4), spt4, "4 samples a tick"),
+                               (dataclasses.replace(eth, tdc_taps=0), body[:-3] + bytes.fromhex("010000"),
+                                "of 0 taps")):
         with pytest.raises(ValueError, match=why):
             bad.body()
-        wire = p.encode_frame(p.MSG_IDENTIFY, 0, body[:-3] + bytes([bad.tdc_inputs]) + bad.tdc_taps.to_bytes(2, "little"))
-        if bad.samples_per_tick != 1:
-            wire = p.encode_frame(p.MSG_IDENTIFY, 0, bytearray(body[:25]) + b"\x04" + body[26:])
-        if bad.n_inputs == 1:
-            with pytest.raises(p.MalformedFrame, match=why):
-                p.decode_frame(wire)
+        with pytest.raises(p.MalformedFrame, match=why):
+            p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, bad_body))
+    nine = [("x", "")] * 9
+    with pytest.raises(ValueError, match="9 TDC inputs of 9 inputs"):   # more than a 64-bit fraction holds
+        dataclasses.replace(eth, n_inputs=9, channels=table[:1] + nine, tdc_inputs=9).body()
 
 
 def test_hand_frame_engine_bins(tool):

@@ -183,7 +183,8 @@ def encode_stream(layout, ticks, channels, levels, session, seq=0, first_index=0
         words = pack_records(layout, ticks[sl] - ticks[i], np.asarray(channels)[sl], np.asarray(levels)[sl],
                              None if kinds is None else np.asarray(kinds)[sl],
                              None if fractions is None else np.asarray(fractions)[sl])
-        out.append(encode_datagram(session, seq, first_index + i, int(ticks[i]), words, record_words=layout.record_words))
+        out.append(encode_datagram(session, seq, first_index + i, int(ticks[i]), words,
+                                   record_words=layout.record_words))
         seq += 1
         i = end
     return out
