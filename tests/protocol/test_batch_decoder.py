@@ -439,6 +439,39 @@ def test_fractions_and_mixed_record_layouts_in_one_piece():
     assert sum((b.fractions.tolist() for b in parts), []) == [r[3] for r in expected]
 
 
+def test_tdc_fractions_of_up_to_8_bytes_agree_with_the_reference_decoder():
+    """Protocol 5's TDC codes: fractions of 3 .. 8 bytes (64-bit values up to 2**64 - 1) among the
+    older layouts, in one piece: the vectorised decoder gives (uint64) what FrameDecoder's per-record
+    Events.from_body gives; a frame whose fraction nibble is 9 is malformed and counted, both ways,
+    and the frames around it still decode."""
+    rng = random.Random(35)
+    frames, seq = [], 0
+    for mask_bytes, fraction_bytes in [(1, 4), (2, 8), (1, 8), (1, 0), (2, 3), (1, 1), (2, 8), (1, 4), (2, 2)]:
+        t = rng.getrandbits(64)
+        records = []
+        for _ in range(rng.randrange(1, 40)):
+            t = (t + rng.choice([0, 1, 127, 128, 20_000, 1 << 50])) & p.MASK64
+            rec = (t, rng.getrandbits(8 * mask_bytes), rng.getrandbits(8 * mask_bytes))
+            fraction = rng.choice([0, p.MASK64, 1 << 63, rng.getrandbits(8 * fraction_bytes)])
+            records.append((*rec, fraction & ((1 << 8 * fraction_bytes) - 1)) if fraction_bytes else rec)
+        for frame in p.pack_events(records, mask_bytes=mask_bytes, fraction_bytes=fraction_bytes):
+            frames.append(frame.encode(seq))
+            seq += 1
+    nine = bytearray(p.Events(5, [(6, 1, 1, 7)], 1, 8).body())
+    nine[8] = 0x91   # masks of 1 byte, 9 fraction bytes: beyond the protocol
+    frames.insert(4, p.encode_frame(p.MSG_EVENTS, 4, bytes(nine) + bytes(1)))
+    frames[5:] = [p.encode_frame(p.MSG_EVENTS, 5 + k, p.decode_frame(f).msg.body()) for k, f in enumerate(frames[5:])]
+    reference = p.FrameDecoder()
+    expected = [(*r[:3], r[3] if len(r) == 4 else 0) for f in reference.feed(b"".join(frames)) for r in f.msg.records]
+    assert reference.malformed == 1 and len(expected) > 100
+    d = BatchDecoder()
+    batch = d.feed_batch(b"".join(frames))
+    assert batch.fractions.dtype == np.uint64
+    got = list(zip(batch.ticks.tolist(), batch.channels.tolist(), batch.levels.tolist(), batch.fractions.tolist()))
+    assert got == expected and d.malformed == 1 and d.frames_ok == len(frames) - 1
+    assert max(r[3] for r in expected) == p.MASK64
+
+
 def test_version_2_frames_of_an_old_raw_bin_decode():
     """A run's raw.bin from a version-2 rig: its EVENTS (no fraction byte) still decode, in bulk and
     one by one; a live session's decoder (ours only) refuses them."""
