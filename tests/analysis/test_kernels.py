@@ -122,9 +122,10 @@ def test_the_stream_decoders_compiled_pass_equals_its_numpy_one(numpy_only, n_ch
     kept = np.ones(n, bool)
     kept[3 * full:4 * full] = False   # the lost datagram
     kept[2500] = False                # the overflow marker
-    decoded = [np.concatenate([getattr(b, field) for b in got]) for field in ("ticks", "channels", "levels", "fractions")]
+    fields = ("ticks", "channels", "levels", "fractions")
+    decoded = [np.concatenate([getattr(b, field) for b in got]) for field in fields]
     sent = [ticks, channels, levels, fractions if fraction_bits else np.zeros(n, np.uint64)]
-    for field, a, b in zip(("ticks", "channels", "levels", "fractions"), decoded, sent):
+    for field, a, b in zip(fields, decoded, sent):
         assert np.array_equal(a, np.asarray(b)[kept].astype(a.dtype)), field
 
 

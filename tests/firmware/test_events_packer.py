@@ -11,12 +11,14 @@ import random
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import eth_headers
 import pytest
 from hilat.link import protocol as p
 
-from tests.firmware.test_fuzz import FIRMWARE, HERE
+HERE = Path(__file__).resolve().parent
+FIRMWARE = HERE.parents[1] / "firmware"
 
 # Past every CSR of the capture's bank in the generated csr.h (its last is far below).
 FRACTION_ADDR = 0x7F0
@@ -47,7 +49,8 @@ def tdc_headers(generated, out, tdc_inputs, fraction_words):
     csr.write_text(text)
     text = soc.read_text().replace(
         "#define HILAT_FRACTION_BITS 0\n",
-        f"#define HILAT_FRACTION_BITS {8 * tdc_inputs}\n#define HILAT_TDC_INPUTS {tdc_inputs}\n#define HILAT_TDC_TAPS 256\n")
+        f"#define HILAT_FRACTION_BITS {8 * tdc_inputs}\n#define HILAT_TDC_INPUTS {tdc_inputs}\n"
+        "#define HILAT_TDC_TAPS 256\n")
     assert f"HILAT_TDC_INPUTS {tdc_inputs}" in text
     soc.write_text(text)
     return out
@@ -58,8 +61,9 @@ def run_packer(include, tmp, records):
     the fake capture FIFO."""
     exe = tmp / "events_packer"
     built = subprocess.run(["cc", "-std=gnu99", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function",
-                            f"-I{HERE / 'host_include'}", f"-I{include}", f"-I{FIRMWARE}", str(HERE / "events_packer.c"),
-                            str(FIRMWARE / "protocol.c"), "-o", str(exe)], capture_output=True, text=True)
+                            f"-I{HERE / 'host_include'}", f"-I{include}", f"-I{FIRMWARE}",
+                            str(HERE / "events_packer.c"), str(FIRMWARE / "protocol.c"), "-o", str(exe)],
+                           capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
     lines = "".join(f"{t} {info} {fraction}\n" for t, info, fraction in records)
     out = subprocess.run([str(exe), p.Hello(p.PROTOCOL_VERSION).encode(0).hex()], input=lines, capture_output=True,
@@ -95,7 +99,8 @@ def test_the_packer_sends_every_record_with_its_fraction(generated, tmp_path, td
     served = [(t, ch | lv << n | (0 if tdc_inputs else 0xA5) << (2 * n + 1), f) for t, ch, lv, f in records]
     frames = run_packer(include, tmp_path, served)
     ident = frames[0].msg
-    assert isinstance(ident, p.Identify) and (ident.tdc_inputs, ident.tdc_taps) == (tdc_inputs, 256 if tdc_inputs else 0)
+    assert isinstance(ident, p.Identify)
+    assert (ident.tdc_inputs, ident.tdc_taps) == (tdc_inputs, 256 if tdc_inputs else 0)
     events = [f.msg for f in frames[1:]]
     assert events and all(isinstance(e, p.Events) and e.fraction_bytes == ident.fraction_bytes
                           for e in events)
