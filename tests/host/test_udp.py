@@ -170,6 +170,22 @@ def test_records_of_8_tdc_inputs_take_4_words_laid_out_by_hand():
         [2, 2, 4, 4, 4, 6]
 
 
+def test_a_tdc_runs_stream_bin_is_replayed_with_its_layout():
+    # meta.json's rig is the IDENTIFY as a dict: a TDC rig's (protocol 5) has tdc_inputs, a run from
+    # before has none (no TDC), and its records' words are its Ethernet tail's.
+    import dataclasses
+
+    from hilat.link import protocol as p
+
+    ident = p.Identify(5, 10**8, 5 * 10**7, 2, 8, 512, 17, 0x3F, 4, 15, 1000, 1, "fw", "gw",
+                       [(f"c{k}", "") for k in range(10)], 0, p.EthernetInfo(1, 2, 5800, 5801, 4, 89), 8, 256)
+    meta = {"rig": dataclasses.asdict(ident), "counters": {"stream": {"session": 7}}}
+    assert stream_of(meta) == {"layout": udp.Layout(10, 64, 4), "session": 7}
+    old = {**meta["rig"], "ethernet": [1, 2, 5800, 5801, 2, 179]}
+    del old["tdc_inputs"], old["tdc_taps"]
+    assert stream_of({**meta, "rig": old})["layout"] == udp.Layout(10, 0, 2)
+
+
 def test_overflow_markers_become_gaps_on_their_channels():
     ticks, ch, lv = records(400)
     kinds = np.zeros(400, np.int64)
