@@ -65,12 +65,20 @@ ETHERNET_I9 = p.EthernetInfo(ip=0xC0A80132, mac=0x10E2D5000050, command_port=580
                              record_words=2, max_records=179)
 
 
+TEN_CHANNELS = CHANNELS6 + [(f"in{k}", "") for k in range(4, 8)]
+
+
+def typical_fixed(version: int) -> dict:
+    """IDENTIFY's fixed fields of the vectors' typical rig, in a frame of ``version``."""
+    return dict(version=version, ts_hz=100_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4, fifo_depth=512,
+                pin_to_stamp_delay=17, capabilities=0x3F, min_interval=4, glitch_max=15, start_margin=1000)
+
+
 def identify() -> list[dict]:
     """Version-5 frames, then the version-4 and version-3 ones of rigs from before (their bytes as they
     were)."""
-    v5 = dict(version=5, ts_hz=100_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4, fifo_depth=512,
-              pin_to_stamp_delay=17, capabilities=0x3F, min_interval=4, glitch_max=15, start_margin=1000)
-    ten = CHANNELS6 + [(f"in{k}", "") for k in range(4, 8)]
+    v5 = typical_fixed(5)
+    ten = TEN_CHANNELS
     out = [
         vec("typical, no Ethernet, no TDC", 0, p.Identify(**v5, firmware="hilat-fw 4", gateware="sim 0123456789",
                                                           channels=CHANNELS6, uart_baud=0),
@@ -123,9 +131,8 @@ def vec4(name: str, seq: int, msg: p.Message, note: str = "") -> dict:
 
 def identify_v4() -> list[dict]:
     """IDENTIFY of version-4 rigs (a run's raw.bin from before): still decoded, with no TDC."""
-    v4 = dict(version=4, ts_hz=100_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4, fifo_depth=512,
-              pin_to_stamp_delay=17, capabilities=0x3F, min_interval=4, glitch_max=15, start_margin=1000)
-    ten = CHANNELS6 + [(f"in{k}", "") for k in range(4, 8)]
+    v4 = typical_fixed(4)
+    ten = TEN_CHANNELS
     out = [
         vec4("typical, no Ethernet", 0, p.Identify(**v4, firmware="hilat-fw 3", gateware="sim 0123456789",
                                                    channels=CHANNELS6, uart_baud=0),
@@ -161,10 +168,8 @@ def identify_v4() -> list[dict]:
 
 def identify_v3() -> list[dict]:
     """IDENTIFY of version-3 rigs (a run's raw.bin from before): still decoded."""
-    base = dict(version=3, ts_hz=100_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4,
-                fifo_depth=512, pin_to_stamp_delay=17, capabilities=0x3F, min_interval=4, glitch_max=15,
-                start_margin=1000)
-    ten = CHANNELS6 + [(f"in{k}", "") for k in range(4, 8)]
+    base = typical_fixed(3)
+    ten = TEN_CHANNELS
 
     out = [
         vec3("typical", 0, p.Identify(**base, firmware="hilat-fw 2", gateware="sim 0123456789", channels=CHANNELS6,
