@@ -154,11 +154,15 @@ def test_records_of_8_tdc_inputs_take_4_words_laid_out_by_hand():
     base = 1 << 40
     datagram = udp.encode_datagram(SESSION, 0, 0, base, np.frombuffer(payload, "<u8").reshape(-1, 2), record_words=4)
     assert len(datagram) == udp.HEADER_BYTES + len(payload) and datagram[udp.HEADER_BYTES:] == payload
-    for compiled in (True, False):
+    # A later version's longer header (header_words 10): a reader skips to 4 * header_words.
+    longer = bytearray(datagram[:udp.HEADER_BYTES] + bytes(4) + payload)
+    longer[7] = udp.HEADER_WORDS + 1
+    for compiled, data in ((True, datagram), (False, datagram), (True, bytes(longer))):
         decoder = udp.StreamDecoder(layout, session=SESSION)
         if not compiled:
             decoder._fast_records = lambda *args: None
-        batch = decoder.feed(udp.slots_of([datagram]))
+        batch = decoder.feed(udp.slots_of([data]))
+        assert decoder.counters()["malformed"] == 0
         assert batch.ticks.tolist() == [base + off for off, *_ in records]
         assert batch.channels.tolist() == [r[1] for r in records] and batch.levels.tolist() == [r[2] for r in records]
         assert batch.fractions.dtype == np.uint64 and batch.fractions.tolist() == [r[3] for r in records]
