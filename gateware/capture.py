@@ -127,13 +127,16 @@ class _ChannelFrontEnd(LiteXModule):
     fall and glitch mask, in ``clock_domain``. An input is sampled ``samples_per_tick`` times a tick
     and its edge carries ``fraction`` (its first sample at the new level, docs/subtick.md); an
     internal level changes on the clock edge (fraction 0) and takes as many registers as the
-    inputs' sampler (``sampler_latency``). ``latency``, in ticks from the pin to ``edge``, is the
-    sum of the stages' own."""
+    inputs' sampler (``sampler_latency``). An input with a ``tdc`` (gateware/tdc.py) takes its level
+    and edges from it, its code as the fraction (docs/tdc.md, "The record"); an input without one is
+    delayed to ``sampler_latency`` when the TDCs take longer. ``latency``, in ticks from the pin to
+    ``edge``, is the sum of the stages' own."""
     def __init__(self, pin, internal, settings, sync_stages, filter_taps, clock_domain,
-                 samples_per_tick=1, edge_clock_domain=None, sampler_latency=None):
+                 samples_per_tick=1, edge_clock_domain=None, sampler_latency=None, tdc=None):
         self.edge  = Signal()  # registered
         self.level = Signal()  # registered
-        self.fraction_width = 0 if internal else fraction_bits(samples_per_tick)
+        self.fraction_width = (0 if internal else tdc.record_bits if tdc is not None
+                               else fraction_bits(samples_per_tick))
         self.fraction = Signal(max(self.fraction_width, 1))  # registered with `edge`
 
         # # #
@@ -143,11 +146,23 @@ class _ChannelFrontEnd(LiteXModule):
         if internal:
             self.synchronizer = _Aligner(pin, sampler_latency or sync_stages, clock_domain)
             level, fraction = self.synchronizer.o, 0
+        elif tdc is not None:
+            assert samples_per_tick == 1 and tdc.latency == (sampler_latency or tdc.latency)
+            self.synchronizer = tdc
+            level, fraction = self._tdc_level(tdc, sync), Mux(tdc.edge, tdc.code, 0)
         else:
             self.synchronizer = InputSampler(pin, samples_per_tick, clock_domain, edge_clock_domain, sync_stages)
             previous_level = Signal()   # the tick before's level (its last sample)
             level, fraction = subtick_position(self.synchronizer.samples, previous_level)
             sync += previous_level.eq(level)
+        # Beside TDC inputs, the others wait as long as the TDCs' encoders take (one sample a tick:
+        # no fraction to delay with them).
+        self.alignment_latency = max(0, (sampler_latency or 0) - self.synchronizer.latency)
+        if self.alignment_latency:
+            assert not self.fraction_width
+            undelayed = Signal()
+            self.comb += undelayed.eq(level)
+            level = _delayed(sync, undelayed, self.alignment_latency)
         self.glitch_filter = _GlitchFilter(level, ignore, filter_taps, clock_domain)
         # The edge selects are delayed as long as the glitch mask takes to reach the verdict: all
         # settings change between the same two ticks. The fraction travels with its level.
@@ -163,7 +178,23 @@ class _ChannelFrontEnd(LiteXModule):
             self.level.eq(self.edge_detect.level),
             self.fraction.eq(self.edge_detect.fraction),
         ]
-        self.latency = sum(stage.latency for stage in (self.synchronizer, self.glitch_filter, self.edge_detect))
+        self.latency = (sum(stage.latency for stage in (self.synchronizer, self.glitch_filter, self.edge_detect))
+                        + self.alignment_latency)
+
+    def _tdc_level(self, tdc, sync):
+        """The input's level from its TDC: the direction of its last edge, in the cycle of the edge. A
+        line that settles at the other level with no edge (the input changed again before the line
+        had settled: a pulse shorter than the line) is followed there, so the level never sticks;
+        that change has no code (0): its place in the tick was not measured (docs/tdc.md)."""
+        level, held = Signal(), Signal()
+        settled_count, settled = Signal(), Signal()   # aligned with the encoder's `level` (two registers)
+        sync += [
+            settled_count.eq((tdc.encoder.count == 0) | (tdc.encoder.count == tdc.n_taps)),
+            settled.eq(settled_count),
+            held.eq(level),
+        ]
+        self.comb += level.eq(Mux(tdc.edge, tdc.rising, Mux(settled, tdc.level, held)))
+        return level
 
 
 # Drop accounting -----------------------------------------------------------------------------------
@@ -259,11 +290,13 @@ class EdgeCapture(LiteXModule):
     ``glitch_max``   longest configurable glitch filter, in ticks (0: no filter hardware).
     ``samples_per_tick``  samples of each input a tick (1, 2 or 4; docs/subtick.md); 4 needs
                      ``edge_clock_domain``, the edge clock at twice ``clock_domain``, in phase.
+    ``tdc``          a ``gateware.tdc.TDCInputs``: a carry-chain TDC on the first inputs, their codes
+                     in the record's fraction, 8 bits each (docs/tdc.md); one sample a tick.
     ``source``       the record stream, in ``sys``.
     """
     def __init__(self, timebase, inputs, internal=(), clock_domain="ts", fifo_depth=256,
                  sync_stages=2, glitch_max=15, fraction_width=8, counter_width=32, with_csr=True,
-                 samples_per_tick=1, edge_clock_domain=None):
+                 samples_per_tick=1, edge_clock_domain=None, tdc=None):
         assert fifo_depth >= 4 and (fifo_depth & (fifo_depth - 1)) == 0, "fifo_depth: power of 2"
         internal, inputs = list(internal), list(inputs)
         n = len(internal) + len(inputs)
@@ -274,12 +307,22 @@ class EdgeCapture(LiteXModule):
         self.glitch_max    = glitch_max
         self.filter_taps   = max(glitch_max, 1)
         self.counter_width = counter_width
-        self.layout        = record_layout(n, fraction_width)
         self.samples_per_tick = samples_per_tick
-        self.fraction_bits = fraction_bits(samples_per_tick)   # per input, in `fraction`
-        assert len(inputs) * self.fraction_bits <= fraction_width, (
+        self.tdc = tdc
+        if tdc is not None:
+            assert samples_per_tick == 1, "a TDC replaces sub-tick sampling: one sample a tick"
+            assert tdc.n_inputs <= len(inputs)
+            # The codes of the TDC inputs, and nothing else (docs/tdc.md, "The record").
+            fraction_width = tdc.code_bits * tdc.n_inputs
+            self.fraction_bits = tdc.code_bits                  # per TDC input, in `fraction`
+            self.fraction_total_bits = fraction_width
+        else:
+            self.fraction_bits = fraction_bits(samples_per_tick)   # per input, in `fraction`
+            self.fraction_total_bits = len(inputs) * self.fraction_bits
+        self.layout        = record_layout(n, fraction_width)
+        assert self.fraction_total_bits <= fraction_width, (
             f"{len(inputs)} inputs at {samples_per_tick} samples a tick need "
-            f"{len(inputs) * self.fraction_bits} fraction bits; the record has {fraction_width}")
+            f"{self.fraction_total_bits} fraction bits; the record has {fraction_width}")
 
         # Settings, in sys: written, then applied to all channels at once by `commit`.
         self.settings = [_ChannelSettings(i, max(bits_for(glitch_max), 1)) for i in range(n)]
@@ -312,11 +355,13 @@ class EdgeCapture(LiteXModule):
 
         # Channel front ends: pin -> registered edge, all with the same latency.
         front_ends = []
-        sampler_latency = InputSampler.latency_of(samples_per_tick, sync_stages)
+        tdcs = [None] * len(internal) + [tdc and tdc.make(i, pin, clock_domain) for i, pin in enumerate(inputs)]
+        sampler_latency = max([InputSampler.latency_of(samples_per_tick, sync_stages)]
+                              + [t.latency for t in tdcs if t is not None])
         for i, pin in enumerate(internal + inputs):
             front_end = _ChannelFrontEnd(pin, i < len(internal), self.config.outputs[4*i:4*i + 4],
                                          sync_stages, self.filter_taps, clock_domain,
-                                         samples_per_tick, edge_clock_domain, sampler_latency)
+                                         samples_per_tick, edge_clock_domain, sampler_latency, tdcs[i])
             self.add_module(f"channel{i}", front_end)
             front_ends.append(front_end)
         latencies = {front_end.latency for front_end in front_ends}
@@ -440,19 +485,30 @@ class EdgeCapture(LiteXModule):
         self._ev_timestamp = CSRStatus(64, description=
             "Head record: tick (``ts`` clock periods) at which the edges reached the pins.")
         fraction_width = len(source.fraction)
-        # One 32-bit word per record keeps the firmware's read-out at three CSR reads a record.
-        assert 2 * n + 1 + fraction_width <= 32, (
-            f"{n} channels: channels + levels + kind + fraction ({2 * n + 1 + fraction_width} bits) "
-            "exceed the 32-bit ev_info word")
+        if self.tdc is None:
+            fraction_text = (f"Sub-tick positions: per input in channel order, {self.fraction_bits} bits, the sample "
+                             f"({self.samples_per_tick} a tick) at which its edge reached the new level; 0 without an "
+                             "edge (docs/subtick.md).")
+        else:
+            fraction_text = (f"TDC codes: per TDC input (the first {self.tdc.n_inputs}) in channel order, "
+                             f"{self.fraction_bits} bits, the taps its edge passed before the closing clock edge "
+                             "of its tick (a larger code is an earlier edge); 0 without an edge (docs/tdc.md).")
+        # One 32-bit word per record keeps the firmware's read-out at three CSR reads a record; a
+        # fraction that does not fit beside the masks (the TDC's codes) takes a CSR of its own.
+        fraction_in_info = 2 * n + 1 + fraction_width <= 32
+        assert 2 * n + 1 <= 32, f"{n} channels: channels + levels + kind exceed the 32-bit ev_info word"
         self._ev_info = CSRStatus(fields=[
             CSRField("channels", size=n, description="Channels with an edge (bit i: channel i)."),
             CSRField("levels",   size=n, description="Channel levels after the edges."),
             CSRField("kind",     size=1, description="0: edges; 1: overflow marker."),
-            CSRField("fraction", size=fraction_width, description=
-                f"Sub-tick positions: per input in channel order, {self.fraction_bits} bits, the sample "
-                f"({self.samples_per_tick} a tick) at which its edge reached the new level; 0 without an "
-                "edge (docs/subtick.md)."),
-        ], description="Head record: channels, levels, kind (bit fields; offsets in csr.h).")
+        ] + ([CSRField("fraction", size=fraction_width, description=fraction_text)] if fraction_in_info else []),
+            description="Head record: channels, levels, kind (bit fields; offsets in csr.h).")
+        if not fraction_in_info:
+            self._ev_fraction = CSRStatus(fraction_width, name="ev_fraction",
+                                          description="Head record: " + fraction_text)
+            self.comb += self._ev_fraction.status.eq(source.fraction)
+        else:
+            self.comb += self._ev_info.fields.fraction.eq(source.fraction)
         self._ev_pop = CSRStorage(fields=[
             CSRField("pop", size=1, pulse=True, description="Write ``1`` to drop the head record."),
         ], description="Record FIFO read strobe (write-1).")
@@ -462,6 +518,5 @@ class EdgeCapture(LiteXModule):
             self._ev_info.fields.channels.eq(source.channels),
             self._ev_info.fields.levels.eq(source.levels),
             self._ev_info.fields.kind.eq(source.kind),
-            self._ev_info.fields.fraction.eq(source.fraction),
             source.ready.eq(self._ev_pop.fields.pop),
         ]

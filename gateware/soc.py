@@ -56,7 +56,7 @@ class RigSoC(SoCCore):
                  board="unknown", fifo_depth=None, glitch_max=15, cpu_variant="standard",
                  identity=None, with_engine=False, trigger_pad=None, samples_per_tick=1,
                  edge_clock_domain=None, ethernet_phy=None, eth_ip=None, eth_mac=None,
-                 eth_with_icmp=False, **kwargs):
+                 eth_with_icmp=False, tdc=None, **kwargs):
         # With the engine, 20 KiB of ROM hold the firmware with room; the block RAM this frees goes
         # to the engine's histograms (docs/engine.md, "Room on the FPGA").
         kwargs.setdefault("integrated_rom_size", 0x5000 if with_engine else 0x8000)
@@ -80,7 +80,8 @@ class RigSoC(SoCCore):
         self.stimulus = StimulusGenerator(self.timebase.ts, n_stimulus, "ts")
         self.capture  = EdgeCapture(self.timebase, inputs=list(capture_pads),
             internal=self.stimulus.pins, clock_domain="ts", fifo_depth=fifo_depth,
-            glitch_max=glitch_max, samples_per_tick=samples_per_tick, edge_clock_domain=edge_clock_domain)
+            glitch_max=glitch_max, samples_per_tick=samples_per_tick, edge_clock_domain=edge_clock_domain, tdc=tdc)
+        self.tdc = tdc      # gateware.tdc.TDCInputs (its TDCs in the capture's front ends), or None
         if ethernet_phy is None:
             self.capture.add_csr_reader()
         else:
@@ -101,9 +102,9 @@ class RigSoC(SoCCore):
         self.ts_clk_freq = int(ts_clk_freq)
         self.gateware_identity = f"{board} {identity}"
         # IDENTIFY must fit one frame: header, 26 fixed bytes, the firmware's name (<= 32 bytes), the
-        # gateware's, the channel table and uart_baud (docs/protocol.md).
+        # gateware's, the channel table, uart_baud and the TDC's inputs and taps (docs/protocol.md).
         identify_bytes = (4 + 26 + 1 + 32 + 1 + len(self.gateware_identity.encode())
-                          + sum(2 + len(c.name) + len(c.role) for c in self.channels) + 4)
+                          + sum(2 + len(c.name) + len(c.role) for c in self.channels) + 4 + 3)
         assert identify_bytes <= 250, f"IDENTIFY of {identify_bytes} bytes does not fit a frame: fewer channels"
         self.add_constant("HILAT_TS_CLOCK_FREQUENCY", self.ts_clk_freq)
         self.add_constant("HILAT_N_STIMULUS", n_stimulus)
@@ -117,7 +118,10 @@ class RigSoC(SoCCore):
         self.add_constant("HILAT_PIN_TO_STAMP_DELAY", self.capture.PIN_TO_STAMP_DELAY)
         # Sub-tick sampling: samples a tick, and the record's fraction bits the inputs fill.
         self.add_constant("HILAT_SAMPLES_PER_TICK", self.capture.samples_per_tick)
-        self.add_constant("HILAT_FRACTION_BITS", n_inputs * self.capture.fraction_bits)
+        self.add_constant("HILAT_FRACTION_BITS", self.capture.fraction_total_bits)
+        # The carry-chain TDCs (docs/tdc.md): on the first HILAT_TDC_INPUTS inputs, 8-bit codes in the fraction.
+        self.add_constant("HILAT_TDC_INPUTS", 0 if tdc is None else tdc.n_inputs)
+        self.add_constant("HILAT_TDC_TAPS", 0 if tdc is None else tdc.n_taps)
         self.add_constant("HILAT_GATEWARE_IDENTITY", self.gateware_identity)
         self.add_constant("HILAT_UART_BAUDRATE", self.uart_baudrate)
         if with_engine:

@@ -292,3 +292,35 @@ class TDCBank(LiteXModule):
             padded = Signal(8)      # the code, zero-extended to bits 0-7 whatever its width
             self.comb += padded.eq(code)
             self.specials += MultiReg(Cat(padded, rising, Constant(0, 7), count), status.status, odomain=cpu_domain)
+
+
+class TDCInputs:
+    """Which DUT inputs have a TDC in the capture (``EdgeCapture(tdc=...)``) and how their lines are
+    made: the first ``n_inputs`` inputs; on a board, ``device``'s lines at ``carry_bels(device, i)``;
+    in simulation (``taps_ps`` given), the model line with that tap table and ``tick_ps``. The
+    capture fills ``tdcs`` (the build report reads them, with ``device`` and ``n_taps``)."""
+    code_bits = 8       # a code per TDC input in the record's fraction (docs/tdc.md, "The record")
+
+    def __init__(self, n_inputs, device=None, taps_ps=None, tick_ps=None, n_taps=N_TAPS):
+        assert n_inputs >= 1 and (device is not None or taps_ps is not None)
+        assert (n_taps - 1).bit_length() <= self.code_bits
+        self.n_inputs = n_inputs
+        self.device = device
+        self.taps_ps = taps_ps
+        self.tick_ps = tick_ps
+        self.n_taps = n_taps if taps_ps is None else len(taps_ps)
+        self.tdcs = []
+
+    def make(self, i, pin, clock_domain):
+        """Input ``i``'s TDC on ``pin`` (None for an input without one)."""
+        if i >= self.n_inputs:
+            return None
+        if self.taps_ps is None:
+            tdc = TDC(pin, bels=carry_bels(self.device, i, self.n_taps), n_taps=self.n_taps,
+                      clock_domain=clock_domain)
+        else:
+            tdc = TDC(pin, line="model", taps_ps=self.taps_ps, tick_ps=self.tick_ps, n_taps=self.n_taps,
+                      clock_domain=clock_domain)
+        tdc.record_bits = self.code_bits    # its code, zero-extended, in the record's fraction
+        self.tdcs.append(tdc)
+        return tdc

@@ -284,11 +284,11 @@ class PllCRG(LiteXModule):
 
 # TDC ---------------------------------------------------------------------------------------------
 
-def add_tdc(soc, platform, capture_pads, samples_per_tick, n_inputs=None):
-    """``--tdc``: a carry-chain TDC front end on every DUT input, or on the first ``n_inputs``
-    (``--tdc-inputs``) (``gateware.tdc.TDCBank`` as ``soc.tdc``, beside the inputs' tick-level path,
-    which is unchanged), its lines at the device's bels (docs/tdc.md)."""
-    from gateware.tdc import CELLS_VERILOG, TDCBank
+def tdc_inputs(platform, capture_pads, samples_per_tick, n_inputs=None):
+    """``--tdc``: the ``gateware.tdc.TDCInputs`` the rig SoC takes (``RigSoC(tdc=...)``): a carry-chain
+    TDC front end in the capture of every DUT input, or of the first ``n_inputs`` (``--tdc-inputs``),
+    its codes in the record beside the tick, its lines at the device's bels (docs/tdc.md)."""
+    from gateware.tdc import CELLS_VERILOG, TDCInputs
 
     if samples_per_tick != 1:
         raise SystemExit("--tdc: with --samples-per-tick 1 only (the TDC replaces sub-tick sampling)")
@@ -296,8 +296,8 @@ def add_tdc(soc, platform, capture_pads, samples_per_tick, n_inputs=None):
     n_inputs = len(capture_pads) if n_inputs is None else n_inputs
     if not 1 <= n_inputs <= len(capture_pads):
         raise SystemExit(f"--tdc-inputs {n_inputs}: 1 .. {len(capture_pads)} (the build's DUT inputs)")
-    soc.tdc = TDCBank(capture_pads[:n_inputs], device)
     platform.add_source(str(CELLS_VERILOG))
+    return TDCInputs(n_inputs, device=device)
 
 
 def tdc_entry(soc, gateware, out):
@@ -345,8 +345,8 @@ def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, pro
         f"DUT inputs (capture channels after the stimulus outputs; default {N_INPUTS}, "
         f"{max_inputs(4)} with --samples-per-tick 4, which takes at most that many).")
     parser.add_target_argument("--tdc", action="store_true", help=
-        "A carry-chain TDC (256 taps) on every DUT input, placed at fixed bels, its codes readable "
-        "in CSRs (docs/tdc.md); one sample a tick only.")
+        "A carry-chain TDC (256 taps) on every DUT input, placed at fixed bels, its codes in the "
+        "capture records beside the tick (docs/tdc.md); one sample a tick only.")
     parser.add_target_argument("--tdc-inputs", default=None, type=int, help=
         "With --tdc: a TDC on the first this many DUT inputs only (default: all; a 256-tap TDC costs about "
         "940 LUT4s, docs/tdc.md).")

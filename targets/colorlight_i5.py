@@ -104,11 +104,11 @@ class BaseSoC(RigSoC):
         if with_ethernet:
             self.ethphy = board_flow.rgmii_phy(platform, eth_phy)   # the SoC's UDP/IP stack runs on it
             kwargs.update(board_flow.ethernet_kwargs(self.ethphy, eth_kwargs))
+        if with_tdc:
+            kwargs["tdc"] = board_flow.tdc_inputs(platform, capture_pads, samples_per_tick, tdc_inputs)
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                         board=board, samples_per_tick=samples_per_tick,
                         edge_clock_domain="eclk" if samples_per_tick == 4 else None, **kwargs)
-        if with_tdc:
-            board_flow.add_tdc(self, platform, capture_pads, samples_per_tick, tdc_inputs)
         self.uart_bridge = UART_BRIDGE     # for the build report: (name, highest rate)
         self.eth_phy = eth_phy if with_ethernet else None   # for the build report's eth_rx / eth_tx
 

@@ -47,6 +47,10 @@ from targets import compiler_cache
 ROOT           = Path(__file__).resolve().parent.parent
 DEFAULT_DUT    = ROOT / "targets" / "dut" / "hilat_dut_model.v"
 ASYNC_SOURCE   = ROOT / "targets" / "dut" / "hilat_async_source.v"
+# With a TDC on every input (build(tdc=True), docs/tdc.md, "Simulation"): each edge's place in its tick,
+# and the model line's tap table, the i5 build's stretched to the simulator's tick.
+EDGE_PHASE     = ROOT / "targets" / "dut" / "hilat_edge_phase.v"
+TDC_TAPS_BOARD = ROOT / "targets" / "tdc" / "taps_colorlight_i5.json"
 DUT_CPU_TOP    = ROOT / "targets" / "dut" / "hilat_dut_cpu.v"
 # A CPU DUT's own clock, not derived from the rig's: its default frequency (2 ticks a cycle). It is
 # a run-time setting (SimulatedRig's dut_cpu_clk_hz), clocked by DUT_CLOCK_MODULE on the simulator's
@@ -107,11 +111,21 @@ class Platform(SimPlatform):
         SimPlatform.__init__(self, "SIM", _io)
 
 
+def tdc_taps_ps():
+    """The simulated rig's TDC line (docs/tdc.md, "Simulation"): the Colorlight i5 build's tap arrivals
+    (nextpnr's typical corner, ``TDC_TAPS_BOARD``), stretched from its 7.14 ns tick to the simulator's
+    20 ns one: the line longer than a tick by the same ratio, the same bubbles and bin ratios, whole ps."""
+    board = json.loads(TDC_TAPS_BOARD.read_text())
+    scale = (10**12 / TS_CLK_FREQ) / board["tick_ps"]
+    return [int(round(t * scale)) for t in board["taps_ps"]]
+
+
 def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024, with_engine=False,
-              samples_per_tick=1, dut_cpu=None, dut_dir=None, ethernet=False):
+              samples_per_tick=1, dut_cpu=None, dut_dir=None, ethernet=False, tdc=False):
     """The simulated rig SoC with its DUT: a Verilog model (``dut_model``/``dut_top``), or with
     ``dut_cpu`` a LiteX SoC with that CPU (targets/dut/cpu_soc.py), generated into ``dut_dir``.
-    ``ethernet``: the rig's Ethernet link (docs/ethernet.md) on a GMII PHY model (the ``gmii_eth`` pads)."""
+    ``ethernet``: the rig's Ethernet link (docs/ethernet.md) on a GMII PHY model (the ``gmii_eth`` pads).
+    ``tdc``: a TDC on every input, its line the simulation model fed each edge's phase (EDGE_PHASE)."""
     from gateware import channels, dsp
     from gateware.clocking import EdgeClock
     from gateware.soc import RigSoC
@@ -149,9 +163,15 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024,
             table = channels.channel_table(N_STIMULUS, N_INPUTS)
             stimulus_pads = [Signal(name=c.name) for c in channels.outputs(table)]
             capture_pads  = [Signal(name=c.name) for c in channels.inputs(table)]
+            tdc_inputs = None
+            if tdc:
+                from gateware.tdc import TDCInputs
+
+                tdc_inputs = TDCInputs(N_INPUTS, taps_ps=tdc_taps_ps(), tick_ps=10**12 // TS_CLK_FREQ)
             RigSoC.__init__(self, platform, SYS_CLK_FREQ, TS_CLK_FREQ, stimulus_pads, capture_pads,
                             board="sim", fifo_depth=fifo_depth, uart_name="sim", with_engine=with_engine,
-                            samples_per_tick=samples_per_tick, edge_clock_domain=edge_clock_domain, **eth)
+                            samples_per_tick=samples_per_tick, edge_clock_domain=edge_clock_domain,
+                            tdc=tdc_inputs, **eth)
             if ethernet:
                 self.ethphy = eth["ethernet_phy"]   # a submodule of the SoC, as on the boards (its clock domains)
             # The DUT model's output <role>_pin drives the input whose default role that is. It runs
@@ -165,6 +185,18 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024,
                 self.specials += Instance("hilat_async_source", i_clk=platform.request("src_clk"), o_out=source)
                 self.comb += spare_pad.eq(dut_spare | source)
                 platform.add_source(str(ASYNC_SOURCE))
+            if tdc:
+                # Each input's changes get a place in their tick (the TDC's model line takes it), and
+                # the resolution calibration's source toggles on SPARE at phases uniform over the tick.
+                spare_pad, dut_spare, source = outputs["o_spare_pin"], Signal(), Signal()
+                outputs["o_spare_pin"] = dut_spare
+                self.comb += spare_pad.eq(dut_spare | source)
+                phases = Signal(16 * N_INPUTS)
+                self.specials += Instance("hilat_edge_phase", p_N=N_INPUTS, p_TICK_PS=10**12 // TS_CLK_FREQ,
+                                          i_clk=ClockSignal("ts"), i_pins=Cat(*capture_pads), o_phase_ps=phases,
+                                          o_source=source)
+                self.comb += [t.phase_ps.eq(phases[16 * i:16 * i + 16]) for i, t in enumerate(self.tdc.tdcs)]
+                platform.add_source(str(EDGE_PHASE))
             model_source, model_top = dut_model, dut_top
             if dut_cpu:
                 from targets.dut import cpu_soc
@@ -190,7 +222,7 @@ def build_soc(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", fifo_depth=1024,
 
 
 def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=False, samples_per_tick=1, dut_cpu=None,
-              trace=False, ethernet=False):
+              trace=False, ethernet=False, tdc=False):
     """Hash of everything the simulator binary depends on."""
     h = hashlib.sha256()
     # variables.mak is written into sim_modules by the build itself: hashing it would make the
@@ -198,6 +230,7 @@ def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=Fals
     files = sorted(list((ROOT / "gateware").glob("*.py")) + list((ROOT / "gateware" / "sim_models").glob("*.v"))
                    + list((ROOT / "firmware").glob("*.[chS]"))
                    + [ROOT / "firmware" / "Makefile", Path(dut_model), ASYNC_SOURCE]
+                   + ([EDGE_PHASE, TDC_TAPS_BOARD] if tdc else [])
                    + ([DUT_CPU_TOP, ROOT / "targets" / "dut" / "cpu_soc.py"]
                       + sorted((ROOT / "firmware" / "dut").glob("*")) if dut_cpu else [])
                    + [f for f in SIM_MODULES.rglob("*") if f.name != "variables.mak"])
@@ -213,6 +246,7 @@ def build_key(dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", with_engine=Fals
     h.update(f"cpu {dut_cpu}".encode() if dut_cpu else b"")
     h.update(b"trace" if trace else b"")
     h.update(b"ethernet" if ethernet else b"")
+    h.update(b"tdc" if tdc else b"")
     import litex
     h.update(str(getattr(litex, "__version__", "")).encode())
     return h.hexdigest()[:16]
@@ -223,20 +257,23 @@ def _log(msg):
 
 
 def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", force=False, with_engine=False,
-          samples_per_tick=1, dut_cpu=None, trace=False, ethernet=False):
+          samples_per_tick=1, dut_cpu=None, trace=False, ethernet=False, tdc=False):
     """Build (or reuse) the simulator; return its directory (with ``obj_dir/Vsim``). ``samples_per_tick``
     (1, 2 or 4): how often the rig samples each input a tick; above 1 the DUT model runs on a clock that
     many times faster than ts, so its settings are in sub-ticks. ``dut_cpu`` ("vexriscv"): the DUT is a
     LiteX SoC with that CPU on a clock of its own (targets/dut/cpu_soc.py), not the model. ``trace``: a
     build (of its own) that writes every signal to ``sim.vcd`` in the run directory, for waveforms; it
     runs about a fifth slower, and the file grows fast. ``ethernet``: the rig's Ethernet link on a GMII PHY
-    model bridged to a TAP interface (run it in a network namespace: SimulatedRig, targets/netns.py)."""
+    model bridged to a TAP interface (run it in a network namespace: SimulatedRig, targets/netns.py).
+    ``tdc``: a TDC on every input (docs/tdc.md, "Simulation"; one sample a tick, the Verilog DUT model)."""
+    if tdc and (samples_per_tick != 1 or dut_cpu):
+        raise ValueError("a simulated rig with TDCs samples once a tick and runs the Verilog DUT model")
     if samples_per_tick not in (1, 2, 4):
         raise ValueError(f"samples_per_tick is 1, 2 or 4, not {samples_per_tick}")
     if dut_cpu and samples_per_tick != 1:
         raise ValueError("a CPU DUT runs with a rig sampling once a tick")
     build_root = Path(build_root or ROOT / "build" / "sim")
-    out = build_root / build_key(dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace, ethernet)
+    out = build_root / build_key(dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace, ethernet, tdc)
     done = out / "sim.json"          # written last: a build with it is complete
     if done.exists() and not force:
         return out
@@ -246,11 +283,11 @@ def build(build_root=None, dut_model=DEFAULT_DUT, dut_top="hilat_dut_model", for
     with open(build_root / f"{out.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists() or force:
-            _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace, ethernet)
+            _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace, ethernet, tdc)
     return out
 
 
-def _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace, ethernet):
+def _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trace, ethernet, tdc):
     from gateware.soc import RigBuilder
 
     binary = out / "gateware" / "obj_dir" / "Vsim"
@@ -262,7 +299,7 @@ def _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trac
     # The firmware's and the model's compilers through ccache, its cache shared by every clone.
     compiler_cache.enable(ROOT)
     soc = build_soc(dut_model, dut_top, with_engine=with_engine, samples_per_tick=samples_per_tick,
-                    dut_cpu=dut_cpu, dut_dir=out / "dut", ethernet=ethernet)
+                    dut_cpu=dut_cpu, dut_dir=out / "dut", ethernet=ethernet, tdc=tdc)
     if trace:
         soc.comb += soc.platform.trace.eq(1)   # LiteX's harness dumps while sim_trace is high
     builder = RigBuilder(soc, output_dir=str(out), compile_gateware=False)
@@ -280,7 +317,7 @@ def _build(out, dut_model, dut_top, with_engine, samples_per_tick, dut_cpu, trac
         raise RuntimeError(f"simulator build failed, see {out / 'build.log'}")
     # What the runtime needs to clock it as it was built (its sim_config.js).
     (out / "sim.json").write_text(json.dumps({"samples_per_tick": samples_per_tick, "dut_cpu": dut_cpu,
-                                              "trace": trace, "ethernet": ethernet}))
+                                              "trace": trace, "ethernet": ethernet, "tdc": tdc}))
 
 
 def _run_build(args, cwd):
@@ -482,6 +519,15 @@ def dut_clock_edges(n, freq_hz=DUT_CPU_CLK_FREQ, step_ps=None):
     return np.array([-(-int(i) * num // den) for i in n.ravel()], dtype=np.int64).reshape(n.shape)
 
 
+def read_edge_phase_log(path):
+    """hilat_edge_phase's log (``edge_phase_log``): an int64 array of rows (input, level, phase_ps), every
+    change of the rig's inputs in order, the phase of each in its tick (docs/tdc.md, "Simulation")."""
+    import numpy as np
+
+    rows = np.loadtxt(path, delimiter=",", dtype=np.int64, ndmin=2)
+    return rows.reshape(-1, 3)
+
+
 class SimulatedRig:
     """A running simulator process. ``url`` is what ``hilat`` connects to. A rig built with sub-tick
     sampling takes ``edge_clock_high_ps`` (S = 4: uneven bins, see ``_sim_config``) and
@@ -495,11 +541,16 @@ class SimulatedRig:
     A rig built with Ethernet (``build(ethernet=True)``) runs with its link (``ethernet``: None, as built)
     only inside a network namespace other than the machine's (targets/netns.py; the simulator makes the TAP
     interface there, with the host's address): ``udp_url`` reaches it there, ``url`` (serial) as always.
-    ``ethernet=False`` runs it without the link (the serial link only, no namespace needed)."""
+    ``ethernet=False`` runs it without the link (the serial link only, no namespace needed).
+
+    A rig built with TDCs (``build(tdc=True)``) takes ``edge_phase_seed`` (the DUT's edges' phases in
+    their ticks, from hilat_edge_phase's PRNG), ``edge_phase_log`` (every input change with its phase:
+    ``read_edge_phase_log``) and ``tdc_source_ticks`` (the resolution calibration's source on SPARE,
+    toggling every that many ticks at random phases; at least 3)."""
 
     def __init__(self, sim_dir, run_dir, port=None, dut_args=None, dut_log=None, pps_log=None,
                  edge_clock_high_ps=None, async_source_cycles=None, dut_cpu_clk_hz=None, dut_firmware=None,
-                 ethernet=None):
+                 ethernet=None, edge_phase_seed=None, edge_phase_log=None, tdc_source_ticks=None):
         self.sim_dir = Path(sim_dir)
         self.run_dir = Path(run_dir)
         self.port = port or free_port()
@@ -510,6 +561,17 @@ class SimulatedRig:
         built = json.loads((self.sim_dir / "sim.json").read_text()) if (self.sim_dir / "sim.json").exists() else {}
         self.samples_per_tick = built.get("samples_per_tick", 1)
         self.dut_cpu = built.get("dut_cpu")
+        self.tdc = bool(built.get("tdc"))
+        if not self.tdc and (edge_phase_seed is not None or edge_phase_log or tdc_source_ticks):
+            raise ValueError("edge phases and the TDC's calibration source go with a rig built with TDCs "
+                             "(sim.build(tdc=True), --tdc)")
+        if tdc_source_ticks is not None and not (isinstance(tdc_source_ticks, numbers.Integral)
+                                                 and tdc_source_ticks >= 3):
+            raise ValueError(f"the TDC's calibration source toggles every {tdc_source_ticks!r} ticks: a whole "
+                             "number, at least 3 (the line settles between changes)")
+        self.edge_phase_seed = edge_phase_seed
+        self.edge_phase_log = Path(edge_phase_log) if edge_phase_log else None
+        self.tdc_source_ticks = tdc_source_ticks
         self.ethernet = bool(built.get("ethernet")) if ethernet is None else bool(ethernet)
         if self.ethernet and not built.get("ethernet"):
             raise ValueError("this simulator was built without Ethernet (sim.build(ethernet=True), --ethernet)")
@@ -572,6 +634,12 @@ class SimulatedRig:
                 args.append(f"+dut_pps_log={self.pps_log.resolve()}")
             if self.async_source_cycles:
                 args.append(f"+async_source_cycles={self.async_source_cycles}")
+            if self.edge_phase_seed is not None:
+                args.append(f"+edge_phase_seed={int(self.edge_phase_seed)}")
+            if self.edge_phase_log:
+                args.append(f"+edge_phase_log={self.edge_phase_log.resolve()}")
+            if self.tdc_source_ticks:
+                args.append(f"+tdc_source_ticks={int(self.tdc_source_ticks)}")
             self.stderr = open(self.run_dir / "sim.log", "w")
             # A process group of its own, stopped whole by stop(), and killed by the kernel if we die
             # (hilat.shutdown): no simulator outlives the process that started it.

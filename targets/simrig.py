@@ -77,6 +77,13 @@ def check(settings):
         raise SettingsError(str(e)) from None
     if cpu and s["samples_per_tick"] != 1:
         raise SettingsError("--dut-cpu goes with a rig sampling once a tick (--samples-per-tick 1)")
+    if s["tdc"] and (cpu or s["samples_per_tick"] != 1):
+        raise SettingsError("--tdc goes with the Verilog DUT model and one sample a tick (--samples-per-tick 1)")
+    if not s["tdc"] and any(s[k] is not None for k in ("tdc_source_ticks", "edge_phase_seed", "edge_phase_log")):
+        raise SettingsError("--tdc-source, --edge-phase-seed and --edge-phase-log go with --tdc")
+    if s["tdc_source_ticks"] is not None and s["tdc_source_ticks"] < 3:
+        raise SettingsError(f"--tdc-source {s['tdc_source_ticks']}: at least 3 ticks (the line settles between "
+                            "changes)")
     if cpu and s["dut_model"]:
         raise SettingsError("--dut-cpu and --dut-model both choose the DUT: give one")
     if s["dut_firmware"] and not cpu:
@@ -99,7 +106,7 @@ def start(settings):
     sim = _sim()
     sim_dir = sim.build(dut_model=s["dut_model"] or sim.DEFAULT_DUT, dut_top=s["dut_top"], with_engine=s["on_rig"],
                         samples_per_tick=s["samples_per_tick"], dut_cpu=s["dut_cpu"], trace=s["trace"],
-                        ethernet=s["ethernet"])
+                        ethernet=s["ethernet"], tdc=s["tdc"])
     if s["ethernet"]:
         from targets import netns
 
@@ -116,7 +123,8 @@ def start(settings):
         rig = sim.SimulatedRig(sim_dir, run_dir, port=s["port"], dut_args=dut_args, dut_log=dut_log,
                                pps_log=s["pps_log"], edge_clock_high_ps=s["edge_clock_high_ps"],
                                async_source_cycles=s["async_source_cycles"], dut_cpu_clk_hz=s["dut_cpu_clk_hz"],
-                               dut_firmware=s["dut_firmware"])
+                               dut_firmware=s["dut_firmware"], edge_phase_seed=s["edge_phase_seed"],
+                               edge_phase_log=s["edge_phase_log"], tdc_source_ticks=s["tdc_source_ticks"])
     except ValueError as e:
         raise SettingsError(str(e)) from None
     rig.console = console

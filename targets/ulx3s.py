@@ -87,11 +87,11 @@ class BaseSoC(RigSoC):
         stimulus_pads, capture_pads = board_flow.request_rig_pads(platform, n_inputs)
         if kwargs.get("with_engine"):
             kwargs["trigger_pad"] = board_flow.request_trigger_pad(platform, TRIGGER)
+        if with_tdc:
+            kwargs["tdc"] = board_flow.tdc_inputs(platform, capture_pads, samples_per_tick, tdc_inputs)
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                         board=BOARD, samples_per_tick=samples_per_tick,
                         edge_clock_domain="eclk" if samples_per_tick == 4 else None, **kwargs)
-        if with_tdc:
-            board_flow.add_tdc(self, platform, capture_pads, samples_per_tick, tdc_inputs)
         self.uart_bridge = UART_BRIDGE     # for the build report: (name, highest rate)
 
 

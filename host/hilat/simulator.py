@@ -38,6 +38,7 @@ SETTINGS = {
     "async_source_cycles": None, "on_rig": False, "ethernet": False, "trace": False, "run_dir": None,
     "dut_log": None, "pps_log": None, "loopback": None, "loopback_jitter": 0, "pps_period": None, "pps_ppm": 0.0,
     "pps_jitter": 0, "pps_missing_every": 0, "pps_missing_run": 1, "pps_extra_every": 0,
+    "tdc": False, "tdc_source_ticks": None, "edge_phase_seed": None, "edge_phase_log": None,
 }
 
 DUT_LOG_COLUMNS = ("index", "missed", "isr", "task", "tagged")

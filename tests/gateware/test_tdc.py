@@ -201,3 +201,82 @@ def test_readout_across_clocks():
     # Codes across the line; late edges (seen a tick later) and a full line (saturated at 15) among them.
     assert {code for _, code, _, _ in expected} == {5, 11, 15}
     assert sum(expected_code(taps, tick, phase, code_bits)[0] for _, _, phase in edges) == 2
+
+
+def test_capture_records_codes():
+    """EdgeCapture with TDCs on two of three inputs (the model line, 16 taps), in Migen's simulator with
+    ts and sys unequal: every edge's record carries, in its input's 8 bits of the fraction, the code
+    the table predicts for its phase (0 on inputs without an edge), its timestamp names the tick the
+    pin changed in (a late edge: the tick after), and a stimulus pin, a TDC input and the input
+    without a TDC changing in the same tick share one record (the channels aligned to the TDCs'
+    latency)."""
+    from migen import ClockDomain, Module, Signal, run_simulation
+
+    from gateware.capture import EdgeCapture
+    from gateware.tdc import TDCInputs
+    from gateware.timebase import Timebase
+
+    taps, tick = [100 + 60 * k for k in range(16)], 1_000
+    m = Module()
+    m.clock_domains.cd_ts = ClockDomain("ts")
+    m.clock_domains.cd_sys = ClockDomain("sys")
+    stim, pins = Signal(), [Signal(), Signal(), Signal()]
+    m.submodules.timebase = timebase = Timebase("ts", with_csr=False)
+    tdc = TDCInputs(2, taps_ps=taps, tick_ps=tick)
+    m.submodules.capture = capture = EdgeCapture(timebase, pins, internal=[stim], glitch_max=0,
+                                                 with_csr=False, tdc=tdc)
+    assert len(capture.source.fraction) == 16 and capture.PIN_TO_STAMP_DELAY >= tdc.tdcs[0].latency
+    # (tick the pins change in, {pin: (level, phase)}, stimulus level or None)
+    steps = [(40, {0: (1, 250)}, None), (60, {1: (1, 999)}, None), (80, {0: (0, 600), 2: (1, 1)}, 1),
+             (100, {0: (1, 1000), 1: (0, 10)}, 0), (120, {2: (0, 1)}, None)]
+    records, changed_at = [], {}
+
+    def drive():
+        for t in range(160):
+            now = yield timebase.ts
+            for at, changes, stimulus in steps:
+                if t == at:
+                    changed_at[at] = now + 1    # a generator's writes take effect at the next clock edge
+                    for i, (level, phase) in changes.items():
+                        yield pins[i].eq(level)
+                        if i < 2:
+                            yield tdc.tdcs[i].phase_ps.eq(phase)
+                    if stimulus is not None:
+                        yield stim.eq(stimulus)
+            yield
+
+    def read():
+        for s in capture.settings:
+            yield s.enable.eq(1)
+        yield capture.commit.eq(1)
+        yield
+        yield capture.commit.eq(0)
+        yield capture.source.ready.eq(1)
+        for _ in range(300):
+            yield
+            if (yield capture.source.valid):
+                records.append(((yield capture.source.timestamp), (yield capture.source.channels),
+                                (yield capture.source.levels), (yield capture.source.fraction)))
+
+    run_simulation(m, {"ts": drive(), "sys": read()}, clocks={"ts": 10, "sys": 17})
+    expected = []
+    for at, changes, stimulus in steps:
+        late = {i: expected_code(taps, tick, phase, 4)[0] for i, (_level, phase) in changes.items() if i < 2}
+        for shift in sorted(set([0] + [1 for i in late if late[i]])):
+            channels, fraction = 0, 0
+            for i, (_level, phase) in changes.items():
+                if i < 2:
+                    is_late, code = expected_code(taps, tick, phase, 4)
+                    if is_late != shift:
+                        continue
+                    fraction |= code << (8 * i)
+                elif shift:
+                    continue
+                channels |= 1 << (1 + i)
+            if stimulus is not None and not shift:
+                channels |= 1
+            if channels:
+                expected.append((changed_at[at] + shift, channels, fraction))
+    assert [(ts, ch, fr) for ts, ch, _levels, fr in records] == expected, records
+    # The levels after the last record: the pins as last driven (input 0 high; the stimulus, inputs 1, 2 low).
+    assert records[-1][2] == 0b0010

@@ -167,7 +167,7 @@ def _dut_cpu(args):
 # The options of hilat sim/demo whose names differ from the simulated rig's settings
 # (hilat.simulator.SETTINGS); the others, the calibration sources' among them, keep their names.
 _SIM_SETTING_OPTIONS = {"edge_clock_high_ps": "edge_clock_high", "async_source_cycles": "async_source",
-                        "dut_cpu_clk_hz": "dut_cpu_clock"}
+                        "dut_cpu_clk_hz": "dut_cpu_clock", "tdc_source_ticks": "tdc_source"}
 
 
 def _sim_settings(args):
@@ -177,7 +177,7 @@ def _sim_settings(args):
     settings.update(dut=_dut_args(args), dut_cpu=_dut_cpu(args))
     if getattr(args, "pps_period", None) is not None:
         settings["pps_period"] = args.pps_period.text   # converted with the simulated rig's tick rate
-    for path in ("dut_log", "pps_log"):
+    for path in ("dut_log", "pps_log", "edge_phase_log"):
         if path in settings:
             settings[path] = str(settings[path])
     return settings
@@ -285,6 +285,17 @@ def _add_sim_options(sp):
                     help="with --samples-per-tick 2 or 4: a source unrelated to the rig's clock toggles the "
                          "SPARE input every N cycles of a 9 ns clock (hilat calibrate resolution; N prime to "
                          "10 visits every phase of the tick)")
+    sp.add_argument("--tdc", action="store_true",
+                    help="a carry-chain TDC on every input (docs/tdc.md): the model of the i5's line stretched to "
+                         "the simulator's 20 ns tick, each DUT edge at a random place in its tick (a separate, "
+                         "cached build; one sample a tick, the Verilog DUT model)")
+    sp.add_argument("--tdc-source", type=_positive_int, metavar="TICKS",
+                    help="with --tdc: a source unrelated to the rig's clock toggles the SPARE input every TICKS "
+                         "ticks (at least 3) at random places in the tick (hilat calibrate resolution)")
+    sp.add_argument("--edge-phase-seed", type=_non_negative_int, metavar="N",
+                    help="with --tdc: the seed of the DUT edges' places in their ticks (default 1)")
+    sp.add_argument("--edge-phase-log", type=Path, metavar="FILE",
+                    help="with --tdc: write every input change as input,level,phase_ps to FILE")
 
 
 def _add_sim_calibration_options(parser):
