@@ -47,7 +47,7 @@ def tdc_headers(generated, out, tdc_inputs, fraction_words):
     text = text.replace("#endif /* LITEX_CSR_ACCESS_FUNCTIONS */", reader + "#endif /* LITEX_CSR_ACCESS_FUNCTIONS */")
     assert "CSR_CAPTURE_EV_FRACTION_ADDR" in text and "INFO_FRACTION" not in text
     csr.write_text(text)
-    text = soc.read_text().replace(
+    text = re.sub(r"#define HILAT_TDC_(INPUTS|TAPS) 0\n", "", soc.read_text()).replace(
         "#define HILAT_FRACTION_BITS 0\n",
         f"#define HILAT_FRACTION_BITS {8 * tdc_inputs}\n#define HILAT_TDC_INPUTS {tdc_inputs}\n"
         "#define HILAT_TDC_TAPS 256\n")
