@@ -91,3 +91,50 @@ def test_tdc_latencies_exact_to_the_bin(tdc_sim_dir, tmp_path):
     assert (pairing.stim_mu % U == 0).all()
     # The run says where its positions came from: the predicted table, for every TDC input.
     assert [p["placement"] for p in unit.placement] == ["predicted"] * sim.N_INPUTS
+
+
+def test_calibrated_bins_place_the_loopback(tdc_sim_dir, tmp_path, monkeypatch):
+    """``hilat calibrate resolution`` on the TDC rig (code density of the unrelated source on SPARE,
+    stored for that input only), then a capture of the loopback jumper STIM0 -> SPARE (the ISR role
+    moved to SPARE): SPARE's edges stand at the measured bins' centres, the other inputs at the
+    predicted ones, and every latency is D ticks plus the measured position of the bin the injected
+    edge fell in, to the unit; in ps, within that bin plus the calibration's own error."""
+    from hilat import api
+
+    monkeypatch.setenv("HILAT_CALIBRATION_DIR", str(tmp_path / "calibration"))
+    edges, source_ticks = 6000, 1001     # the source slow enough for the simulated link
+    with sim.SimulatedRig(tdc_sim_dir, tmp_path / "sim-source", tdc_source_ticks=source_ticks) as rig:
+        calibration = api.Rig(rig.url).calibrate_resolution(edges=edges)
+    result = calibration.result
+    taps = np.sort(np.array(sim.tdc_taps_ps()))
+    mean_bin_ps = float(np.diff(taps).mean())
+    assert sum(result["counts"]) >= edges
+    # The measured mean bin (LSB: the tick over the codes it spans) is the line's, to within 5 %.
+    assert abs(TICK_PS / result["span"] - mean_bin_ps) < 0.05 * mean_bin_ps
+
+    delay, phase_log = 5, tmp_path / "phases.csv"
+    settings = CaptureSettings(count=200, out_dir=tmp_path / "runs", progress=False, label="tdc-loopback",
+                               roles={"isr": "in2"},     # SPARE
+                               calibration_dir=tmp_path / "calibration",
+                               stimulus=StimulusSettings(mode="dither", period=4000, jitter=400, seed=2))
+    with sim.SimulatedRig(tdc_sim_dir, tmp_path / "sim", dut_args={"loopback": 1, "loopback_delay": delay,
+                                                                   "miss_per1024": 0},
+                          edge_phase_seed=5, edge_phase_log=phase_log) as rig:
+        capture = Capture(rig.url, settings).run()
+    assert capture.error is None and capture.status.overflow == 0
+    unit = Subticks.from_meta(json.loads((capture.run_dir / "meta.json").read_text())["time_unit"])
+    U = unit.units_per_tick
+    assert [p["placement"] for p in unit.placement] == ["predicted", "predicted", "measured", "predicted"]
+    phases = rising_phases(sim.read_edge_phase_log(phase_log), 2)
+    measured = capture.pairing().isr_latency
+    assert len(measured) == 200 and len(phases) >= 200 and (measured >= 0).all()
+    expected = []
+    for phase in phases[:200]:
+        late, code = expected_code(np.array(sim.tdc_taps_ps()), int(phase))
+        expected.append((delay + late) * U + unit.positions[2][code])
+    np.testing.assert_array_equal(measured, expected)
+    error_ps = measured * TICK_PS / U - (delay * TICK_PS + phases[:200])
+    # A bin's half width, plus the centres' error from code density: at most a few sigma of the
+    # cumulative count's, tick * sqrt(F (1 - F) / N) <= tick / (2 sqrt(N)).
+    bound = np.diff(taps).max() / 2 + 4 * TICK_PS / (2 * np.sqrt(edges))
+    assert np.abs(error_ps).max() <= bound, (np.abs(error_ps).max(), bound)
