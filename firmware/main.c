@@ -27,17 +27,37 @@
 
 #include "protocol.h"
 
-#define FIRMWARE_IDENTITY "hilat-fw 3"
+#define FIRMWARE_IDENTITY "hilat-fw 4"
 
 #define N_CHANNELS HILAT_N_CHANNELS
 _Static_assert(HILAT_N_CHANNELS == HILAT_N_STIMULUS + HILAT_N_INPUTS, "channel table: stimulus then inputs");
 _Static_assert(HILAT_N_CHANNELS <= HILAT_MAX_CHANNELS, "more channels than a protocol mask holds");
 _Static_assert(HILAT_N_STIMULUS <= HILAT_MAX_STIMULUS, "more stimulus channels than a START mask holds");
 _Static_assert(CSR_CAPTURE_EV_INFO_CHANNELS_SIZE == HILAT_N_CHANNELS, "ev_info carries every channel");
-/* The record's sub-tick positions (docs/subtick.md): the bits the inputs fill, in whole bytes. */
+/* The TDC (docs/tdc.md): the first HILAT_TDC_INPUTS DUT inputs have one of HILAT_TDC_TAPS taps, each
+ * with 8 bits of code in the record's fraction. A build without a TDC (or from before it) has neither
+ * constant: 0. */
+#ifndef HILAT_TDC_INPUTS
+#define HILAT_TDC_INPUTS 0
+#endif
+#ifndef HILAT_TDC_TAPS
+#define HILAT_TDC_TAPS 0
+#endif
+_Static_assert(HILAT_TDC_INPUTS <= HILAT_N_INPUTS, "a TDC on an input the rig has");
+_Static_assert(HILAT_TDC_INPUTS == 0 || HILAT_FRACTION_BITS == 8 * HILAT_TDC_INPUTS,
+               "the record's fraction holds 8 bits of TDC code per TDC input");
+/* The record's fraction (sub-tick positions, docs/subtick.md, or TDC codes): the bits the inputs
+ * fill, in whole bytes. It comes in ev_info's FRACTION field when it fits there (32 bits with the
+ * masks and kind), else in a CSR of its own, latched with ev_info (capture_ev_fraction). */
 #define FRACTION_BYTES hilat_fraction_bytes(HILAT_FRACTION_BITS)
+_Static_assert(HILAT_FRACTION_BITS <= 8 * HILAT_EVENTS_MAX_FRACTION, "an EVENTS record carries at most 8 fraction bytes");
+#ifdef CSR_CAPTURE_EV_FRACTION_ADDR
+_Static_assert(HILAT_FRACTION_BITS <= 32 * CSR_CAPTURE_EV_FRACTION_SIZE, "ev_fraction carries the inputs' positions");
+#elif defined(CSR_CAPTURE_EV_INFO_FRACTION_SIZE)
 _Static_assert(HILAT_FRACTION_BITS <= CSR_CAPTURE_EV_INFO_FRACTION_SIZE, "ev_info carries the inputs' positions");
-_Static_assert(HILAT_FRACTION_BITS <= 16, "an EVENTS record carries at most 2 fraction bytes");
+#else
+_Static_assert(HILAT_FRACTION_BITS == 0, "a record's fraction comes from ev_info or ev_fraction");
+#endif
 
 /* A CSR field's value in its place, and out of a register word, by csr.h's CSR_<REG>_<FIELD>_OFFSET
  * and _SIZE: no bit position is typed here. */
@@ -378,6 +398,8 @@ static void on_hello(const hilat_command_t *cmd)
         .gateware = HILAT_GATEWARE_IDENTITY,
         .channels = HILAT_CHANNELS,
         .uart_baud = HILAT_UART_BAUDRATE,
+        .tdc_inputs = HILAT_TDC_INPUTS,
+        .tdc_taps = HILAT_TDC_TAPS,
     };
 #if HAS_ETHERNET
     uint64_t mac = ethnet_mac_read();
@@ -875,10 +897,16 @@ static void drain_events(void)
     for (int budget = 32; budget > 0 && GET(CAPTURE_EV_STATUS, PENDING, capture_ev_status_read()); budget--) {
         uint64_t timestamp = capture_ev_timestamp_read();
         uint32_t info = capture_ev_info_read();
+#ifdef CSR_CAPTURE_EV_FRACTION_ADDR
+        uint64_t fraction = capture_ev_fraction_read(); /* the same record's: read before the pop */
+#elif defined(CSR_CAPTURE_EV_INFO_FRACTION_SIZE)
+        uint64_t fraction = GET(CAPTURE_EV_INFO, FRACTION, info);
+#else
+        uint64_t fraction = 0;
+#endif
         capture_ev_pop_write(FIELD(CAPTURE_EV_POP, POP, 1));
         uint16_t channels = (uint16_t)GET(CAPTURE_EV_INFO, CHANNELS, info);
         uint16_t levels = (uint16_t)GET(CAPTURE_EV_INFO, LEVELS, info);
-        uint16_t fraction = (uint16_t)GET(CAPTURE_EV_INFO, FRACTION, info);
         if (GET(CAPTURE_EV_INFO, KIND, info)) { /* overflow marker from the gateware */
             flush_events();
             hilat_msg_overflow(&out, tx_seq, timestamp, channels);

@@ -321,10 +321,11 @@ int hilat_msg_identify(hilat_frame_t *f, uint16_t seq, const hilat_identify_t *m
           && hilat_frame_put_u32(f, m->uart_baud) && hilat_frame_put_u8(f, m->ethernet ? 1u : 0u)))
         return 0;
     if (!m->ethernet)
-        return 1;
+        return hilat_frame_put_u8(f, m->tdc_inputs) && hilat_frame_put_u16(f, m->tdc_taps);
     return hilat_frame_put_u32(f, m->eth_ip) && hilat_frame_put_bytes(f, m->eth_mac, HILAT_MAC_BYTES)
            && hilat_frame_put_u16(f, m->eth_command_port) && hilat_frame_put_u16(f, m->eth_stream_port)
-           && hilat_frame_put_u8(f, m->eth_record_words) && hilat_frame_put_u16(f, m->eth_max_records);
+           && hilat_frame_put_u8(f, m->eth_record_words) && hilat_frame_put_u16(f, m->eth_max_records)
+           && hilat_frame_put_u8(f, m->tdc_inputs) && hilat_frame_put_u16(f, m->tdc_taps);
 }
 
 int hilat_msg_overflow(hilat_frame_t *f, uint16_t seq, uint64_t timestamp, uint16_t channels)
@@ -398,7 +399,7 @@ void hilat_events_begin(hilat_frame_t *f, uint16_t seq, uint64_t base, uint8_t m
     f->fraction_bytes = fraction_bytes;
 }
 
-int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint16_t channels, uint16_t levels, uint16_t fraction)
+int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint16_t channels, uint16_t levels, uint64_t fraction)
 {
     uint64_t delta = timestamp - f->last; /* mod 2**64 */
     uint8_t *p = f->buf + f->len;
@@ -424,11 +425,8 @@ int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint16_t channels, ui
         p[n + 2] = (uint8_t)levels;
         p[n + 3] = (uint8_t)(levels >> 8);
     }
-    if (f->fraction_bytes) {
-        p[n + 2u * f->mask_bytes] = (uint8_t)fraction;
-        if (f->fraction_bytes == 2)
-            p[n + 2u * f->mask_bytes + 1] = (uint8_t)(fraction >> 8);
-    }
+    for (size_t k = 0; k < f->fraction_bytes; k++) /* little-endian */
+        p[n + 2u * f->mask_bytes + k] = (uint8_t)(fraction >> (8u * k));
     f->len += n + masks;
     f->last = timestamp;
     f->records++;

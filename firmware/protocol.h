@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HILAT_PROTOCOL_VERSION 4u
-#define HILAT_PROTOCOL_VERSION_TEXT "4"
+#define HILAT_PROTOCOL_VERSION 5u
+#define HILAT_PROTOCOL_VERSION_TEXT "5"
 
 /* Sizes. */
 #define HILAT_HEADER_SIZE 4u    /* version, type, seq */
@@ -36,10 +36,12 @@
 #define HILAT_MAX_CHANNELS 16u
 #define HILAT_MAX_STIMULUS 8u
 /* EVENTS: the body of an empty frame (base:u64 format:u8) and the largest record (10-byte
- * uleb128 + two 2-byte masks + a 2-byte fraction). The format byte: bits 0-3 the bytes of a mask
- * (1 or 2), bits 4-7 the bytes of a record's fraction (0, 1 or 2). */
+ * uleb128 + two 2-byte masks + an 8-byte fraction). The format byte: bits 0-3 the bytes of a mask
+ * (1 or 2), bits 4-7 the bytes of a record's fraction (0 .. 8: sub-tick samples, or 8 bits of TDC
+ * code per TDC input, docs/tdc.md). */
 #define HILAT_EVENTS_EMPTY (HILAT_HEADER_SIZE + 9u)
-#define HILAT_EVENTS_MAX_RECORD 16u
+#define HILAT_EVENTS_MAX_FRACTION 8u
+#define HILAT_EVENTS_MAX_RECORD 22u
 #define HILAT_EVENTS_FORMAT(mask_bytes, fraction_bytes) ((uint8_t)((mask_bytes) | ((fraction_bytes) << 4)))
 
 /* Message types. Host -> rig (>= 0x80). */
@@ -174,7 +176,7 @@ typedef struct {
     uint64_t last;                  /* EVENTS: timestamp of the last record (base at first) */
     uint16_t records;               /* EVENTS: records in this frame */
     uint8_t mask_bytes;             /* EVENTS: bytes per channel mask (1 or 2) */
-    uint8_t fraction_bytes;         /* EVENTS: bytes of each record's fraction (0, 1 or 2) */
+    uint8_t fraction_bytes;         /* EVENTS: bytes of each record's fraction (0 .. 8) */
 } hilat_frame_t;
 
 /* Start a frame: writes the header (version, type, seq). */
@@ -228,6 +230,10 @@ typedef struct {
     uint16_t eth_stream_port;
     uint8_t eth_record_words;             /* 32-bit words a stream record takes */
     uint16_t eth_max_records;             /* records a stream datagram holds at most */
+    /* Protocol 5, last: the first tdc_inputs DUT inputs have a TDC of tdc_taps taps (soc.h's
+     * HILAT_TDC_INPUTS, HILAT_TDC_TAPS; 0 without), 8 bits of code each in a record's fraction. */
+    uint8_t tdc_inputs;
+    uint16_t tdc_taps;
 } hilat_identify_t;
 
 /* STREAM_STATUS (docs/ethernet.md): the settings of the last STREAM_CONFIG (the destination as
@@ -273,12 +279,12 @@ int hilat_msg_stream_status(hilat_frame_t *f, uint16_t seq, uint16_t command_seq
 /* EVENTS, built incrementally. The delta of a record is (timestamp - previous) mod 2**64, previous
  * being base for the first record: base = the first record's timestamp gives a 1-byte delta; a
  * timestamp that wrapped past 2**64 still round-trips. Masks take mask_bytes (1 or 2) bytes each:
- * hilat_mask_bytes(n_channels); the fraction (the inputs' sub-tick positions, the capture record's
- * field) fraction_bytes (0, 1 or 2): hilat_fraction_bytes(bits). */
+ * hilat_mask_bytes(n_channels); the fraction (the capture record's field: the inputs' sub-tick
+ * positions or TDC codes) fraction_bytes (0 .. 8), little-endian: hilat_fraction_bytes(bits). */
 void hilat_events_begin(hilat_frame_t *f, uint16_t seq, uint64_t base, uint8_t mask_bytes, uint8_t fraction_bytes);
 /* Returns 1 if added, 0 if the record does not fit (frame unchanged): finish and send this frame,
  * then begin a new one. A record always fits in a frame just begun. */
-int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint16_t channels, uint16_t levels, uint16_t fraction);
+int hilat_events_add(hilat_frame_t *f, uint64_t timestamp, uint16_t channels, uint16_t levels, uint64_t fraction);
 #define hilat_mask_bytes(n_channels) ((uint8_t)((n_channels) > 8u ? 2u : 1u))
 #define hilat_fraction_bytes(bits) ((uint8_t)(((bits) + 7u) / 8u))
 

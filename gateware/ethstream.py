@@ -19,8 +19,8 @@ Structure (docs/ethernet.md, "The stream datagram"; docs/timing-cores.md, "EthSt
   ``records`` counters).
 
 Block RAM: the payload FIFO, 512 words of 32 bits (one ECP5 DP16KD, 512x36): a whole datagram (at
-most 367 words with its header's worth) plus the start of the next, which fills while the first is
-sent. The header queue (4 entries) is in registers / LUT RAM.
+most 367 words with its header's worth: 179 records of 2 words, 89 of 4, 59 of 6) plus the start of
+the next, which fills while the first is sent. The header queue (4 entries) is in registers / LUT RAM.
 """
 
 import math
@@ -44,10 +44,11 @@ PAYLOAD_FIFO_WORDS = 512    # one DP16KD (512 x 36)
 
 def record_words(layout):
     """32-bit words a record of ``layout`` takes in a datagram: the 32-bit offset, then channels,
-    levels, kind and fraction (docs/ethernet.md, "Record")."""
+    levels, kind and fraction (docs/ethernet.md, "Record"), rounded up to an even count (the host
+    reads records as 64-bit halves): 2, or 4 with a TDC's 32- or 64-bit fraction."""
     widths = dict((name, width) for name, width in layout)
     bits = 32 + 2 * widths["channels"] + 1 + widths["fraction"]
-    return (bits + 31) // 32
+    return 2 * ((bits + 63) // 64)
 
 
 def max_records(words):

@@ -59,25 +59,42 @@ def _build():
                     i += 1
             out[k] = i
 
+    @numba.njit(cache=True, nogil=True, inline="always")
+    def record_bits(words32, i, w, start, width):
+        # Bits [start, start + width) (width <= 64) of the record whose first 32-bit word is
+        # words32[i, w], low word first: gathered 32-bit word by word.
+        value = np.uint64(0)
+        got = 0
+        while got < width:
+            at = start + got
+            shift = at & 31
+            take = min(32 - shift, width - got)
+            part = (np.uint64(words32[i, w + (at >> 5)]) >> np.uint64(shift)) & \
+                ((np.uint64(1) << np.uint64(take)) - np.uint64(1))
+            value |= part << np.uint64(got)
+            got += take
+        return value
+
     @numba.njit(cache=True, nogil=True)
-    def slot_records(words32, first_word, count, base, n, fraction_bits, ticks, channels, levels, fractions):
-        # Datagram i's records: 64-bit words (two 32-bit halves, low first) from first_word on, count[i]
-        # of them; the tick is base[i] + the low half. Stops at the first overflow marker (its kind
-        # bit): returns the records done, the caller's numpy path then takes the whole batch.
+    def slot_records(words32, first_word, count, base, n, fraction_bits, record_words, ticks, channels, levels,
+                     fractions):
+        # Datagram i's records: record_words 32-bit words each from first_word on, count[i] of them;
+        # the tick is base[i] + the first word, channels and levels in the second (2n <= 32), then
+        # the kind bit and the fraction wherever they fall. Stops at the first overflow marker (its
+        # kind bit): returns the records done, the caller's numpy path then takes the whole batch.
         mask = (1 << n) - 1
-        fmask = (1 << fraction_bits) - 1
         r = 0
         for i in range(words32.shape[0]):
             b = np.uint64(base[i])
             for j in range(count[i]):
-                lo = words32[i, first_word + 2 * j]
-                hi = np.int64(words32[i, first_word + 2 * j + 1])
-                if (hi >> (2 * n)) & 1:
+                w = first_word + record_words * j
+                hi = np.int64(words32[i, w + 1])
+                if record_bits(words32, i, w, 32 + 2 * n, 1):
                     return r
-                ticks[r] = b + np.uint64(lo)
+                ticks[r] = b + np.uint64(words32[i, w])
                 channels[r] = hi & mask
                 levels[r] = (hi >> n) & mask
-                fractions[r] = (hi >> (2 * n + 1)) & fmask
+                fractions[r] = record_bits(words32, i, w, 33 + 2 * n, fraction_bits)
                 r += 1
         return r
 
@@ -222,16 +239,18 @@ def searchsorted(haystack, needles, side="left"):
     return out
 
 
-def slot_records(rows, first_byte, count, base, n_channels, fraction_bits):
-    """(ticks uint64, channels, levels, fractions uint16) of the records of datagram slots ``rows``
-    ((k, slot bytes) uint8; records from ``first_byte`` on, ``count[i]`` in slot i, ticks from
-    ``base[i]``), or None when an overflow marker is among them (the caller's numpy path then)."""
+def slot_records(rows, first_byte, count, base, n_channels, fraction_bits, record_words=2):
+    """(ticks uint64, channels uint16, levels uint16, fractions uint64) of the records of datagram
+    slots ``rows`` ((k, slot bytes) uint8; records of ``record_words`` 32-bit words from
+    ``first_byte`` on, ``count[i]`` in slot i, ticks from ``base[i]``; fields as hilat.link.udp's
+    Layout), or None when an overflow marker is among them (the caller's numpy path then)."""
     total = int(count.sum())
     out = (np.empty(total, np.uint64), np.empty(total, np.uint16), np.empty(total, np.uint16),
-           np.empty(total, np.uint16))
+           np.empty(total, np.uint64))
     words32 = np.ascontiguousarray(rows).view("<u4")
     done = _KERNELS[2](words32, first_byte // 4, np.ascontiguousarray(count, dtype=np.int64),
-                       np.ascontiguousarray(base, dtype=np.uint64), int(n_channels), int(fraction_bits), *out)
+                       np.ascontiguousarray(base, dtype=np.uint64), int(n_channels), int(fraction_bits),
+                       int(record_words), *out)
     return out if done == total else None
 
 

@@ -2,7 +2,8 @@
 
 A rig stamps edges in ticks of its ``ts`` clock; one that samples its inputs S times a tick
 (IDENTIFY's ``samples_per_tick``) places them in 1/S tick, or in 1/(64 S) tick with a resolution
-calibration in force (docs/subtick.md, ``analysis.Subticks``). Whichever it is, that unit is the
+calibration in force (docs/subtick.md, ``analysis.Subticks``); one with a carry-chain TDC on its
+inputs in 1/4096 tick (docs/tdc.md, ``analysis.TdcSubticks``). Whichever it is, that unit is the
 run's **machine unit**, ``mu`` (ARTIQ's name for its fine unit): every field, column and key holding
 a value in it ends in ``_mu``; ``_ticks`` is kept for values that are whole ticks (the user's
 durations, the rig's settings), ``ts_hz`` is the tick clock and ``tick_ns`` the tick's length.
@@ -31,6 +32,9 @@ class RunUnit:
     samples_per_tick: int = 1
     units_per_tick: int = 1
     calibrated: bool = False
+    # A TDC rig's (docs/tdc.md, "The run's unit"): per TDC input {"channel", "placement": "measured",
+    # "predicted" or "online", "source"}: where its edges' positions come from. Empty elsewhere.
+    tdc_placement: tuple = ()
 
     def __post_init__(self):
         if not self.tick_hz > 0:
@@ -38,6 +42,7 @@ class RunUnit:
         if int(self.units_per_tick) < 1 or int(self.samples_per_tick) < 1:
             raise ValueError(f"{self.units_per_tick} mu a tick, {self.samples_per_tick} samples a tick: "
                              "both must be at least 1")
+        object.__setattr__(self, "tdc_placement", tuple(dict(p) for p in self.tdc_placement))
 
     @classmethod
     def of(cls, tick_hz, subticks=None):
@@ -45,7 +50,7 @@ class RunUnit:
         if subticks is None:
             return cls(float(tick_hz))
         return cls(float(tick_hz), int(subticks.samples_per_tick), int(subticks.units_per_tick),
-                   bool(subticks.calibrated))
+                   bool(subticks.calibrated), tuple(getattr(subticks, "placement", ())))
 
     @property
     def mu_hz(self) -> float:
@@ -74,9 +79,11 @@ class RunUnit:
 
     @property
     def name(self) -> str:
-        """What one mu is, in words: 'tick', 'sub-tick (1/4 tick)' or '1/256 tick'."""
+        """What one mu is, in words: 'tick', 'sub-tick (1/4 tick)', '1/256 tick' or '1/4096 tick (TDC)'."""
         if self.units_per_tick == 1:
             return "tick"
+        if self.tdc_placement:
+            return f"1/{self.units_per_tick} tick (TDC)"
         if not self.calibrated:
             return f"sub-tick (1/{self.units_per_tick} tick)"
         return f"1/{self.units_per_tick} tick"
@@ -96,14 +103,17 @@ class RunUnit:
 
     def to_json(self) -> dict:
         """The unit as the report document, summary.json and the exports' metadata state it."""
-        return {"name": UNIT_NAME, "tick_hz": self.tick_hz, "samples_per_tick": self.samples_per_tick,
-                "mu_per_tick": self.units_per_tick, "mu_hz": self.mu_hz, "mu_ns": self.mu_ns,
-                "mu_ps": self.mu_ps, "calibrated": self.calibrated, "description": self.name}
+        out = {"name": UNIT_NAME, "tick_hz": self.tick_hz, "samples_per_tick": self.samples_per_tick,
+               "mu_per_tick": self.units_per_tick, "mu_hz": self.mu_hz, "mu_ns": self.mu_ns,
+               "mu_ps": self.mu_ps, "calibrated": self.calibrated, "description": self.name}
+        if self.tdc_placement:
+            out["tdc_placement"] = [dict(p) for p in self.tdc_placement]
+        return out
 
     @classmethod
     def from_json(cls, doc):
         try:
             return cls(float(doc["tick_hz"]), int(doc.get("samples_per_tick", 1)), int(doc["mu_per_tick"]),
-                       bool(doc.get("calibrated", False)))
+                       bool(doc.get("calibrated", False)), tuple(doc.get("tdc_placement") or ()))
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"unreadable run unit {doc!r} ({e})") from None

@@ -81,18 +81,25 @@ def test_hdr_dense_values_count_as_bucket_indices():
         assert h.total_count == len(inside) and h.out_of_range == len(v) - len(inside)
 
 
-@pytest.mark.parametrize("fraction_bits", [0, 4])
-def test_the_stream_decoders_compiled_pass_equals_its_numpy_one(numpy_only, fraction_bits):
-    # Datagrams of 179 records with a lost one between them, sub-tick fractions or none, and a batch
-    # with an overflow marker (the compiled pass gives it back to the numpy one): the same batches.
+@pytest.mark.parametrize("n_channels,fraction_bits", [(6, 0), (6, 4), (6, 32), (10, 64), (16, 64)])
+def test_the_stream_decoders_compiled_pass_equals_its_numpy_one(numpy_only, n_channels, fraction_bits):
+    # Full datagrams with a lost one between them, sub-tick fractions, TDC codes (the simulator's 4
+    # inputs: 32 bits; 8 inputs x 8 bits: 64, in 4-word records; 16 channels: 6 words, the kind bit
+    # in the second half) or none, and a batch with an overflow marker (the compiled pass gives it
+    # back to the numpy one): the same batches, and the records encoded.
     from hilat.link import udp
 
-    layout = udp.Layout(6, fraction_bits)
+    layout = udp.Layout(n_channels, fraction_bits, udp.record_words_for(n_channels, fraction_bits))
+    full = udp.max_records(layout.record_words)
     rng = np.random.default_rng(5)
     n = 3000
     ticks = (1 << 40) + np.cumsum(rng.integers(1, 1 << 20, n)).astype(np.uint64)
-    channels, levels = rng.integers(1, 64, n), rng.integers(0, 64, n)
-    fractions = rng.integers(0, 1 << fraction_bits, n) if fraction_bits else None
+    channels, levels = rng.integers(1, 1 << n_channels, n), rng.integers(0, 1 << n_channels, n)
+    fractions = (rng.integers(0, 1 << 63, n, dtype=np.uint64) * np.uint64(2) + rng.integers(0, 2, n, dtype=np.uint64)
+                 if fraction_bits == 64 else rng.integers(0, 1 << fraction_bits, n).astype(np.uint64))
+    fractions[:3] = [0, (1 << fraction_bits) - 1, 1 << max(fraction_bits - 1, 0)]
+    if not fraction_bits:
+        fractions = None
     kinds = np.zeros(n, np.uint8)
     kinds[2500] = 1
     datagrams = udp.encode_stream(layout, ticks, channels, levels, 7, kinds=kinds, fractions=fractions)
@@ -105,13 +112,21 @@ def test_the_stream_decoders_compiled_pass_equals_its_numpy_one(numpy_only, frac
 
     got, got_counts = decode()
     want, want_counts = numpy_only(decode)
-    assert got_counts == want_counts and got_counts["records_lost"] == 179 and got_counts["overflow_markers"] == 1
+    assert got_counts == want_counts and got_counts["records_lost"] == full and got_counts["overflow_markers"] == 1
     for g, w in zip(got, want):
         for field in ("ticks", "channels", "levels", "fractions"):
             a, b = getattr(g, field), getattr(w, field)
             assert a.dtype == b.dtype and np.array_equal(a, b), field
         assert g.marks == w.marks
-    assert sum(len(b.ticks) for b in got) == n - 179 - 1
+    assert sum(len(b.ticks) for b in got) == n - full - 1
+    kept = np.ones(n, bool)
+    kept[3 * full:4 * full] = False   # the lost datagram
+    kept[2500] = False                # the overflow marker
+    fields = ("ticks", "channels", "levels", "fractions")
+    decoded = [np.concatenate([getattr(b, field) for b in got]) for field in fields]
+    sent = [ticks, channels, levels, fractions if fraction_bits else np.zeros(n, np.uint64)]
+    for field, a, b in zip(fields, decoded, sent):
+        assert np.array_equal(a, np.asarray(b)[kept].astype(a.dtype)), field
 
 
 def test_edges_with_offsets_say_where_each_records_edges_start():

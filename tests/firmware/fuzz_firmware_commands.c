@@ -566,9 +566,12 @@ static void check_output(void)
         if (type == HILAT_MSG_IDENTIFY) {
             CHECK(e->kind == R_IDENTIFY && frame_seq == 0);
             CHECK(body[0] == HILAT_PROTOCOL_VERSION && body[9] == HILAT_N_STIMULUS && body[10] == HILAT_N_INPUTS);
-            /* The table, then uart_baud and the ethernet byte (and its 17-byte tail on an Ethernet rig). */
+            /* The table, then uart_baud and the ethernet byte (and its 17-byte tail on an Ethernet rig),
+             * then tdc_inputs:u8 tdc_taps:u16 (soc.h's, 0 without a TDC). */
             CHECK(le32(body + 14) & HILAT_CAP_ETHERNET ? HAS_ETHERNET : !HAS_ETHERNET);
-            const uint8_t *tail = dec + n - 4 - 1 - (HAS_ETHERNET ? 17 : 0);
+            const uint8_t *tdc = dec + n - 4 - 3;
+            CHECK(tdc[0] == HILAT_TDC_INPUTS && le16(tdc + 1) == HILAT_TDC_TAPS);
+            const uint8_t *tail = tdc - 1 - (HAS_ETHERNET ? 17 : 0);
             CHECK(tail[0] == (HAS_ETHERNET ? 1 : 0));
 #if HAS_ETHERNET
             oracle_ethernet_identify(tail);

@@ -3,8 +3,9 @@ under libFuzzer + ASan + UBSan with the oracles of their harnesses:
 
 - fuzz_command_parser.c: firmware/protocol.c's parser, framing and COBS;
 - fuzz_firmware_commands.c: firmware/main.c's whole command path on a fake CSR bus, against the
-  simulated SoC's generated csr.h / soc.h, without and with the measurement engine, and against those
-  of a SoC with the engine and the Ethernet link (eth_headers.py: a Colorlight i9's firmware);
+  simulated SoC's generated csr.h / soc.h, without and with the measurement engine, with its TDCs
+  (IDENTIFY's TDC fields, the codes' CSR), and against those of a SoC with the engine and the Ethernet
+  link (eth_headers.py: a Colorlight i9's firmware);
 
 and proof that the oracles fail on a firmware that misreads a field, trusts a channel number, runs a
 repeated command twice or mistakes the Ethernet commands on a rig without Ethernet."""
@@ -90,6 +91,15 @@ def generated_with_ethernet(tmp_path_factory):
     return eth_headers.build(tmp_path_factory.mktemp("eth_headers"), with_engine=True)
 
 
+@pytest.fixture(scope="module")
+def generated_with_tdc():
+    """csr.h / soc.h of the simulated SoC with its TDCs (docs/tdc.md): HILAT_TDC_INPUTS 4, the codes in
+    capture_ev_fraction; IDENTIFY's TDC fields."""
+    from targets import sim
+
+    return sim.build(tdc=True) / "software" / "include"
+
+
 def test_parser_survives_a_fuzzing_run(tmp_path):
     result = fuzz(build(tmp_path, HERE / "fuzz_command_parser.c"), tmp_path, f"-max_total_time={SECONDS}")
     assert_clean(result, tmp_path, 10_000 * SECONDS // 10)
@@ -113,6 +123,14 @@ def test_firmware_commands_survive_a_fuzzing_run(tmp_path, generated):
 def test_firmware_engine_commands_survive_a_fuzzing_run(tmp_path, generated_with_engine):
     assert "CSR_ENGINE_BASE" in (generated_with_engine / "generated" / "csr.h").read_text()
     result = fuzz(build(tmp_path, HERE / "fuzz_firmware_commands.c", generated=generated_with_engine), tmp_path,
+                  f"-max_total_time={SECONDS}")
+    assert_clean(result, tmp_path, 5_000 * SECONDS // 10)
+
+
+def test_firmware_tdc_rig_commands_survive_a_fuzzing_run(tmp_path, generated_with_tdc):
+    assert "CSR_CAPTURE_EV_FRACTION_ADDR" in (generated_with_tdc / "generated" / "csr.h").read_text()
+    assert "#define HILAT_TDC_INPUTS 4" in (generated_with_tdc / "generated" / "soc.h").read_text()
+    result = fuzz(build(tmp_path, HERE / "fuzz_firmware_commands.c", generated=generated_with_tdc), tmp_path,
                   f"-max_total_time={SECONDS}")
     assert_clean(result, tmp_path, 5_000 * SECONDS // 10)
 

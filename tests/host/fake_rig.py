@@ -25,7 +25,7 @@ def identify(version=p.PROTOCOL_VERSION, n_inputs=4, samples_per_tick=1):
                       fifo_depth=1024, pin_to_stamp_delay=17,
                       capabilities=0x3F | (p.CAP_SUBTICK if samples_per_tick > 1 else 0), firmware="fake",
                       gateware="fake rig", channels=table, samples_per_tick=samples_per_tick,
-                      uart_baud=0)  # protocol 4 always has it
+                      uart_baud=0)  # protocol 4 and later always have it
 
 
 class FakeRig:

@@ -44,19 +44,19 @@ def test_silence_on_a_serial_port_names_the_rate_and_the_boards():
 
 
 def test_a_newer_rig_is_refused_naming_both_versions():
-    # A rig of version 5 answers our HELLO in its own version (as ours answers a version-1 host).
+    # A rig of version 6 answers our HELLO in its own version (as ours answers a version-1 host).
     def script(receive, send):
         receive()
-        send(p.encode_frame(p.MSG_ACK, 0, p.Ack(0, p.ACK_VERSION, "the rig speaks protocol version 5").body(),
-                            version=5))
+        send(p.encode_frame(p.MSG_ACK, 0, p.Ack(0, p.ACK_VERSION, "the rig speaks protocol version 6").body(),
+                            version=6))
         receive()
     with FakeRig(script) as rig, Transport(rig.url) as t:
-        with pytest.raises(RigError, match=r"speaks protocol version 5, this hilat speaks version 4"):
+        with pytest.raises(RigError, match=r"speaks protocol version 6, this hilat speaks version 5"):
             Rig(t, hello_timeout=0.5).hello()
 
 
 def test_a_version_1_rig_is_refused_naming_both_versions():
-    """A version-1 rig ignores a HELLO of version 4 (v1 firmware sends nothing to a frame of another
+    """A version-1 rig ignores a HELLO of version 5 (v1 firmware sends nothing to a frame of another
     version before a session): the host asks again in version 1 and names both versions."""
     def v1_rig(receive, send):
         while (data := receive()) is not None:
@@ -68,7 +68,7 @@ def test_a_version_1_rig_is_refused_naming_both_versions():
                 if version == 1 and msg_type == p.MSG_HELLO:  # v1 IDENTIFY: 19 fixed bytes + 2 str
                     send(p.encode_frame(p.MSG_IDENTIFY, 0, bytes([1]) + bytes(18) + b"\x00\x00", version=1))
     with FakeRig(v1_rig, raw=True) as rig, Transport(rig.url) as t:
-        with pytest.raises(RigError, match=r"speaks protocol version 1, this hilat speaks version 4"):
+        with pytest.raises(RigError, match=r"speaks protocol version 1, this hilat speaks version 5"):
             Rig(t, hello_timeout=0.5).hello()
 
 

@@ -73,6 +73,24 @@ def test_info_states_the_sampling_of_a_sub_tick_rig(capsys, tmp_path, monkeypatc
     assert "sampling   each input 1 time a tick: 6.67 ns between samples\n" in capsys.readouterr().out
 
 
+def test_info_states_a_rigs_tdc(capsys, tmp_path, monkeypatch):
+    """A rig with a TDC on its first inputs (IDENTIFY's tdc_inputs, tdc_taps: protocol 5) says so;
+    one without has no TDC line and "tdc" null."""
+    monkeypatch.setenv("HILAT_CALIBRATION_DIR", str(tmp_path / "calibration"))
+    tdc = dataclasses.replace(BOARD_IDENT, tdc_inputs=3, tdc_taps=256)
+    with rig_identifying_as(tdc) as rig:
+        assert main(["info", rig.url]) == 0
+    out = capsys.readouterr().out
+    assert (f"tdc        inputs 0..2 of {tdc.n_inputs}: carry-chain TDCs of 256 taps, 8 bits of code per input "
+            "in every record (docs/tdc.md)") in out
+    with rig_identifying_as(tdc) as rig:
+        assert main(["info", rig.url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tdc"] == {"inputs": 3, "taps": 256, "code_bits": 8}
+    with rig_identifying_as(BOARD_IDENT) as rig:
+        assert main(["info", rig.url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tdc"] is None
+
+
 @pytest.mark.parametrize("uart_baud, line", [
     (2_000_000, "link       UART 2000000 baud (the gateware's --uart-baudrate)"),
     (0, "link       no serial line (the simulator's UART is bridged to TCP)"),

@@ -1,6 +1,7 @@
 """The capture's plan of the raw edges against the link: wire bytes per record as protocol.md gives
 them, a one-line warning before the start when the link cannot carry the rate, none otherwise."""
 
+import dataclasses
 import logging
 
 import pytest
@@ -19,6 +20,10 @@ def test_wire_bytes_per_record_as_the_protocol_says():
     assert link_plan.wire_bytes_per_record(IDENT, 1000) == pytest.approx(255 / 59)
     # 1-byte deltas: 79 records of 3 bytes, 13 + 237 + CRC 4 + COBS 1 + delimiter 1 = 256 bytes.
     assert link_plan.wire_bytes_per_record(IDENT, 100) == pytest.approx(256 / 79)
+    # A TDC on 4 inputs (protocol 5): a 4-byte fraction, 7-byte records with 1-byte deltas: 33 in a
+    # frame, 13 + 231 + CRC 4 + COBS 1 + delimiter 1 = 250 bytes.
+    tdc = dataclasses.replace(IDENT, tdc_inputs=4, tdc_taps=256)
+    assert link_plan.wire_bytes_per_record(tdc, 100) == pytest.approx(250 / 33)
 
 
 def test_rates_and_the_shortest_period():

@@ -135,6 +135,61 @@ def test_stale_and_malformed_datagrams_are_counted_and_dropped():
     assert decoder.wrong_layout == (3, udp.HEADER_WORDS)
 
 
+def test_records_of_8_tdc_inputs_take_4_words_laid_out_by_hand():
+    # docs/ethernet.md, "Record": from bit 0 of the first little-endian 32-bit word, the offset (32
+    # bits), channels (n), levels (n), kind (1), fraction; rounded up to an even count of words.
+    # 2 stimulus outputs + 8 TDC inputs: 33 + 20 + 64 = 117 bits, 4 words.
+    from hilat.link import protocol as p
+
+    ident = p.Identify(5, 10**8, 5 * 10**7, 2, 8, 512, 17, 0x3F, 4, 15, 1000, 1, "fw", "gw",
+                       [(f"c{k}", "") for k in range(10)], 0, tdc_inputs=8, tdc_taps=256)
+    layout = udp.Layout.of(ident)
+    assert layout == udp.Layout(10, 64, 4) and udp.Layout.of(ident, 4) == layout
+    records = [(0, 0b00_0000_0100, 0b00_0000_0100, 0x0000_0000_0000_0001),
+               (3, 0b11_1111_1100, 0b10_1010_1000, 0xFF01_8040_2010_0807),
+               (0xFFFF_FFFF, 0b10_0000_0000, 0, 0xFF00_0000_0000_0000)]
+    payload = b"".join((off | ch << 32 | lv << 42 | fr << 53).to_bytes(16, "little") for off, ch, lv, fr in records)
+    offsets, ch, lv, fr = (np.array(x, np.uint64) for x in zip(*records))
+    assert udp.pack_records(layout, offsets, ch, lv, fractions=fr).tobytes() == payload
+    base = 1 << 40
+    datagram = udp.encode_datagram(SESSION, 0, 0, base, np.frombuffer(payload, "<u8").reshape(-1, 2), record_words=4)
+    assert len(datagram) == udp.HEADER_BYTES + len(payload) and datagram[udp.HEADER_BYTES:] == payload
+    # A later version's longer header (header_words 10): a reader skips to 4 * header_words.
+    longer = bytearray(datagram[:udp.HEADER_BYTES] + bytes(4) + payload)
+    longer[7] = udp.HEADER_WORDS + 1
+    for compiled, data in ((True, datagram), (False, datagram), (True, bytes(longer))):
+        decoder = udp.StreamDecoder(layout, session=SESSION)
+        if not compiled:
+            decoder._fast_records = lambda *args: None
+        batch = decoder.feed(udp.slots_of([data]))
+        assert decoder.counters()["malformed"] == 0
+        assert batch.ticks.tolist() == [base + off for off, *_ in records]
+        assert batch.channels.tolist() == [r[1] for r in records] and batch.levels.tolist() == [r[2] for r in records]
+        assert batch.fractions.dtype == np.uint64 and batch.fractions.tolist() == [r[3] for r in records]
+    # The 2-word layout cannot hold them; an odd count of words is not a layout.
+    for words in (2, 3):
+        with pytest.raises(ValueError, match="10 channels and 64 fraction bits"):
+            udp.Layout(10, 64, words).check()
+    assert [udp.record_words_for(n, f) for n, f in ((6, 0), (6, 4), (6, 32), (10, 16), (10, 64), (16, 64))] == \
+        [2, 2, 4, 4, 4, 6]
+
+
+def test_a_tdc_runs_stream_bin_is_replayed_with_its_layout():
+    # meta.json's rig is the IDENTIFY as a dict: a TDC rig's (protocol 5) has tdc_inputs, a run from
+    # before has none (no TDC), and its records' words are its Ethernet tail's.
+    import dataclasses
+
+    from hilat.link import protocol as p
+
+    ident = p.Identify(5, 10**8, 5 * 10**7, 2, 8, 512, 17, 0x3F, 4, 15, 1000, 1, "fw", "gw",
+                       [(f"c{k}", "") for k in range(10)], 0, p.EthernetInfo(1, 2, 5800, 5801, 4, 89), 8, 256)
+    meta = {"rig": dataclasses.asdict(ident), "counters": {"stream": {"session": 7}}}
+    assert stream_of(meta) == {"layout": udp.Layout(10, 64, 4), "session": 7}
+    old = {**meta["rig"], "ethernet": [1, 2, 5800, 5801, 2, 179]}
+    del old["tdc_inputs"], old["tdc_taps"]
+    assert stream_of({**meta, "rig": old})["layout"] == udp.Layout(10, 0, 2)
+
+
 def test_overflow_markers_become_gaps_on_their_channels():
     ticks, ch, lv = records(400)
     kinds = np.zeros(400, np.int64)

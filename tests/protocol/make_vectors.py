@@ -65,27 +65,90 @@ ETHERNET_I9 = p.EthernetInfo(ip=0xC0A80132, mac=0x10E2D5000050, command_port=580
                              record_words=2, max_records=179)
 
 
+TEN_CHANNELS = CHANNELS6 + [(f"in{k}", "") for k in range(4, 8)]
+
+
+def typical_fixed(version: int) -> dict:
+    """IDENTIFY's fixed fields of the vectors' typical rig, in a frame of ``version``."""
+    return dict(version=version, ts_hz=100_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4, fifo_depth=512,
+                pin_to_stamp_delay=17, capabilities=0x3F, min_interval=4, glitch_max=15, start_margin=1000)
+
+
 def identify() -> list[dict]:
-    """Version-4 frames, then the version-3 ones of rigs from before (their bytes as they were)."""
-    v4 = dict(version=4, ts_hz=100_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4, fifo_depth=512,
-              pin_to_stamp_delay=17, capabilities=0x3F, min_interval=4, glitch_max=15, start_margin=1000)
-    ten = CHANNELS6 + [(f"in{k}", "") for k in range(4, 8)]
+    """Version-5 frames, then the version-4 and version-3 ones of rigs from before (their bytes as they
+    were)."""
+    v5 = typical_fixed(5)
+    ten = TEN_CHANNELS
     out = [
-        vec("typical, no Ethernet", 0, p.Identify(**v4, firmware="hilat-fw 3", gateware="sim 0123456789",
-                                                  channels=CHANNELS6, uart_baud=0),
-            note="ethernet 0: a single byte after uart_baud"),
-        vec("Ethernet (a Colorlight i9: engine, 8 inputs, 2 Mbaud)", 1,
-            p.Identify(**{**v4, "n_inputs": 8, "capabilities": 0x1BF}, firmware="hilat-fw 3",
+        vec("typical, no Ethernet, no TDC", 0, p.Identify(**v5, firmware="hilat-fw 4", gateware="sim 0123456789",
+                                                          channels=CHANNELS6, uart_baud=0),
+            note="ethernet 0: a single byte after uart_baud, then tdc_inputs 0, tdc_taps 0"),
+        vec("the simulator with its TDC (hilat sim --tdc)", 2,
+            p.Identify(**v5, firmware="hilat-fw 4", gateware="sim 0123456789", channels=CHANNELS6, uart_baud=0,
+                       tdc_inputs=4, tdc_taps=256),
+            note="4 TDC inputs of 256 taps: 32 fraction bits, 4 bytes an EVENTS record"),
+        vec("Ethernet and a TDC on 8 inputs (a Colorlight i9)", 1,
+            p.Identify(**{**v5, "n_inputs": 8, "capabilities": 0x1BF}, firmware="hilat-fw 4",
                        gateware="colorlight_i9 0123456789", channels=ten, uart_baud=2_000_000,
-                       ethernet=ETHERNET_I9),
+                       ethernet=p.EthernetInfo(0xC0A80132, 0x10E2D5000050, 5800, 5801, 4, 89),
+                       tdc_inputs=8, tdc_taps=256),
             note="capability bit 8; ip 192.168.1.50, mac 10:e2:d5:00:00:50 (wire order), ports 5800/5801, "
-                 "2 words a record, 179 records a datagram"),
-        vec("Ethernet, all ones", 0xFFFF,
-            p.Identify(255, U32, U32, 1, 1, 0xFFFF, 255, U32, 0xFFFF, 255, U32, 8, "\x7f", "\x7f",
-                       [("\x7f", "\x7f")] * 2, U32, p.EthernetInfo(U32, (1 << 48) - 1, 0xFFFF, 0xFFFF, 255, 0xFFFF))),
+                 "4 words a record (10 channels, a 64-bit fraction), 89 records a datagram; tdc_taps 256 = 00 01"),
+        vec("Ethernet, no TDC", 3,
+            p.Identify(**{**v5, "n_inputs": 8, "capabilities": 0x1BF}, firmware="hilat-fw 4",
+                       gateware="colorlight_i9 0123456789", channels=ten, uart_baud=2_000_000,
+                       ethernet=ETHERNET_I9)),
+        vec("all ones", 0xFFFF,
+            p.Identify(255, U32, U32, 1, 1, 0xFFFF, 255, U32, 0xFFFF, 255, U32, 1, "\x7f", "\x7f",
+                       [("\x7f", "\x7f")] * 2, U32, p.EthernetInfo(U32, (1 << 48) - 1, 0xFFFF, 0xFFFF, 255, 0xFFFF),
+                       1, 0xFFFF),
+            note="one input with a TDC (it samples once a tick: samples_per_tick 1)"),
         vec("Ethernet, zeros", 0, p.Identify(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, "", "", [], 0,
                                              p.EthernetInfo(0, 0, 0, 0, 0, 0)),
             note="mostly 0x00: every COBS block is short"),
+    ]
+
+    # Max payload (250 bytes) with the Ethernet tail and the TDC fields; every byte non-zero so the
+    # frame is one 254-byte COBS run.
+    def full5():
+        fixed = dict(v5, ts_hz=0x05F5E101, sys_hz=0x02FAF081, fifo_depth=0x0201, pin_to_stamp_delay=19,
+                     capabilities=0x0101017F, min_interval=0x0104, start_margin=0x010103E8)
+        table = sum(2 + len(n) + len(r) for n, r in CHANNELS6)
+        return p.Identify(**fixed, firmware="f" * (250 - 4 - 26 - 2 - 25 - table - 4 - 18 - 3), gateware="g" * 25,
+                          channels=CHANNELS6, uart_baud=0x01E84801,
+                          ethernet=p.EthernetInfo(0xC0A80132, 0x12E2D5010150, 5800, 5801, 4, 0x0159),
+                          tdc_inputs=4, tdc_taps=0x0101)
+
+    assert len(full5().body()) + 4 == 250
+    out.append(vec("Ethernet and TDC, max size, one 254-byte COBS run", crc_ok_seq(full5), full5()))
+    return out + identify_v4() + identify_v3()
+
+
+def vec4(name: str, seq: int, msg: p.Message, note: str = "") -> dict:
+    """A version-4 frame (a rig's from before version 5: no TDC fields)."""
+    return vec(f"version 4: {name}", seq, msg, note, version=4)
+
+
+def identify_v4() -> list[dict]:
+    """IDENTIFY of version-4 rigs (a run's raw.bin from before): still decoded, with no TDC."""
+    v4 = typical_fixed(4)
+    ten = TEN_CHANNELS
+    out = [
+        vec4("typical, no Ethernet", 0, p.Identify(**v4, firmware="hilat-fw 3", gateware="sim 0123456789",
+                                                   channels=CHANNELS6, uart_baud=0),
+             note="ethernet 0: a single byte after uart_baud"),
+        vec4("Ethernet (a Colorlight i9: engine, 8 inputs, 2 Mbaud)", 1,
+             p.Identify(**{**v4, "n_inputs": 8, "capabilities": 0x1BF}, firmware="hilat-fw 3",
+                        gateware="colorlight_i9 0123456789", channels=ten, uart_baud=2_000_000,
+                        ethernet=ETHERNET_I9),
+             note="capability bit 8; ip 192.168.1.50, mac 10:e2:d5:00:00:50 (wire order), ports 5800/5801, "
+                  "2 words a record, 179 records a datagram"),
+        vec4("Ethernet, all ones", 0xFFFF,
+             p.Identify(255, U32, U32, 1, 1, 0xFFFF, 255, U32, 0xFFFF, 255, U32, 8, "\x7f", "\x7f",
+                        [("\x7f", "\x7f")] * 2, U32, p.EthernetInfo(U32, (1 << 48) - 1, 0xFFFF, 0xFFFF, 255, 0xFFFF))),
+        vec4("Ethernet, zeros", 0, p.Identify(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, "", "", [], 0,
+                                              p.EthernetInfo(0, 0, 0, 0, 0, 0)),
+             note="mostly 0x00: every COBS block is short"),
     ]
 
     # Max payload (250 bytes) with the Ethernet tail; every byte non-zero so the frame is one
@@ -98,17 +161,15 @@ def identify() -> list[dict]:
                           channels=CHANNELS6, uart_baud=0x01E84801,
                           ethernet=p.EthernetInfo(0xC0A80132, 0x12E2D5010150, 5800, 5801, 2, 0x01B3))
 
-    assert len(full4().body()) + 4 == 250
-    out.append(vec("Ethernet, max size, one 254-byte COBS run", crc_ok_seq(full4), full4()))
-    return out + identify_v3()
+    assert len(full4().body(4)) + 4 == 250
+    out.append(vec4("Ethernet, max size, one 254-byte COBS run", crc_ok_seq(full4, version=4), full4()))
+    return out
 
 
 def identify_v3() -> list[dict]:
     """IDENTIFY of version-3 rigs (a run's raw.bin from before): still decoded."""
-    base = dict(version=3, ts_hz=100_000_000, sys_hz=50_000_000, n_stimulus=2, n_inputs=4,
-                fifo_depth=512, pin_to_stamp_delay=17, capabilities=0x3F, min_interval=4, glitch_max=15,
-                start_margin=1000)
-    ten = CHANNELS6 + [(f"in{k}", "") for k in range(4, 8)]
+    base = typical_fixed(3)
+    ten = TEN_CHANNELS
 
     out = [
         vec3("typical", 0, p.Identify(**base, firmware="hilat-fw 2", gateware="sim 0123456789", channels=CHANNELS6,
@@ -251,6 +312,27 @@ def events() -> list[dict]:
     full_fractions = p.Events(0, recs, 1, 1)
     assert len(full_fractions.body()) + 4 == 250
     out.append(vec("1-byte fractions, max size: 58 records of 4 bytes + 1 of 5", 21, full_fractions))
+    # TDC codes (protocol 5, docs/tdc.md): 8 bits an input, input i at bits 8i..8i+7, 0 = no edge.
+    out.append(vec("4-byte fractions: the simulator's 4 TDC inputs", 22,
+                   p.Events(20_000, [(20_000, 0b000100, 0b000100, 0x0000_0001),
+                                     (20_003, 0b111100, 0b001100, 0xFF_80_7F_D9),
+                                     (20_130, 0b100000, 0b101100, 0x21_00_00_00),
+                                     (36_000, 0b000100, 0b101000, 0x00_00_00_FF)], 1, 4),
+                   note="format byte 0x41: masks of 1 byte, fractions of 4; in0 code 1 (the latest edge), codes 255 "
+                        "(saturated), 0x80, 0x7f, 0xd9 in one record"))
+    rng = random.Random(4)
+    t, recs = U64 - 300, []
+    for _ in range(12):
+        t = (t + rng.choice([0, 1, 127, 128, 16384, 1 << 40])) & U64
+        recs.append((t, rng.randrange(1 << 10), rng.randrange(1 << 10), rng.getrandbits(64)))
+    recs.append((recs[-1][0] + 1, 0x3FF, 0x3FF, U64))
+    out.append(vec("2-byte masks and 8-byte fractions (8 TDC inputs), across 2**64", 23,
+                   p.Events(U64 - 300, recs, 2, 8), note="format byte 0x82"))
+    recs = [(k * 100, 1 << (k % 8), k & 0xFF, 0x0101010101010101 * (k & 0x7F or 1)) for k in range(1, 20)]
+    recs += [(recs[-1][0] + (1 << 21), 1, 1, 0x0807060504030201), (recs[-1][0] + (2 << 21), 2, 0, 1 << 63)]
+    full_tdc = p.Events(0, recs, 1, 8)
+    assert len(full_tdc.body()) + 4 == 250
+    out.append(vec("8-byte fractions, max size: 19 records of 11 bytes + 2 of 14", 24, full_tdc))
     return out
 
 
@@ -318,9 +400,9 @@ def time_() -> list[dict]:
 
 def hello() -> list[dict]:
     return [
-        vec("version 4, seq 0", 0, p.Hello(4)),
-        vec("version 5 in the body (header stays 4)", 0, p.Hello(5)),
-        vec("seq 0xffff", 0xFFFF, p.Hello(4)),
+        vec("version 5, seq 0", 0, p.Hello(5)),
+        vec("version 6 in the body (header stays 5)", 0, p.Hello(6)),
+        vec("seq 0xffff", 0xFFFF, p.Hello(5)),
     ]
 
 
@@ -524,11 +606,15 @@ def invalid() -> list[dict]:
          "type": p.MSG_HELLO, "seq": 0},
         {"name": "version 2", "wire": _raw(2, p.MSG_STOP, 5, b"\x03"), "error": "version",
          "type": p.MSG_STOP, "seq": 5},
-        {"name": "version 3 (the previous protocol)", "wire": _raw(3, p.MSG_STOP, 5, b"\x03"), "error": "version",
+        {"name": "version 3", "wire": _raw(3, p.MSG_STOP, 5, b"\x03"), "error": "version",
          "type": p.MSG_STOP, "seq": 5},
         {"name": "HELLO of a version-3 host", "wire": _raw(3, p.MSG_HELLO, 0, b"\x03"), "error": "version",
          "type": p.MSG_HELLO, "seq": 0},
-        {"name": "version 5", "wire": _raw(5, p.MSG_STOP, 5, b"\x03"), "error": "version",
+        {"name": "version 4 (the previous protocol)", "wire": _raw(4, p.MSG_STOP, 5, b"\x03"), "error": "version",
+         "type": p.MSG_STOP, "seq": 5},
+        {"name": "HELLO of a version-4 host", "wire": _raw(4, p.MSG_HELLO, 0, b"\x04"), "error": "version",
+         "type": p.MSG_HELLO, "seq": 0},
+        {"name": "version 6", "wire": _raw(6, p.MSG_STOP, 5, b"\x03"), "error": "version",
          "type": p.MSG_STOP, "seq": 5},
         {"name": "version 0", "wire": _raw(0, p.MSG_HELLO, 0, b"\x01"), "error": "version",
          "type": p.MSG_HELLO, "seq": 0},
@@ -635,7 +721,8 @@ MESSAGES = {
 FORMAT = (
     "fields: the message's fields in spec order (str as text, lists as JSON arrays; EVENTS records as "
     "[timestamp, channels, levels] with absolute timestamps, [timestamp, channels, levels, fraction] with "
-    "fraction_bytes > 0; IDENTIFY's ethernet as [ip, mac, command_port, stream_port, record_words, max_records] or "
+    "fraction_bytes > 0 (the fraction little-endian, up to 8 bytes); "
+    "IDENTIFY's ethernet as [ip, mac, command_port, stream_port, record_words, max_records] or "
     "null, ip and mac as numbers: the mac's bytes, most significant first, in wire order); wire: the whole frame "
     "in hex, 0x00 delimiter included; version, when present: the frame's protocol version, not the current one "
     "(a rig's frame from before)"

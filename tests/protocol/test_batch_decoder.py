@@ -186,7 +186,7 @@ def _damage(rng, frames, kind):
     elif kind == "replay":  # a link sends a frame again, right after or later
         frames.insert(rng.randrange(k + 1, min(k + 70, len(frames)) + 1), frames[k])
     elif kind == "version":
-        frames.insert(k, p.encode_frame(p.MSG_EVENTS, rng.randrange(1 << 16), b"\x00" * 9, version=5))
+        frames.insert(k, p.encode_frame(p.MSG_EVENTS, rng.randrange(1 << 16), b"\x00" * 9, version=6))
     elif kind == "unknown_type":
         frames.insert(k, p.encode_frame(rng.choice([0x7E, p.MSG_HELLO]), rng.randrange(1 << 16), b"abc"))
     elif kind == "truncated_record":  # CRC right, the last record lacks its level mask
@@ -335,7 +335,7 @@ def test_gap_and_replay():
 
 def test_wrong_version_unknown_type_malformed_events():
     good = [f for k in range(5) for f in _frames([(k + 1, 1, 0)], seq=k)]
-    wrong = p.encode_frame(p.MSG_EVENTS, 5, bytes(9), version=5)
+    wrong = p.encode_frame(p.MSG_EVENTS, 5, bytes(9), version=6)
     unknown = p.encode_frame(0x7E, 5, b"")
     truncated = p.encode_frame(p.MSG_EVENTS, 6, bytes(8) + b"\x01\x05\x01")
     long_uleb = p.encode_frame(p.MSG_EVENTS, 7, bytes(8) + b"\x01" + b"\x81" * 10 + b"\x01\x01\x01")
@@ -343,7 +343,7 @@ def test_wrong_version_unknown_type_malformed_events():
     d = BatchDecoder(expected_seq=0)
     batch = d.feed_batch(b"".join(good + [wrong, unknown, truncated, long_uleb] + tail))
     assert batch.ticks.tolist() == [1, 2, 3, 4, 5, 100, 101, 102]
-    assert (d.wrong_version, d.last_wrong_version, d.unknown_type, d.malformed) == (1, 5, 1, 2)
+    assert (d.wrong_version, d.last_wrong_version, d.unknown_type, d.malformed) == (1, 6, 1, 2)
     assert d.lost == 0 and d.frames_ok == 8 and d.expected_seq == 11
 
 
@@ -437,6 +437,39 @@ def test_fractions_and_mixed_record_layouts_in_one_piece():
     d = BatchDecoder()
     parts = [d.feed_batch(f) for f in frames]
     assert sum((b.fractions.tolist() for b in parts), []) == [r[3] for r in expected]
+
+
+def test_tdc_fractions_of_up_to_8_bytes_agree_with_the_reference_decoder():
+    """Protocol 5's TDC codes: fractions of 3 .. 8 bytes (64-bit values up to 2**64 - 1) among the
+    older layouts, in one piece: the vectorised decoder gives (uint64) what FrameDecoder's per-record
+    Events.from_body gives; a frame whose fraction nibble is 9 is malformed and counted, both ways,
+    and the frames around it still decode."""
+    rng = random.Random(35)
+    frames, seq = [], 0
+    for mask_bytes, fraction_bytes in [(1, 4), (2, 8), (1, 8), (1, 0), (2, 3), (1, 1), (2, 8), (1, 4), (2, 2)]:
+        t = rng.getrandbits(64)
+        records = []
+        for _ in range(rng.randrange(1, 40)):
+            t = (t + rng.choice([0, 1, 127, 128, 20_000, 1 << 50])) & p.MASK64
+            rec = (t, rng.getrandbits(8 * mask_bytes), rng.getrandbits(8 * mask_bytes))
+            fraction = rng.choice([0, p.MASK64, 1 << 63, rng.getrandbits(8 * fraction_bytes)])
+            records.append((*rec, fraction & ((1 << 8 * fraction_bytes) - 1)) if fraction_bytes else rec)
+        for frame in p.pack_events(records, mask_bytes=mask_bytes, fraction_bytes=fraction_bytes):
+            frames.append(frame.encode(seq))
+            seq += 1
+    nine = bytearray(p.Events(5, [(6, 1, 1, 7)], 1, 8).body())
+    nine[8] = 0x91   # masks of 1 byte, 9 fraction bytes: beyond the protocol
+    frames.insert(4, p.encode_frame(p.MSG_EVENTS, 4, bytes(nine) + bytes(1)))
+    frames[5:] = [p.encode_frame(p.MSG_EVENTS, 5 + k, p.decode_frame(f).msg.body()) for k, f in enumerate(frames[5:])]
+    reference = p.FrameDecoder()
+    expected = [(*r[:3], r[3] if len(r) == 4 else 0) for f in reference.feed(b"".join(frames)) for r in f.msg.records]
+    assert reference.malformed == 1 and len(expected) > 100
+    d = BatchDecoder()
+    batch = d.feed_batch(b"".join(frames))
+    assert batch.fractions.dtype == np.uint64
+    got = list(zip(batch.ticks.tolist(), batch.channels.tolist(), batch.levels.tolist(), batch.fractions.tolist()))
+    assert got == expected and d.malformed == 1 and d.frames_ok == len(frames) - 1
+    assert max(r[3] for r in expected) == p.MASK64
 
 
 def test_version_2_frames_of_an_old_raw_bin_decode():

@@ -1,4 +1,4 @@
-"""Wire protocol v4 (docs/protocol.md): Python codec and firmware/protocol.c against the vectors.
+"""Wire protocol v5 (docs/protocol.md): Python codec and firmware/protocol.c against the vectors.
 
 tests/vectors/*.json were generated once by make_vectors.py; test_hand_* below derive a few
 frames by hand (COBS examples from the COBS paper / Wikipedia, the CRC-32 check value and a
@@ -216,10 +216,10 @@ def test_hand_crc(tool):
 
 
 def test_hand_frame_time_req(tool):
-    # TIME_REQ, seq 0: payload 04 87 00 00; CRC-32 of it = 0x4a5c454e, little-endian 4e 45 5c 4a.
-    # COBS: [04 87] 00 | [] 00 | [4e 45 5c 4a] -> 03 04 87 | 01 | 05 4e 45 5c 4a, then 00.
-    assert bitwise_crc32(bytes.fromhex("04870000")) == 0x4A5C454E
-    wire = "0304870105 4e455c4a00".replace(" ", "")
+    # TIME_REQ, seq 0: payload 05 87 00 00; CRC-32 of it = 0xf2e0222b, little-endian 2b 22 e0 f2.
+    # COBS: [05 87] 00 | [] 00 | [2b 22 e0 f2] -> 03 05 87 | 01 | 05 2b 22 e0 f2, then 00.
+    assert bitwise_crc32(bytes.fromhex("05870000")) == 0xF2E0222B
+    wire = "0305870105 2b22e0f200".replace(" ", "")
     assert p.TimeReq().encode(0).hex() == wire
     assert tool.one("time_req 0") == wire
     assert tool.one("parse " + wire[:-2]) == "time_req 0"
@@ -229,12 +229,12 @@ def test_hand_frame_time_req(tool):
 
 def test_hand_frame_events(tool):
     # EVENTS, seq 1, base 1000 (e8 03 00..), masks of 1 byte, one record: delta 0, channels 4, levels 4.
-    payload = bytes.fromhex("04020100" + "e803000000000000" + "01" + "00" + "0404")
+    payload = bytes.fromhex("05020100" + "e803000000000000" + "01" + "00" + "0404")
     crc = bitwise_crc32(payload).to_bytes(4, "little")
     assert 0 not in crc  # so the tail is one block
     # Blocks: [03 02 01] 00 | [e8 03] 00 | then 5 zeros (base bytes) as empty blocks, [01] (format:
     # masks of 1 byte, no fraction) 00 (the delta), and the last block 04 04 + CRC (6 bytes, code 07).
-    wire = bytes.fromhex("04040201" + "03e803" + "01" * 5 + "0201" + "070404") + crc + b"\x00"
+    wire = bytes.fromhex("04050201" + "03e803" + "01" * 5 + "0201" + "070404") + crc + b"\x00"
     msg = p.Events(1000, [(1000, 4, 4)])
     assert msg.encode(1) == wire
     assert tool.one("events 1 1000 1 1000 4 4 0 1 0") == wire.hex()
@@ -244,7 +244,7 @@ def test_hand_frame_events(tool):
 
 def test_hand_frame_events_two_byte_masks(tool):
     # 10 channels: masks of 2 bytes, little-endian; channel 9 rising is channels 0x0200, levels 0x0200.
-    payload = bytes.fromhex("04020200" + "0a00000000000000" + "02" + "03" + "0002" + "0002")
+    payload = bytes.fromhex("05020200" + "0a00000000000000" + "02" + "03" + "0002" + "0002")
     crc = bitwise_crc32(payload).to_bytes(4, "little")
     msg = p.Events(10, [(13, 0x0200, 0x0200)], 2)
     assert p.cobs_decode(msg.encode(2)[:-1]) == payload + crc
@@ -256,7 +256,7 @@ def test_hand_frame_events_fractions(tool):
     # Four inputs at four samples a tick: one fraction byte, input i's position at bits 2i..2i+1.
     # Format byte 0x11 (masks of 1 byte, fraction of 1); the record: delta 3, channels 0b001100
     # (in0, in1), levels 0b000100, fraction 0b0111 (in0 at sample 3, in1 at sample 1).
-    payload = bytes.fromhex("04020300" + "0a00000000000000" + "11" + "03" + "0c04" + "07")
+    payload = bytes.fromhex("05020300" + "0a00000000000000" + "11" + "03" + "0c04" + "07")
     crc = bitwise_crc32(payload).to_bytes(4, "little")
     msg = p.Events(10, [(13, 0b001100, 0b000100, 0b0111)], 1, 1)
     assert p.cobs_decode(msg.encode(3)[:-1]) == payload + crc
@@ -289,27 +289,51 @@ def test_hand_identify_uart_baud_is_an_optional_tail_in_version_3():
         old.encode(0)
 
 
-def test_hand_identify_ethernet_tail(tool):
+def test_hand_identify_ethernet_tail_and_tdc_fields(tool):
     # Version 4: after uart_baud, ethernet:u8; when 1, ip:u32 (LE) mac:6 bytes (wire order)
-    # command_port:u16 stream_port:u16 record_words:u8 max_records:u16.
+    # command_port:u16 stream_port:u16 record_words:u8 max_records:u16. Version 5: then tdc_inputs:u8
+    # tdc_taps:u16 (LE).
     table = [("s", "stimulus"), ("i", "isr")]
-    plain = p.Identify(4, 10**8, 5 * 10**7, 1, 1, 512, 17, 0x3F, 4, 15, 1000, 1, "fw", "gw", table, 2_000_000)
-    head = plain.body()[:-5]
-    assert plain.body() == head + bytes.fromhex("80841e00" "00")
+    plain = p.Identify(5, 10**8, 5 * 10**7, 1, 1, 512, 17, 0x3F, 4, 15, 1000, 1, "fw", "gw", table, 2_000_000)
+    head = plain.body()[:-8]
+    assert plain.body() == head + bytes.fromhex("80841e00" "00" "00" "0000")
     eth = dataclasses.replace(plain, capabilities=0x13F, ethernet=p.EthernetInfo(0xC0A80132, 0x10E2D5000050, 5800,
-                                                                                 5801, 2, 179))
-    tail = bytes.fromhex("80841e00" "01" "3201a8c0" "10e2d5000050" "a816" "a916" "02" "b300")
+                                                                                 5801, 4, 89),
+                              tdc_inputs=1, tdc_taps=256)
+    tail = bytes.fromhex("80841e00" "01" "3201a8c0" "10e2d5000050" "a816" "a916" "04" "5900" "01" "0001")
     assert eth.body()[len(head):] == tail and eth.body()[:len(head)] == dataclasses.replace(
         plain, capabilities=0x13F).body()[:len(head)]
+    assert eth.fraction_bits == 8 and eth.fraction_width == 8 and eth.fraction_bytes == 1
     for msg in (plain, eth):
         assert p.decode_frame(msg.encode(9)).msg == msg
         assert tool.one(tool_line(msg, 9)) == msg.encode(9).hex()
-    # The tail is all or nothing; an ethernet byte other than 0 or 1, or a missing byte, is malformed.
+    # A version-4 rig's body is the same without the TDC fields: no TDC.
+    v4 = dataclasses.replace(eth, version=4, tdc_inputs=0, tdc_taps=0)
+    assert v4.body(4)[1:] == eth.body()[1:-3]
+    assert p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, v4.body(4), 4)).msg == v4
+    with pytest.raises(ValueError, match="no TDC fields in version 4"):
+        eth.body(4)
+    # The tails are all or nothing; an ethernet byte other than 0 or 1, or a missing byte, is malformed.
     body = eth.body()
-    for bad in (body[:-1], body + b"\x00", head + bytes.fromhex("80841e00" "02") + tail[5:], head + tail[:4],
-                plain.body() + b"\x00", head):
+    for bad in (body[:-1], body[:-3], body + b"\x00", head + bytes.fromhex("80841e00" "02") + tail[5:],
+                head + tail[:4], plain.body() + b"\x00", plain.body()[:-3], head):
         with pytest.raises(p.MalformedFrame):
             p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, bad))
+    # TDC fields that cannot be, refused by the encoder and (the same bytes otherwise) by the decoder:
+    # more TDC inputs than inputs, a TDC on a rig sampling 4 times a tick, TDC inputs without taps.
+    spt4 = body[:25] + b"\x04" + body[26:]   # samples_per_tick is the fixed part's last byte
+    for bad, bad_body, why in ((dataclasses.replace(eth, tdc_inputs=2), body[:-3] + bytes.fromhex("020001"),
+                                "2 TDC inputs of 1 inputs"),
+                               (dataclasses.replace(eth, samples_per_tick=4), spt4, "4 samples a tick"),
+                               (dataclasses.replace(eth, tdc_taps=0), body[:-3] + bytes.fromhex("010000"),
+                                "of 0 taps")):
+        with pytest.raises(ValueError, match=why):
+            bad.body()
+        with pytest.raises(p.MalformedFrame, match=why):
+            p.decode_frame(p.encode_frame(p.MSG_IDENTIFY, 0, bad_body))
+    nine = [("x", "")] * 9
+    with pytest.raises(ValueError, match="9 TDC inputs of 9 inputs"):   # more than a 64-bit fraction holds
+        dataclasses.replace(eth, n_inputs=9, channels=table[:1] + nine, tdc_inputs=9).body()
 
 
 def test_hand_frame_engine_bins(tool):
@@ -318,7 +342,7 @@ def test_hand_frame_engine_bins(tool):
     #   head 0x14 (type 0, kind 1 << 2, tag 1 << 4), 300 = ac 02, 2304 = 0x900 = 80 12, 01;
     #   head 0x05 (type 1, kind 1 << 2), ac 02.
     body = bytes.fromhex("14ac02801201" + "05ac02")
-    payload = bytes.fromhex("04070900") + body
+    payload = bytes.fromhex("05070900") + body
     wire = p.cobs_encode(payload + bitwise_crc32(payload).to_bytes(4, "little")) + b"\x00"
     msg = p.EngineBins([(0, 1, 1, 300, 2304, 1), (1, 1, 0, 300, 0, 0)])
     assert msg.encode(9) == wire
@@ -428,17 +452,19 @@ def test_vector_python(cls, v):
 def test_vector_c(cls, v, tool):
     msg = from_fields(cls, v["fields"])
     if v.get("version", p.PROTOCOL_VERSION) != p.PROTOCOL_VERSION:
-        # A version-3 rig's IDENTIFY (the firmware sends only its own version): the firmware's frame
-        # is this one's body with uart_baud (0 where it was missing) and the ethernet byte 0, every
-        # other field the same.
-        assert isinstance(msg, p.Identify) and v["version"] == 3
+        # A version-3 or version-4 rig's IDENTIFY (the firmware sends only its own version): the
+        # firmware's frame is this one's body with what came later, every other field the same:
+        # uart_baud (0 where it was missing) and the ethernet byte 0 (version 4), the TDC fields 0
+        # (version 5).
+        assert isinstance(msg, p.Identify) and v["version"] in (3, 4)
         now = dataclasses.replace(msg, uart_baud=msg.uart_baud or 0)
-        if len(now.body()) + p.HEADER_SIZE > p.MAX_PAYLOAD:  # version 3's largest: one byte too many now
+        if len(now.body()) + p.HEADER_SIZE > p.MAX_PAYLOAD:  # an old version's largest: too long now
             assert tool.one(tool_line(now, v["seq"])) == "err nofit"
             return
         frame = p.decode_frame(bytes.fromhex(tool.one(tool_line(now, v["seq"]))))
         assert frame.msg == now and frame.seq == v["seq"]
-        assert frame.msg.body() == msg.body(3) + (bytes(4) if msg.uart_baud is None else b"") + b"\x00"
+        added = (bytes(4) if msg.uart_baud is None else b"") + (b"\x00" if v["version"] == 3 else b"")
+        assert frame.msg.body() == msg.body(v["version"]) + added + bytes(3)
         return
     line = tool_line(msg, v["seq"])
     if cls.TYPE >= 0x80:  # commands: the parser gives back the same line
@@ -811,9 +837,9 @@ def test_decoder_sequence_gaps():
     assert lost([65534, 65535, 0, 3]) == 2  # wraps at 2**16
     assert lost([65535, 1]) == 1
     assert lost([3, 4], expected=0) == 3  # right after HELLO
-    # A version-5 frame in the middle: refused, its seq not taken, so counted as lost too.
+    # A version-6 frame in the middle: refused, its seq not taken, so counted as lost too.
     dec = p.FrameDecoder()
-    dec.feed(p.Time(0, 0).encode(0) + p.encode_frame(p.MSG_TIME, 1, p.Time(0, 0).body(), version=5))
+    dec.feed(p.Time(0, 0).encode(0) + p.encode_frame(p.MSG_TIME, 1, p.Time(0, 0).body(), version=6))
     dec.feed(p.Time(0, 0).encode(2))
     assert (dec.frames_ok, dec.wrong_version, dec.lost) == (2, 1, 1)
     dec.reset_sequence(0)

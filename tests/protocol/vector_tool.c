@@ -9,6 +9,7 @@
  *            CHANNELS_HEX (the table as "name:role,name:role,...", as soc.h's HILAT_CHANNELS) uart_baud
  *            ethernet [ip mac command_port stream_port record_words max_records] (when ethernet is 1;
  *            mac as the 48-bit number whose bytes, most significant first, are the wire order)
+ *            tdc_inputs tdc_taps
  *   events   SEQ base N {timestamp channels levels fraction} x N mask_bytes fraction_bytes
  *            (absolute timestamps)
  *   overflow SEQ timestamp channels
@@ -242,6 +243,10 @@ static void do_identify(uint16_t seq)
         m.eth_record_words = (uint8_t)v[4];
         m.eth_max_records = (uint16_t)v[5];
     }
+    NUM(v[0]);
+    NUM(v[1]);
+    m.tdc_inputs = (uint8_t)v[0];
+    m.tdc_taps = (uint16_t)v[1];
     finish(&f, hilat_msg_identify(&f, seq, &m));
 }
 
@@ -267,7 +272,7 @@ static void do_events(uint16_t seq)
     NUM(fraction_bytes);
     hilat_events_begin(&f, seq, base, (uint8_t)mask_bytes, (uint8_t)fraction_bytes);
     for (i = 0; i < n; i++) {
-        if (!hilat_events_add(&f, recs[i][0], (uint16_t)recs[i][1], (uint16_t)recs[i][2], (uint16_t)recs[i][3])) {
+        if (!hilat_events_add(&f, recs[i][0], (uint16_t)recs[i][1], (uint16_t)recs[i][2], recs[i][3])) {
             printf("err nofit %llu\n", i);
             return;
         }

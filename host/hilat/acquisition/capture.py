@@ -30,6 +30,7 @@ from hilat.acquisition import live as live_view
 from hilat.acquisition.results import CaptureResults
 from hilat.acquisition.settings import channel_roles, effective_deadline, engine_offset, plan
 from hilat.acquisition.stream import _Stream
+from hilat.calibration import tdc_placement, tdc_rig
 from hilat.calibration.resolution import subticks_for
 from hilat.link import protocol as p
 from hilat.link.rig import RigError, RigSilent
@@ -185,7 +186,8 @@ class Capture(CaptureResults):
                                                           self.deadline_ticks, self._measures)
         self.stream = _Stream(self.writer, self._roles, measures, builtin, deadline, offset, self._pace,
                               self.unit.mu_hz, hlog=self.hlog, chunk_records=self.settings.chunk_records,
-                              on_new_max=self.live.new_max, subticks=self.subticks)
+                              on_new_max=self.live.new_max, subticks=self.subticks,
+                              code_counts=self._code_counts())
 
     # stream ---------------------------------------------------------------------------------------
 
@@ -324,8 +326,7 @@ class Capture(CaptureResults):
             for warning in self.calibration["warnings"]:
                 log.warning("%s", warning)
 
-            self._subticks = subticks_for(self.samples_per_tick, self.identity.n_stimulus,
-                                          self.calibration.get("resolution"))
+            self._subticks = tdc_rig.placement_for(self.identity, self.calibration)
             self._open_stream()
             try:
                 previous_usr1 = signal.signal(signal.SIGUSR1, self._on_sigusr1)
@@ -335,6 +336,7 @@ class Capture(CaptureResults):
             self._write_started(session)
             self._collect(session)
             self._finish(session)
+            self._tdc_online()
             self.finished_cleanly = True
             fired = self._stimuli_fired()
             if fired is not None and self.stream.paced < fired:
@@ -390,6 +392,34 @@ class Capture(CaptureResults):
                 except OSError as e:
                     self.error = self.error or self._write_error(e)
         return self
+
+    # a TDC rig's online mode (docs/tdc.md, "Online mode") -------------------------------------------------
+
+    def _code_counts(self):
+        tdc_inputs = int(getattr(self.identity, "tdc_inputs", 0) or 0)
+        if not (self.settings.tdc_online and tdc_inputs):
+            if self.settings.tdc_online:
+                log.warning("--tdc-online: this rig has no TDC; nothing to re-estimate")
+            return None
+        return tdc_rig.CodeCounts(self.identity.n_stimulus, tdc_inputs)
+
+    def _tdc_online(self):
+        """Re-estimate each TDC input's bins from the run's codes, store them for later captures and
+        state it in the run (this run's edges keep the bins in force at its start: placed as they came)."""
+        counts = self.stream.code_counts if self.stream is not None else None
+        if counts is None:
+            return
+        table, _why = tdc_placement.predicted_table(calibration.rig_identity(self.identity))
+        entries = tdc_rig.online_results(self.identity, self.calibration, counts, table)
+        stored_in = None
+        for entry in entries:
+            if entry["result"] is not None and self.settings.calibration_dir is not None:
+                stored_in = tdc_rig.store_tdc_input(self.identity, entry["result"], self.settings.calibration_dir)[1]
+        lines = tdc_rig.online_lines(entries, stored_in)
+        for line in lines:
+            log.info("%s", line)
+        self.calibration["tdc_online"] = [{k: v for k, v in e.items() if k != "result"} for e in entries]
+        self.calibration["statement"] = list(self.calibration["statement"]) + lines
 
     # crash safety (docs/analysis.md, "What survives a failure") ----------------------------------------
 

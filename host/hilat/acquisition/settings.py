@@ -67,6 +67,9 @@ class CaptureSettings:
     engine_interval_shift: int = 24
     outlier_thresholds: dict = field(default_factory=dict)
     trigger: object = None
+    # A TDC rig's online mode (docs/tdc.md): the run's own edges re-estimate each TDC input's bins,
+    # stored for later captures and stated in the run. Off by default.
+    tdc_online: bool = False
 
 
 STIMULUS_SETTING_NAMES = [f.name for f in dataclasses.fields(StimulusSettings)]

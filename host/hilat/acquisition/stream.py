@@ -16,11 +16,12 @@ class _Stream:
     (``subticks``, an ``analysis.Subticks``; ``mu_hz``: the run's units, mu, per second)."""
 
     def __init__(self, writer, roles, measures, builtin, deadline, offset_mu, pace, mu_hz, hlog=None,
-                 chunk_records=None, on_new_max=None, subticks=None):
+                 chunk_records=None, on_new_max=None, subticks=None, code_counts=None):
         self.writer = writer
         self.pace_channel, self.pace_level = pace
         self.mu_ns = 1e9 / mu_hz
         self.subticks = subticks
+        self.code_counts = code_counts   # a TDC rig's online mode: codes counted per input (tdc_rig.CodeCounts)
         self.hlog = hlog
         self.chunk_records = chunk_records
         self.on_new_max = on_new_max
@@ -72,6 +73,8 @@ class _Stream:
 
     def _records(self, rec_ticks, masks, levels, fractions, edges=None):
         self.records += len(rec_ticks)
+        if self.code_counts is not None and fractions is not None:
+            self.code_counts.add(masks, fractions)
         self._close_gaps(self.gaps.records(rec_ticks))
         if edges is None:
             ticks, chans, lv = analysis.edges_from_records((rec_ticks, masks, levels), fractions, self.subticks)

@@ -21,7 +21,16 @@ record stream), ``measures`` (measurement definitions and their series), ``pairi
 search for every kind). Statistics of the pairs are ``hilat.statistics``'s.
 """
 
-from hilat.analysis.channels import KIND_TITLES, KINDS, Channels, Subticks, edges_from_records, in_subticks  # noqa: F401
+from hilat.analysis.channels import (  # noqa: F401
+    KIND_TITLES,
+    KINDS,
+    TDC_UNITS_PER_TICK,
+    Channels,
+    Subticks,
+    TdcSubticks,
+    edges_from_records,
+    in_subticks,
+)
 from hilat.analysis.gaps import (  # noqa: F401
     ALL_CHANNELS,
     GAP_CUT_SHORT,

@@ -150,9 +150,11 @@ class Subticks:
     @classmethod
     def from_meta(cls, unit):
         """From a run's meta.json ``time_unit`` (what the capture used); None: a run written before
-        sub-ticks, whose edges are ticks."""
+        sub-ticks, whose edges are ticks. A TDC rig's (``"tdc"`` in it) is a ``TdcSubticks``."""
         if not unit:
             return cls()
+        if unit.get("tdc"):
+            return TdcSubticks.from_meta(unit)
         return cls(int(unit["samples_per_tick"]), int(unit.get("first_input", 0)), int(unit["units_per_tick"]),
                    tuple(int(p) for p in unit["subtick_positions"]), bool(unit.get("calibrated")))
 
@@ -167,6 +169,16 @@ class Subticks:
         if self.units_per_tick == 1:
             return "tick"
         return "sub-tick" if not self.calibrated else f"1/{self.units_per_tick} tick"
+
+    @property
+    def uses_fractions(self):
+        """Whether the records' fraction fields move an edge inside its tick."""
+        return self.units_per_tick != 1 and self.samples_per_tick != 1
+
+    @property
+    def placement(self):
+        """Per TDC input, how its edges are placed (none here: ``TdcSubticks`` has them)."""
+        return ()
 
     def place(self, ticks, chans, fractions):
         """Edge times (uint64) of edges at ``ticks`` on channels ``chans`` with their records' ``fractions``."""
@@ -188,6 +200,86 @@ class Subticks:
         shift = np.where(inputs >= 0, inputs * bits_per_input, 0).astype(np.uint16)
         index = (np.asarray(fractions, dtype=np.uint16) >> shift) & np.uint16(self.samples_per_tick - 1)
         return np.where(inputs >= 0, index, 0)
+
+
+# A TDC rig's run unit: 1/4096 tick (1.74 ps at ts 140 MHz, 4.88 ps at the simulator's 50 MHz), far
+# below a TDC bin (~33 ps) and its centre's uncertainty (docs/tdc.md, "The run's unit").
+TDC_UNITS_PER_TICK = 4096
+TDC_CODE_BITS = 8
+
+
+@dataclass(frozen=True)
+class TdcSubticks:
+    """Where the analysis puts an input edge on a rig whose first ``len(positions)`` DUT inputs have a
+    carry-chain TDC (docs/tdc.md): the record's fraction holds 8 bits of code per TDC input (input i at
+    bits 8i .. 8i+7, code 0: no edge of that input in the record), and an edge of code c recorded at
+    tick t is at ``t * units_per_tick + positions[i][c]``: ``positions[i][c]`` = tick - T(c) in units,
+    T(c) the code's bin centre before the tick's closing clock edge (negative for a late edge, one
+    that lies in the tick before). Outputs and inputs without a TDC stay at whole ticks.
+    ``placement``: per TDC input (channel, "measured" / "predicted" / "online", source), what the
+    run states about where its positions came from. The same ``place()`` as ``Subticks``."""
+    first_input: int
+    positions: tuple                 # per TDC input: 256 positions (units) by code
+    placement: tuple = ()            # per TDC input: {"channel", "placement", "source"}
+    units_per_tick: int = TDC_UNITS_PER_TICK
+
+    samples_per_tick = 1
+    uses_fractions = True
+
+    def __post_init__(self):
+        rows = [tuple(int(p) for p in row) for row in self.positions]
+        if any(len(row) != 1 << TDC_CODE_BITS for row in rows):
+            raise ValueError(f"a TDC input's positions: {1 << TDC_CODE_BITS} codes each")
+        object.__setattr__(self, "positions", tuple(rows))
+        object.__setattr__(self, "placement", tuple(dict(p) for p in self.placement))
+
+    @property
+    def tdc_inputs(self):
+        return len(self.positions)
+
+    @property
+    def calibrated(self):
+        """Whether any TDC input stands at measured bins (code density), not only predicted ones."""
+        return any(p.get("placement") in ("measured", "online") for p in self.placement)
+
+    @property
+    def unit_name(self):
+        return f"1/{self.units_per_tick} tick"
+
+    def place(self, ticks, chans, fractions):
+        """Edge times (uint64; a late edge at tick 0 would wrap, no capture starts there) of edges at
+        ``ticks`` on channels ``chans`` with their records' ``fractions`` (8 bits of code per TDC input)."""
+        times = np.asarray(ticks, dtype=np.uint64) * np.uint64(self.units_per_tick)
+        if fractions is None or not self.tdc_inputs:
+            return times
+        inputs = np.asarray(chans).astype(np.int64) - self.first_input
+        tdc = (inputs >= 0) & (inputs < self.tdc_inputs)
+        row = np.where(tdc, inputs, 0)
+        shift = (row * TDC_CODE_BITS).astype(np.uint64)
+        codes = (np.asarray(fractions, dtype=np.uint64) >> shift) & np.uint64((1 << TDC_CODE_BITS) - 1)
+        position = self._table()[row, codes.astype(np.intp)]
+        return (times.view(np.int64) + np.where(tdc, position, 0)).view(np.uint64)
+
+    def _table(self):
+        table = self.__dict__.get("_table_cache")
+        if table is None:
+            table = np.array(self.positions, dtype=np.int64).reshape(-1, 1 << TDC_CODE_BITS)
+            object.__setattr__(self, "_table_cache", table)
+        return table
+
+    def to_meta(self):
+        return {"units_per_tick": self.units_per_tick, "samples_per_tick": 1, "subtick_positions": [0],
+                "first_input": self.first_input, "calibrated": self.calibrated,
+                "tdc": {"code_bits": TDC_CODE_BITS,
+                        "inputs": [{**p, "positions_mu": list(row)} for p, row in zip(self.placement,
+                                                                                        self.positions)]}}
+
+    @classmethod
+    def from_meta(cls, unit):
+        inputs = unit["tdc"]["inputs"]
+        return cls(int(unit.get("first_input", 0)), tuple(tuple(i["positions_mu"]) for i in inputs),
+                   tuple({k: v for k, v in i.items() if k != "positions_mu"} for i in inputs),
+                   int(unit["units_per_tick"]))
 
 
 def edges_from_records(records, fractions=None, subticks=None):
@@ -213,9 +305,8 @@ def edges_from_records(records, fractions=None, subticks=None):
     masks = np.asarray(masks).astype(np.uint16, copy=False)
     lv = np.asarray(lv, dtype=np.uint16)
     count, first, table = _mask_bits()
-    # The fractions matter only to a rig that samples its inputs more than once a tick.
-    fractions_used = subticks is not None and fractions is not None and subticks.units_per_tick != 1 \
-        and subticks.samples_per_tick != 1
+    # The fractions matter only to a rig that samples its inputs more than once a tick, or has a TDC.
+    fractions_used = subticks is not None and fractions is not None and subticks.uses_fractions
     if not fractions_used and kernels.available():
         # One compiled pass (hilat.kernels): the same edges as the table's below.
         times, chans, levels = kernels.edges_from_records(rec_ticks, masks, lv, int(count[masks].sum(dtype=np.int64)))
@@ -230,9 +321,17 @@ def edges_from_records(records, fractions=None, subticks=None):
     chans = table[np.repeat(start, per_record) + np.arange(len(rows), dtype=np.int64)]
     levels = ((lv[rows] >> chans) & 1).astype(np.uint8)
     times = np.asarray(rec_ticks, dtype=np.uint64)[rows]
+    chans = chans.astype(np.uint8)
     if subticks is not None:
         times = subticks.place(times, chans, None if fractions is None else np.asarray(fractions)[rows])
-    return times, chans.astype(np.uint8), levels
+        if fractions_used and len(times) > 1 and (np.diff(times.view(np.int64)) < 0).any():
+            # One record's edges come in channel order; their positions need not be (two inputs of one
+            # tick, a TDC input's edge before an output's tick). A record's edges all lie inside
+            # [tick - s0, tick + 1 - s0) (docs/tdc.md), the records' ticks increase: a stable sort
+            # orders the edges inside each record and moves none across records.
+            order = np.argsort(times.view(np.int64), kind="stable")
+            times, chans, levels = times[order], chans[order], levels[order]
+    return times, chans, levels
 
 
 _MASK_BITS = None

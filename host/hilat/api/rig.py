@@ -12,7 +12,7 @@ from hilat.acquisition.capture import Capture
 from hilat.acquisition.settings import CaptureSettings, StimulusSettings, plan
 from hilat.api.run import Run, load
 from hilat.api.stats import SettingsError, _ticks, parse_duration
-from hilat.calibration import resolution
+from hilat.calibration import resolution, tdc_placement, tdc_rig
 from hilat.engine import Trigger
 from hilat.link import identity
 from hilat.link import protocol as p
@@ -32,7 +32,7 @@ def capture_settings(ts_hz: float, *, count: int | None = None, duration=None, d
                      also_fire=(), on_rig: bool = False, raw: bool | None = None, interval_shift: int = 24,
                      outliers: dict | None = None, trigger: tuple | None = None, trigger_on_late: bool = False,
                      trigger_width=None, label: str = "", out_dir="runs", progress: bool = False,
-                     default_count: int = 2000):
+                     default_count: int = 2000, tdc_online: bool = False):
     """``settings.CaptureSettings`` from typed settings; durations in seconds or with a unit
     (``parse_duration``), ``trigger`` = (response "isr"/"task", time). Raises ValueError on a
     combination that cannot run."""
@@ -71,7 +71,8 @@ def capture_settings(ts_hz: float, *, count: int | None = None, duration=None, d
                            count=count if count is not None else (None if duration is not None else default_count),
                            duration_ticks=_ticks(duration, ts_hz) if duration is not None else None,
                            deadline_ticks=_ticks(deadline, ts_hz) if deadline is not None else None,
-                           glitch=glitch, label=label, out_dir=Path(out_dir), progress=progress, stimulus=stim)
+                           glitch=glitch, label=label, out_dir=Path(out_dir), progress=progress, stimulus=stim,
+                           tdc_online=tdc_online)
 
 
 class CaptureError(RuntimeError):
@@ -84,7 +85,8 @@ class CaptureError(RuntimeError):
 
 @dataclass
 class Calibration:
-    """What a ``Rig.calibrate_*`` measured: ``part`` ("loopback", "clock", "resolution"), ``result``
+    """What a ``Rig.calibrate_*`` measured: ``part`` ("loopback", "clock", "resolution", "tdc": one TDC
+    input's bins), ``result``
     (the stored measurement, as the calibration file holds it), ``rig_identity`` (the rig it belongs
     to) and ``stored`` (its file; None when not stored). ``text()`` is what ``hilat calibrate`` prints,
     ``to_json()`` what it prints with --json."""
@@ -102,6 +104,8 @@ class Calibration:
             return calibration.loopback_text(self.result, self.url, self.ts_hz, self.stored)
         if self.part == "resolution":
             return calibration.resolution_text(self.result, self.url, self.ts_hz, self.stored)
+        if self.part == "tdc":
+            return calibration.tdc_text(self.result, self.url) + "\n" + calibration.stored_text(self.stored)
         clock = calibration.clock_text(self.result, self.ts_hz, self.stored)
         return f"{self.analysis}\n{clock}" if self.analysis else clock
 
@@ -192,7 +196,7 @@ class Rig:
             result = calibration.run_loopback(
                 session, count, stimulus["period_ticks"], stimulus["jitter_ticks"], stimulus["width_ticks"],
                 stimulus_channel, channel, seed, progress=calibration.ProgressLog("loopback"),
-                resolution=in_force.get("resolution"))
+                resolution=in_force.get("resolution"), placement=tdc_rig.placement_for(ident, in_force))
             loop = calibration.loopback_calibration(result, ts, stimulus_channel, channel, stimulus, self.url)
         return self._stored(ident, "loopback", loop, store)
 
@@ -233,22 +237,51 @@ class Rig:
                     raise
         return self._stored(ident, "clock", clock, store, analysis)
 
-    def calibrate_resolution(self, *, edges: int = 20000, channel: int | None = None,
+    def calibrate_resolution(self, *, edges: int | None = None, channel: int | str | None = None,
+                             precision_ps: float | None = None, tap_table: str | Path | None = None,
                              store: bool = True) -> Calibration:
-        """The widths of the sub-tick bins by code density, from ``edges`` edges on ``channel`` (default
-        the SPARE input) of a source unrelated to the rig's clock (docs/subtick.md). Stored unless
-        ``store`` is False; later captures place input edges at the bins' centres. Raises
-        ``hilat.calibration.CalibrationError``."""
+        """The widths of the sub-tick bins by code density, from ``edges`` edges (default 20000) on
+        ``channel`` (a number or a name; default the SPARE input) of a source unrelated to the rig's clock
+        (docs/subtick.md). On a rig with a carry-chain TDC (docs/tdc.md) its 256 bins on that TDC input,
+        the tap table's predicted bins beside them (``tap_table``: a file; default the board's), default
+        100000 edges, or with ``precision_ps`` (each bin's width sigma, ps) as many as the widest
+        predicted bin needs; stored per input. Stored unless ``store`` is False; later captures place
+        input edges at the bins' centres. Raises ``hilat.calibration.CalibrationError``."""
 
         with self._session() as session:
             ident = self._ident = session.identity
             if channel is None:
                 channel = calibration.role_channel(ident, calibration.CALIBRATION_ROLE)
+            elif isinstance(channel, str):
+                channel = calibration.input_channel(ident, channel)
+            if getattr(ident, "tdc_inputs", 0):
+                return self._calibrate_tdc(session, ident, channel, edges, precision_ps, tap_table, store)
+            edges = edges or 20000
             log.info("resolution: %d edges on channel %d", edges, channel)
             fractions = resolution.run_resolution(session, channel, edges,
                                                   progress=calibration.ProgressLog("resolution"))
             result = resolution.resolution_calibration(fractions, ident, ident.ts_hz, channel, self.url)
         return self._stored(ident, "resolution", result, store)
+
+    def _calibrate_tdc(self, session, ident, channel, edges, precision_ps, tap_table, store):
+        identity = calibration.rig_identity(ident)
+        table, why = tdc_placement.predicted_table(identity, Path(tap_table) if tap_table else None)
+        if tap_table and table is None:
+            raise calibration.CalibrationError(why)
+        precision_s = precision_ps * 1e-12 if precision_ps is not None else None
+        if edges is None:
+            edges = tdc_rig.TDC_DEFAULT_EDGES
+            if precision_s is not None:
+                if table is None:
+                    raise calibration.CalibrationError(f"--precision needs the predicted bins ({why}): give --edges")
+                edges = tdc_rig.edges_for(table, precision_s)
+        log.info("TDC resolution: %d edges on channel %d%s", edges, channel,
+                 "" if table is None else f" ({tdc_rig.precision_text(table, edges, precision_s)})")
+        codes = tdc_rig.run_tdc_resolution(session, channel, edges, progress=calibration.ProgressLog("resolution"))
+        result = tdc_rig.tdc_resolution_calibration(codes, ident, channel, self.url, table, precision_s)
+        directory = calibration.resolve_dir(self.calibration_dir) if store else None
+        identity, path = tdc_rig.store_tdc_input(ident, result, directory)
+        return Calibration("tdc", result, identity, path, self.url, ident.ts_hz)
 
     def _stored(self, ident, part, result, store, analysis=""):
         """The calibration ``part`` of ``result``, stored in this rig's calibration directory when ``store``."""

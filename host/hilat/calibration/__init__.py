@@ -28,7 +28,7 @@ from hilat.calibration.clock import (
     pps_calibration,
     run_pps,
 )
-from hilat.calibration.listener import CALIBRATION_ROLE, RecordCollector, role_channel
+from hilat.calibration.listener import CALIBRATION_ROLE, RecordCollector, input_channel, role_channel
 from hilat.calibration.loopback import (
     LoopbackResult,
     loopback_calibration,
@@ -44,6 +44,7 @@ from hilat.calibration.statement import (
     loopback_text,
     pps_text,
     resolution_text,
+    stored_text,
     tdc_statement,
     tdc_text,
 )
@@ -67,7 +68,7 @@ __all__ = [
     "LoopbackResult", "loopback_delays", "no_loopback_message", "loopback_calibration", "run_loopback",
     "PLAUSIBLE_PPM", "ImplausibleClock", "Exchange", "best_exchange", "host_clock_estimate", "PpsResult",
     "analyse_pps", "pps_calibration", "run_pps",
-    "CALIBRATION_ROLE", "RecordCollector", "role_channel",
+    "CALIBRATION_ROLE", "RecordCollector", "role_channel", "input_channel",
     "STALE_DAYS", "applied", "ProgressLog", "loopback_text", "pps_text", "clock_text", "resolution_text",
-    "tdc_statement", "tdc_text",
+    "stored_text", "tdc_statement", "tdc_text",
 ]

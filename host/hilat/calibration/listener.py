@@ -58,3 +58,17 @@ def check_input(ident, channel, what):
         raise CalibrationError(f"{what}: channel {channel} is not a capture input of this rig (inputs are "
                                f"channels {first}..{last})")
 
+
+
+def input_channel(ident, ref):
+    """A channel by name, number or default role (spare, isr, ...) of this rig's IDENTIFY table."""
+    ref = str(ref)
+    names = [name for name, _role in ident.channels]
+    if ref in names:
+        return names.index(ref)
+    if ref.isdigit() and int(ref) < len(names):
+        return int(ref)
+    if any(role == ref for _name, role in ident.channels):
+        return role_channel(ident, ref)
+    raise CalibrationError(f"no channel {ref!r} on this rig (channels: {', '.join(names)}, 0..{len(names) - 1}, "
+                           "or a role: " + ", ".join(sorted({r for _n, r in ident.channels if r})) + ")")

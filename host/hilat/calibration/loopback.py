@@ -16,6 +16,7 @@ import numpy as np
 from hilat import analysis
 from hilat.calibration.listener import RecordCollector, check_input, end_collection
 from hilat.calibration.resolution import subticks_for
+from hilat.calibration.statement import placement_key
 from hilat.calibration.store import CalibrationError, made_now
 from hilat.link import protocol as p
 from hilat.link.rig import RigError
@@ -149,10 +150,11 @@ def _in_ticks(stats, units_per_tick):
 
 
 def run_loopback(session, count, period, jitter, width, stimulus_channel, loopback_channel, seed=1,
-                 progress=None, resolution=None):
+                 progress=None, resolution=None, placement=None):
     """Pulse ``count`` times (dithered) and collect every edge; returns a LoopbackResult. On a rig that
     samples more than once a tick the delays are in sub-ticks, its bins at ``resolution``'s centres
-    (the resolution calibration captures apply) or nominal."""
+    (the resolution calibration captures apply) or nominal; ``placement`` (``resolution.placement_for``,
+    a TDC rig's) places the edges as captures do and overrides that."""
 
     ident = session.identity
     if not 0 <= stimulus_channel < ident.n_stimulus:
@@ -186,7 +188,10 @@ def run_loopback(session, count, period, jitter, width, stimulus_channel, loopba
     if lost:
         raise CalibrationError(f"the rig lost {lost} edges (FIFO full) during the loopback run: "
                                "lengthen --period and run again")
-    subticks = subticks_for(ident.samples_per_tick, ident.n_stimulus, resolution)
+    subticks = placement or subticks_for(ident.samples_per_tick, ident.n_stimulus, resolution)
     result = loopback_delays(collector.records, stimulus_channel, loopback_channel, subticks=subticks)
-    result.positions = _positions(resolution if subticks.calibrated else None)
+    if subticks.placement:   # a TDC rig's: which bins its inputs stood at
+        result.positions = placement_key(subticks.placement)
+    else:
+        result.positions = _positions(resolution if subticks.calibrated else None)
     return result

@@ -151,12 +151,14 @@ def input_fractions(records, channel, ident):
 
 
 def run_resolution(session, channel, edges, idle_timeout=10.0, progress=None):
-    """Collect ``edges`` edges (both directions) on input ``channel``; returns their positions."""
+    """Collect ``edges`` edges (both directions) on input ``channel``; returns their positions (0 .. S-1),
+    or on a TDC rig the records (``tdc_rig.run_tdc_resolution`` takes their codes)."""
 
     ident = session.identity
-    if ident.samples_per_tick == 1:
+    tdc = bool(getattr(ident, "tdc_inputs", 0))
+    if ident.samples_per_tick == 1 and not tdc:
         raise CalibrationError("this rig samples each input once a tick: it has no sub-tick bins to calibrate "
-                               "(a build with --samples-per-tick 2 or 4 has)")
+                               "(a build with --samples-per-tick 2 or 4 has, or one with --tdc)")
     check_input(ident, channel, "resolution source")
     collector = RecordCollector()
     session.configure_capture({channel: CAPTURE_ENABLE | CAPTURE_RISE | CAPTURE_FALL})
@@ -176,6 +178,8 @@ def run_resolution(session, channel, edges, idle_timeout=10.0, progress=None):
     if lost:
         raise CalibrationError(f"the rig lost {lost} edges (FIFO full) on channel {channel}: the source toggles "
                                "too fast for the link; slow it down (or divide it)")
+    if tdc:
+        return collector.records
     return input_fractions(collector.records, channel, ident)
 
 

@@ -7,6 +7,7 @@ import time
 from datetime import datetime, timezone
 
 from hilat.analysis import Subticks
+from hilat.calibration import tdc_placement
 
 log = logging.getLogger("hilat")
 
@@ -103,7 +104,19 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
                         "recalibrate (hilat calibrate loopback)")
     ppm = float(clock["ppm"]) if clock else 0.0
     ts_hz = nominal * (1 + ppm * 1e-6)
-    if samples == 1:
+    tdc = (calibration or {}).get("tdc")
+    placement = None
+    if int(identity.get("tdc_inputs") or 0):
+        placement, tdc_lines = _tdc_placement(identity, tdc, warnings)
+        key = placement_key(placement)
+        if loop and loop.get("subtick_positions", "nominal") != key:
+            warnings.append(f"the loopback offset was measured with the TDC bins at '{loop.get('subtick_positions')}', "
+                            f"captures now place them at '{key}': recalibrate (hilat calibrate loopback)")
+        channels = [p["channel"] for p in placement]
+        lines = [f"timebase: {nominal / 1e6:g} MHz nominal, 1 tick = {_fmt_ns(tick_ns)}; channels "
+                 f"{channels[0]}..{channels[-1]} have a carry-chain TDC: their edges stand at their codes' bin centres "
+                 "(tens of ps); stimulus edges and the other inputs fall on ticks"] + tdc_lines
+    elif samples == 1:
         lines = [f"timebase: {nominal / 1e6:g} MHz nominal, 1 tick = {_fmt_ns(tick_ns)}; every edge is quantized "
                  f"to 1 tick (a latency is +-1 tick)"]
     else:
@@ -141,10 +154,8 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
     else:
         lines.append("rig offset: not calibrated: latencies include the rig's own stimulus->capture delay "
                      "(run hilat calibrate loopback)")
-    tdc = (calibration or {}).get("tdc")
     if tdc:
-        # The TDC inputs' bins (docs/tdc.md): stated; captures do not apply them yet (no fine code in the
-        # record so far).
+        # The TDC inputs' measured bins (docs/tdc.md): LSB, DNL, INL, effective resolution, age.
         tdc_lines, tdc_warnings = tdc_statement(tdc, now, stale_days)
         lines += tdc_lines
         warnings += tdc_warnings
@@ -155,12 +166,34 @@ def applied(identity, calibration=None, exact=True, reason=None, now=None, stale
     lines += [f"WARNING: {w}" for w in warnings]
     identity_of = (calibration or {}).get("rig_identity")
     return {"applied": calibration is not None, "offset_ticks": offset, "ts_hz": ts_hz, "ts_hz_nominal": nominal,
-            "resolution": res, "tdc": tdc or None,
+            "resolution": res, "tdc": tdc or None, "tdc_placement": placement,
             "ppm": ppm if clock else None, "rig_identity": identity_of, "file": (calibration or {}).get("file"),
             "loopback": loop, "clock": clock, "warnings": warnings, "statement": lines}
 
 
 # ---- the TDC inputs' bins (issue 35; docs/tdc.md, "Calibration and the model") ------------------------
+
+def _tdc_placement(identity, tdc, warnings):
+    """Where captures of a TDC rig place each TDC input's edges (tdc_placement.tdc_subticks): the
+    placement (per input: channel, measured / predicted / none, source) and its statement lines."""
+    table, why = tdc_placement.predicted_table(identity)
+    subticks, problems = tdc_placement.tdc_subticks(identity, tdc, table, why)
+    warnings += problems
+    unmeasured = [p["channel"] for p in subticks.placement if p["placement"] != "measured"]
+    if unmeasured:
+        warnings.append(f"TDC channels {unmeasured} have no measured bins: their edges stand at "
+                        + ("the tap table's PREDICTED bins" if table is not None else "whole ticks")
+                        + " (hilat calibrate resolution --input CHANNEL measures them)")
+    return list(subticks.placement), tdc_placement.placement_lines(subticks.placement, tick_ps=1e12 / float(
+        identity["ts_hz"]))
+
+
+def placement_key(placement):
+    """How a loopback records the TDC placement it used (``applied`` compares it with today's)."""
+    return "tdc " + "; ".join(f"{p['channel']} {p['placement']}"
+                              + (f" {p['source']}" if p["placement"] in ("measured", "online") else "")
+                              for p in placement)
+
 
 def _ps(seconds):
     return f"{seconds * 1e12:.3g} ps"
@@ -183,7 +216,9 @@ def tdc_statement(part, now=None, stale_days=STALE_DAYS):
             f"{r['inl_range'][0]:+.2f}..{r['inl_range'][1]:+.2f} LSB, effective resolution "
             f"{_ps(r['effective_resolution_s'])} (rms quantization {_ps(r['quantization_rms_s'])}); code density of "
             f"{r['edges']} edges ({r.get('made')}, {_age_text(age)}), width sigma <= "
-            f"{_ps(max(r['width_sigma_ticks']) * r['tick_s'])}; each edge at its code's measured centre")
+            f"{_ps(max(r['width_sigma_ticks']) * r['tick_s'])}; each edge at its code's measured centre"
+            + (f"; {r['unmeasured_edges']} edges of code 0 (not measured) left out" if r.get("unmeasured_edges")
+               else ""))
         p = r.get("predicted")
         if p:
             lines.append(f"  predicted by the model ({p['source']}): LSB {_ps(p['lsb_s'])}, effective resolution "
@@ -226,7 +261,8 @@ class ProgressLog:
             log.info("%s: %d%%", self.what, min(100, int(100 * done / max(total, 1))))
 
 
-def _stored(path):
+def stored_text(path):
+    """What a calibration says about where it was stored (``path``; None: not)."""
     return f"stored in {path}" if path else "not stored (--no-store): captures apply the calibration stored before"
 
 
@@ -249,7 +285,7 @@ def loopback_text(loop, url, ts_hz, path):
         lines.append(f"  falling edge  {fall['min_ticks']:g}..{fall['max_ticks']:g} ticks "
                      f"(median {fall['median_ticks']:g})")
     lines.append("  histogram     " + ", ".join(f"{k}: {v}" for k, v in loop["histogram"].items()))
-    lines.append(_stored(path))
+    lines.append(stored_text(path))
     return "\n".join(lines)
 
 
@@ -276,7 +312,7 @@ def clock_text(clock, ts_hz, path):
         f"clock: {clock['ppm']:+.4f} ppm +- {clock['uncertainty_ppm']:.4f} ppm ({clock['coverage']}) against "
         f"{against}: ts = {calibrated:.3f} Hz (nominal {ts_hz} Hz), 1 tick = {1e9 / calibrated:.6f} ns",
         f"  basis: {clock['basis']}",
-        _stored(path)])
+        stored_text(path)])
 
 
 def resolution_text(res, url, ts_hz, path):
@@ -293,5 +329,5 @@ def resolution_text(res, url, ts_hz, path):
                      f"{res['dnl'][k]:>+6.3f}  {res['inl'][k]:>+6.3f}  {res['centres_ticks'][k]:>13.4f}")
     lines.append(f"  effective resolution {res['effective_resolution_s'] * 1e9:.4g} ns (equal bins: "
                  f"{res['nominal_s'] * 1e9:.4g} ns)")
-    lines.append(_stored(path))
+    lines.append(stored_text(path))
     return "\n".join(lines)

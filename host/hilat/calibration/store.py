@@ -40,16 +40,22 @@ def rig_identity(ident):
     out = {name: getattr(ident, name) for name in IDENTITY_FIELDS}
     out["firmware"] = ident.firmware
     out["samples_per_tick"] = ident.samples_per_tick   # in the file key when above 1 (identity_key)
+    # A carry-chain TDC's inputs and taps (docs/tdc.md): in the file key when there is one.
+    out["tdc_inputs"] = int(getattr(ident, "tdc_inputs", 0) or 0)
+    out["tdc_taps"] = int(getattr(ident, "tdc_taps", 0) or 0)
     return out
 
 
 def identity_key(identity):
     """File-name key: readable board/clock part plus a hash of every identity field, and of the samples
     per tick when above 1 (a rig's builds at 1, 2 and 4 samples a tick keep files of their own; a rig
-    sampling once a tick keeps the key it always had)."""
+    sampling once a tick keeps the key it always had), and of the TDC's inputs and taps when it has one."""
     fields = {k: identity[k] for k in IDENTITY_FIELDS}
     if int(identity.get("samples_per_tick") or 1) > 1:
         fields["samples_per_tick"] = int(identity["samples_per_tick"])
+    if int(identity.get("tdc_inputs") or 0) > 0:
+        fields["tdc_inputs"] = int(identity["tdc_inputs"])
+        fields["tdc_taps"] = int(identity.get("tdc_taps") or 0)
     blob = json.dumps(fields, sort_keys=True).encode()
     slug = re.sub(r"[^A-Za-z0-9]+", "-", str(identity["gateware"])).strip("-")[:40] or "rig"
     return f"{slug}-{int(identity['ts_hz'])}Hz-{hashlib.sha256(blob).hexdigest()[:8]}"

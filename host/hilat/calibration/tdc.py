@@ -165,12 +165,15 @@ def predicted_beside(result, table):
                 max_abs_z=float(np.max(np.abs(z))))
 
 
-def tdc_calibration(codes, tick_s, n_codes, channel, made, table=None, min_edges=1000, precision_s=None):
-    """The stored calibration of one input from its edges' fine codes (``made``: when, ISO 8601; the
-    tap table, if given, for the predicted bins beside the measured ones). With ``precision_s``, the
-    widest bin's width sigma must be at most that: fewer edges raise TooFewEdges saying how many it
-    needs."""
-    result = tdc_code_density(code_counts(codes, n_codes), tick_s, min_edges=min_edges)
+def tdc_calibration(codes, tick_s, n_codes, channel, made, table=None, min_edges=1000, precision_s=None,
+                    counts=None):
+    """The stored calibration of one input from its edges' fine codes (or their ``counts`` per code;
+    ``made``: when, ISO 8601; the tap table, if given, for the predicted bins beside the measured ones
+    and for ``anchor_ps``, where the lowest code starts in elapsed time: the table's first tap, else 0).
+    With ``precision_s``, the widest bin's width sigma must be at most that: fewer edges raise
+    TooFewEdges saying how many it needs."""
+    counts = code_counts(codes, n_codes) if counts is None else np.asarray(counts, dtype=np.int64)
+    result = tdc_code_density(counts, tick_s, min_edges=min_edges)
     worst = float(result.width_sigma_ticks.max()) * result.tick_s
     if precision_s is not None:
         if worst > precision_s:
@@ -181,7 +184,7 @@ def tdc_calibration(codes, tick_s, n_codes, channel, made, table=None, min_edges
     out = result.as_dict()
     out.update(width_sigma_max_s=worst, precision_s=precision_s,
                edges_needed=result.edges_for_precision(precision_s) if precision_s else None)
-    out.update(channel=int(channel), made=made,
+    out.update(channel=int(channel), made=made, anchor_ps=float(table.taps_ps.min()) if table is not None else 0.0,
                method="code density: edges uncorrelated with ts take each TDC code in proportion to its width; "
                       "width = share of the edges, sigma = sqrt(p (1 - p) / N); a higher code is an earlier "
                       "edge; later captures place an edge at its code's centre")
@@ -216,14 +219,14 @@ def consistency(stored, counts):
     return chi2, dof, (chi2 - dof) / math.sqrt(2 * dof)
 
 
-def online_update(stored, codes, min_edges=100_000, max_z=6.0):
+def online_update(stored, codes=None, min_edges=100_000, max_z=6.0, counts=None):
     """The online mode: the bins re-estimated from a run's own edges uncorrelated with ts (``codes``:
     their fine codes), pooled with the ``stored`` calibration's counts (a TdcResult). Returns
     (TdcResult, how: "pooled" or "too few"): with fewer than ``min_edges`` edges the stored bins stand.
     Edges whose codes do not fit the stored bins (chi-square z above ``max_z``: the run's edges are
     locked to the rig's clock, or the line changed beyond the statistics) raise Correlated, and nothing
-    is pooled."""
-    counts = code_counts(codes, stored.n_codes)
+    is pooled. ``counts`` (per code) instead of ``codes``: a run's counts kept as it went."""
+    counts = code_counts(codes, stored.n_codes) if counts is None else np.asarray(counts, dtype=np.int64)
     if counts.sum() < min_edges:
         return stored, "too few"
     chi2, dof, z = consistency(stored, counts)

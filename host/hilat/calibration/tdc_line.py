@@ -86,6 +86,15 @@ def load_tap_table(path):
                     str(data["device"]), str(data["source"]))
 
 
+def stretched(table, tick_ps):
+    """The table of a line ``tick_ps / table.tick_ps`` times as slow, at a ``tick_ps`` tick, its arrivals
+    rounded to whole ps (what gateware/tdc.py's model compares): the simulated rig's lines are the i5
+    build's stretched to its 20 ns tick, the same shape (bubbles, ratios) (docs/tdc.md)."""
+    scale = float(tick_ps) / table.tick_ps
+    return TapTable(np.rint(table.taps_ps * scale), float(tick_ps), table.board, table.device,
+                    f"{table.source}; stretched x {scale:.6g} to a {float(tick_ps):g} ps tick")
+
+
 def thermometer(table, positions_ps):
     """The samplers' bits at the clock edge after each edge: a (len(positions), B) bool array, row i tap
     k set when edge i (``positions_ps[i]`` ps after its tick's clock edge) has reached tap k. Memory is

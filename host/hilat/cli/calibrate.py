@@ -1,6 +1,7 @@
 """``hilat calibrate loopback|clock|resolution``: the options, and the API's ``Rig.calibrate_*``
 behind them (docs/calibration.md)."""
 
+import argparse
 import json
 import logging
 
@@ -32,9 +33,24 @@ def cmd_calibrate_loopback(args):
         seed=args.seed, stimulus_channel=args.stimulus_channel, channel=args.channel, store=not args.no_store))
 
 
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number above 0 expected")
+    return value
+
+
 def cmd_calibrate_resolution(args):
-    return _calibrate(args, lambda rig: rig.calibrate_resolution(edges=args.edges, channel=args.channel,
-                                                                 store=not args.no_store))
+    if args.channel is not None and args.input is not None:
+        log.error("give --channel or --input, not both")
+        return 2
+    channel = args.input if args.input is not None else args.channel
+    return _calibrate(args, lambda rig: rig.calibrate_resolution(
+        edges=args.edges, channel=channel, precision_ps=args.precision_ps,
+        tap_table=args.tap_table, store=not args.no_store))
 
 
 def cmd_calibrate_clock(args):
@@ -93,11 +109,22 @@ def add_parsers(sub):
                          "(a free-running DUT timer or UART line, a second oscillator, an output driven from an "
                          "unrelated clock; not the rig's own stimulus, nor a DUT clocked from the rig's "
                          "oscillator): they fall in each sub-tick bin in proportion to its width. Stores each bin's "
-                         "width, DNL, INL and centre; later captures place input edges at the centres.")
+                         "width, DNL, INL and centre; later captures place input edges at the centres. On a rig "
+                         "with a carry-chain TDC the same over the TDC's 256 codes, per input (docs/tdc.md).")
     rs.add_argument("url")
-    rs.add_argument("--edges", type=_positive_int, default=20000,
-                    help="edges to collect (default 20000: each width to about 0.003 tick)")
+    rs.add_argument("--edges", type=_positive_int, default=None,
+                    help="edges to collect (default 20000: each width to about 0.003 tick; on a TDC rig 100000, "
+                    "or what --precision needs)")
     rs.add_argument("--channel", type=int, default=None,
                     help="capture input of the source (default: the rig's input whose role is spare)")
+    rs.add_argument("--input", default=None, metavar="NAME",
+                    help="the same by name or number (a TDC rig: the input the jumper is on; each input's bins "
+                    "are stored on their own)")
+    rs.add_argument("--precision-ps", type=_positive_float, default=None, metavar="PS",
+                    help="TDC: each bin's width sigma to reach, in ps (e.g. 1): collects what the widest predicted "
+                    "bin needs, and refuses a result short of it")
+    rs.add_argument("--tap-table", default=None, metavar="FILE",
+                    help="TDC: the predicted bins' tap table (default: the board's targets/tdc/taps_BOARD.json; "
+                    "the simulator's is the i5 table stretched to its tick)")
     _add_calibrate_common(rs)
     rs.set_defaults(func=cmd_calibrate_resolution)

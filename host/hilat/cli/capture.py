@@ -41,6 +41,9 @@ def _add_capture_options(parser, default_count=2000):
     g.add_argument("--glitch", type=_non_negative_int, default=0, metavar="TICKS",
                    help="glitch filter on the DUT inputs, in ticks up to the rig's maximum (hilat info; default 0)")
     g.add_argument("--label", default="", help="name of the run (directory suffix, report titles)")
+    g.add_argument("--tdc-online", action="store_true",
+                   help="a TDC rig: re-estimate each TDC input's bins from this run's own edges where there are "
+                        "enough uncorrelated ones; stored for later captures, stated in the run (docs/tdc.md)")
     g.add_argument("--out", type=Path, default=Path("runs"), help="directory for run directories (default runs)")
     g.add_argument("--no-progress", action="store_true",
                    help="no live view on stderr (a table on a terminal, else a line every 2 s; new maxima)")
@@ -130,7 +133,8 @@ def _capture_kwargs(args, default_count=2000):
                 outliers={kind: _duration(t) for kind, t in args.outlier},
                 trigger=None if args.trigger is None else (args.trigger[0], _duration(args.trigger[1])),
                 trigger_on_late=args.trigger_on_late, trigger_width=_duration(args.trigger_width),
-                label=args.label, out_dir=args.out, progress=not args.no_progress, default_count=default_count)
+                label=args.label, out_dir=args.out, progress=not args.no_progress, default_count=default_count,
+                tdc_online=getattr(args, "tdc_online", False))
 
 
 def _run_capture(url, args, extra_meta=None):

@@ -34,7 +34,8 @@ class RecordBatch(NamedTuple):
     levels: np.ndarray    # uint16 level masks
     frames: list          # the frames that are not EVENTS (protocol.Frame), in arrival order
     events_frames: int    # EVENTS frames decoded into the arrays
-    fractions: np.ndarray = np.zeros(0, np.uint16)  # uint16 sub-tick positions (0 without; docs/subtick.md)
+    # uint64 fractions: the inputs' sub-tick samples (docs/subtick.md) or TDC codes (docs/tdc.md); 0 without
+    fractions: np.ndarray = np.zeros(0, np.uint64)
     # Where the stream was disturbed, in arrival order: (records before it in this batch, what) with
     # what a Frame of another type than EVENTS or an int (frames lost on the link, a sequence gap).
     marks: list = []
@@ -56,7 +57,7 @@ class _Events(NamedTuple):
 
 
 def _no_records():
-    return np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16), np.zeros(0, np.uint16)
+    return np.zeros(0, np.uint64), np.zeros(0, np.uint16), np.zeros(0, np.uint16), np.zeros(0, np.uint64)
 
 
 def join_records(parts):
@@ -93,7 +94,7 @@ class _Batch:
                 table = np.array(msg.records, dtype=np.uint64).reshape(-1, width)
                 fractions = table[:, 3] if width == 4 else np.zeros(len(table), np.uint64)
                 self.add_arrays(table[:, 0].copy(), table[:, 1].astype(np.uint16), table[:, 2].astype(np.uint16),
-                                fractions.astype(np.uint16), 1)
+                                fractions, 1)
             else:
                 self.frames.append(frame)
                 self.marks.append((self.records, frame))
@@ -270,7 +271,8 @@ def _events_records(dec, body, body_end):
     base = dec[body[:, None] + np.arange(8)].view("<u8").ravel()
     fmt = dec[body + 8].astype(np.int64)
     mask_bytes, fraction_bytes = fmt & 0x0F, fmt >> 4
-    well_formed = (body_end - body >= 9) & ((mask_bytes == 1) | (mask_bytes == 2)) & (fraction_bytes <= 2)
+    well_formed = (body_end - body >= 9) & ((mask_bytes == 1) | (mask_bytes == 2)) & \
+        (fraction_bytes <= p.MAX_FRACTION_BYTES)
     wide = well_formed & (mask_bytes == 2)
     tail = 2 * mask_bytes + fraction_bytes      # a record's bytes after its delta
     # step[i]: from a record at byte i to the next one; 0 where a body ends, so a walk stops there.
@@ -323,12 +325,15 @@ def _events_records(dec, body, body_end):
         high = dec[masks_at + 1].astype(np.uint16) << 8
         channels = np.where(wide, channels | high, channels)
         levels = np.where(wide, dec[masks_at + 2] | (dec[masks_at + 3].astype(np.uint16) << 8), levels)
-    fractions = np.zeros(len(at), np.uint16)
+    fractions = np.zeros(len(at), np.uint64)
     fraction_bytes = np.repeat(fraction_bytes[well_formed], counts)
     if fraction_bytes.any():
+        # Little-endian, one step per byte of the longest fraction (dec is padded: a read past a
+        # shorter record's fraction is in range and masked off).
         fraction_at = masks_at + 2 * np.repeat(mask_bytes[well_formed], counts)
-        fractions = np.where(fraction_bytes >= 1, dec[fraction_at], 0).astype(np.uint16)
-        fractions |= np.where(fraction_bytes == 2, dec[fraction_at + 1].astype(np.uint16) << 8, 0).astype(np.uint16)
+        for k in range(int(fraction_bytes.max())):
+            byte = dec[fraction_at + k].astype(np.uint64) << np.uint64(8 * k)
+            fractions |= np.where(fraction_bytes > k, byte, np.uint64(0))
     return well_formed, first, ticks, channels, levels, fractions
 
 

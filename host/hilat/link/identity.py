@@ -37,6 +37,10 @@ def describe(ident, status, url, resolution, engine=None):
         # Sub-tick sampling (docs/subtick.md): samples of each input a tick, and their spacing.
         "samples_per_tick": ident.samples_per_tick,
         "sample_ns": 1e9 / ident.ts_hz / ident.samples_per_tick,
+        # The carry-chain TDC (docs/tdc.md; None: none): the first `inputs` DUT inputs have one of
+        # `taps` taps, an 8-bit code each in every record (protocol 5).
+        "tdc": ({"inputs": ident.tdc_inputs, "taps": ident.tdc_taps, "code_bits": p.TDC_CODE_BITS}
+                if getattr(ident, "tdc_inputs", 0) else None),
         "capabilities": [name for name, bit in CAPABILITIES if ident.capabilities & bit],
         "dropped_per_channel": list(status.dropped),
         "engine": None if engine is None else {
@@ -71,6 +75,7 @@ def text(info):
         f"  sampling   each input {info['samples_per_tick']} time{'s' if info['samples_per_tick'] > 1 else ''} a "
         f"tick: {info['sample_ns']:.3g} ns between samples" + (" (sub-tick positions in every record)"
                                                                if info['samples_per_tick'] > 1 else ""),
+        *_tdc_lines(info.get("tdc"), info["capture_inputs"]),
         f"  features   {', '.join(info['capabilities'])}",
     ]
     engine = info.get("engine")
@@ -109,3 +114,11 @@ def _ethernet_lines(ethernet):
             f"(udp://{ethernet['ip']}:{ethernet['command_port']}), raw edges streamed from port "
             f"{ethernet['stream_port']}, {ethernet['max_records']} records of {4 * ethernet['record_words']} bytes "
             "a datagram"]
+
+
+def _tdc_lines(tdc, n_inputs):
+    if not tdc:
+        return []
+    which = f"input {tdc['inputs'] - 1}" if tdc["inputs"] == 1 else f"inputs 0..{tdc['inputs'] - 1}"
+    return [f"  tdc        {which} of {n_inputs}: carry-chain TDCs of {tdc['taps']} taps, {tdc['code_bits']} bits of "
+            "code per input in every record (docs/tdc.md)"]

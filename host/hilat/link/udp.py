@@ -88,40 +88,81 @@ def check_file_header(head, path="stream.bin"):
 # ---- the record layout --------------------------------------------------------------------------------
 
 
+MAX_FRACTION_BITS = 64          # a record's fraction: 8 TDC inputs of 8 bits (docs/tdc.md)
+
+
+def record_words_for(n_channels, fraction_bits):
+    """32-bit words a record takes: its 32 + 2n + 1 + f bits rounded up to an even count of words
+    (2 without a fraction wider than 64 - 33 - 2n bits, 4 with a TDC's 32 or 64)."""
+    return 2 * -(-(33 + 2 * n_channels + fraction_bits) // 64)
+
+
 class Layout(NamedTuple):
-    """Where a record's fields lie (docs/ethernet.md, "Record"): ``n`` channels, ``f`` fraction bits."""
+    """Where a record's fields lie (docs/ethernet.md, "Record"): ``n`` channels, then ``f`` fraction
+    bits (every input's together: their sub-tick samples, or the TDC inputs' 8-bit codes), in
+    ``record_words`` 32-bit words (an even count: the records are read as 64-bit halves)."""
     n_channels: int
     fraction_bits: int = 0
     record_words: int = DEFAULT_RECORD_WORDS
 
     @classmethod
-    def of(cls, identity, record_words=DEFAULT_RECORD_WORDS):
-        """The layout of a rig's records (its IDENTIFY): the fraction holds every input's position."""
-        return cls(identity.n_stimulus + identity.n_inputs, identity.n_inputs * identity.fraction_bits,
-                   record_words)
+    def of(cls, identity, record_words=None):
+        """The layout of a rig's records (its IDENTIFY; ``record_words`` as its Ethernet tail says,
+        None: the fewest that hold them)."""
+        n, f = identity.n_stimulus + identity.n_inputs, identity.fraction_width
+        return cls(n, f, record_words_for(n, f) if record_words is None else record_words)
+
+    @property
+    def halves(self):
+        """64-bit words a record takes."""
+        return self.record_words // 2
 
     def check(self):
-        if 33 + 2 * self.n_channels + self.fraction_bits > 64 * (self.record_words // 2) or self.record_words != 2:
-            raise ValueError(f"records of {self.n_channels} channels and {self.fraction_bits} fraction bits in "
-                             f"{self.record_words} words: this hilat reads 2-word records of at most 64 bits")
+        n, f, words = self.n_channels, self.fraction_bits, self.record_words
+        if not (1 <= n <= p.MAX_CHANNELS and 0 <= f <= MAX_FRACTION_BITS and words >= 2 and words % 2 == 0
+                and 33 + 2 * n + f <= 32 * words):
+            raise ValueError(f"records of {n} channels and {f} fraction bits in {words} words: this hilat reads "
+                             f"an even count of words holding 33 + 2n + f bits, n <= {p.MAX_CHANNELS}, "
+                             f"f <= {MAX_FRACTION_BITS}")
         return self
 
 
+def _put(words, values, start, width):
+    """OR ``values`` (uint64, < 2**width) into the bit field [start, start + width) of records
+    ``words`` ((records, halves) uint64, bit k of a record at bit k % 64 of half k // 64)."""
+    half, bit = divmod(start, 64)
+    words[:, half] |= values << np.uint64(bit)
+    if bit + width > 64:
+        words[:, half + 1] |= values >> np.uint64(64 - bit)
+
+
+def _get(words, start, width):
+    """The bit field [start, start + width) (width <= 64) of records ``words`` as uint64 (see _put)."""
+    half, bit = divmod(start, 64)
+    values = words[:, half] >> np.uint64(bit)
+    if bit + width > 64:
+        values = values | (words[:, half + 1] << np.uint64(64 - bit))
+    return values & np.uint64((1 << width) - 1) if width < 64 else values
+
+
 def pack_records(layout, offsets, channels, levels, kinds=None, fractions=None):
-    """Record words (uint64) of records at ``offsets`` from their datagram's base."""
+    """Records at ``offsets`` from their datagram's base as (records, record_words / 2) uint64."""
     n = layout.n_channels
-    words = np.asarray(offsets, np.uint64) & np.uint64(0xFFFFFFFF)
-    words |= np.asarray(channels, np.uint64) << np.uint64(32)
-    words |= np.asarray(levels, np.uint64) << np.uint64(32 + n)
+    offsets = np.asarray(offsets, np.uint64)
+    words = np.zeros((len(offsets), layout.halves), np.uint64)
+    _put(words, offsets & np.uint64(0xFFFFFFFF), 0, 32)
+    _put(words, np.asarray(channels, np.uint64), 32, n)
+    _put(words, np.asarray(levels, np.uint64), 32 + n, n)
     if kinds is not None:
-        words |= (np.asarray(kinds, np.uint64) & np.uint64(1)) << np.uint64(32 + 2 * n)
+        _put(words, np.asarray(kinds, np.uint64) & np.uint64(1), 32 + 2 * n, 1)
     if fractions is not None and layout.fraction_bits:
-        words |= np.asarray(fractions, np.uint64) << np.uint64(33 + 2 * n)
+        _put(words, np.asarray(fractions, np.uint64), 33 + 2 * n, layout.fraction_bits)
     return words
 
 
 def encode_datagram(session, seq, first_index, base, words=(), heartbeat=False, record_words=DEFAULT_RECORD_WORDS):
-    """One datagram's bytes: the header and the record words (uint64 each, 2-word records)."""
+    """One datagram's bytes: the header and the records (``pack_records``' rows: uint64 halves; a
+    1-D array is one half a record)."""
     words = np.asarray(words, "<u8")
     head = _HEAD.pack(MAGIC, VERSION, FLAG_HEARTBEAT if heartbeat else 0, record_words, HEADER_WORDS, session,
                       seq & 0xFFFFFFFF, first_index, base & 0xFFFFFFFFFFFFFFFF, len(words), 0)
@@ -142,7 +183,8 @@ def encode_stream(layout, ticks, channels, levels, session, seq=0, first_index=0
         words = pack_records(layout, ticks[sl] - ticks[i], np.asarray(channels)[sl], np.asarray(levels)[sl],
                              None if kinds is None else np.asarray(kinds)[sl],
                              None if fractions is None else np.asarray(fractions)[sl])
-        out.append(encode_datagram(session, seq, first_index + i, int(ticks[i]), words))
+        out.append(encode_datagram(session, seq, first_index + i, int(ticks[i]), words,
+                                   record_words=layout.record_words))
         seq += 1
         i = end
     return out
@@ -345,12 +387,12 @@ class StreamDecoder:
             return RecordBatch(ticks, channels, levels, [], 0, fractions, marks)
         ticks, words = self._records(rows, head, count)
         n = self.layout.n_channels
-        kind = (words >> np.uint64(32 + 2 * n)) & np.uint64(1)
+        kind = _get(words, 32 + 2 * n, 1)
         if kind.any():   # overflow markers: marks, not records
             at = np.flatnonzero(kind)
-            channel_mask = np.uint64((1 << n) - 1)
+            marker_channels = _get(words[at], 32, n).tolist()
             for j, i in enumerate(at.tolist()):
-                chans = int((words[i] >> np.uint64(32)) & channel_mask)
+                chans = marker_channels[j]
                 marks.append((i - j, StreamMark(p.Overflow(int(ticks[i]), chans))))
             keep = kind == 0
             ticks, words = ticks[keep], words[keep]
@@ -362,43 +404,44 @@ class StreamDecoder:
         self.counts["records"] += len(ticks)
         if len(ticks):
             self.last_tick = int(ticks[-1])
-        mask = np.uint64((1 << n) - 1)
-        channels = ((words >> np.uint64(32)) & mask).astype(np.uint16)
-        levels = ((words >> np.uint64(32 + n)) & mask).astype(np.uint16)
+        channels = _get(words, 32, n).astype(np.uint16)
+        levels = _get(words, 32 + n, n).astype(np.uint16)
         f = self.layout.fraction_bits
-        fractions = (((words >> np.uint64(33 + 2 * n)) & np.uint64((1 << f) - 1)).astype(np.uint16) if f
-                     else np.zeros(len(words), np.uint16))
+        fractions = _get(words, 33 + 2 * n, f) if f else np.zeros(len(words), np.uint64)
         return RecordBatch(ticks, channels, levels, [], 0, fractions, marks)
 
     def _fast_records(self, rows, head, count):
         """The compiled pass of ``_deliver`` (hilat.kernels), or None: no numba, a longer header, an
         overflow marker among the records."""
-        if self.layout.record_words != 2 or not kernels.available() or not (head["header_words"] == HEADER_WORDS).all():
+        if not kernels.available() or not (head["header_words"] == HEADER_WORDS).all():
             return None
         return kernels.slot_records(rows, SLOT_HEADER + HEADER_BYTES, count, head["base"], self.layout.n_channels,
-                                    self.layout.fraction_bits)
+                                    self.layout.fraction_bits, self.layout.record_words)
 
     def _records(self, rows, head, count):
-        """(ticks, record words) of the datagrams' records, in order (overflow markers included)."""
+        """(ticks, records as (records, halves) uint64) of the datagrams' records, in order (overflow
+        markers included)."""
+        halves = self.layout.halves
         if not count.any():
-            return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+            return np.zeros(0, np.uint64), np.zeros((0, halves), np.uint64)
         top = int(count.max())
+        size = 8 * halves   # bytes a record
         hw = head["header_words"]
         if (hw == HEADER_WORDS).all():
             start = SLOT_HEADER + HEADER_BYTES
-            words = rows[:, start:start + 8 * top].view("<u8")
+            words = rows[:, start:start + size * top].view("<u8").reshape(len(rows), top, halves)
             full = count == top
-            words = words.reshape(-1) if full.all() else words[np.arange(top) < count[:, None]]
+            words = words.reshape(-1, halves) if full.all() else words[np.arange(top) < count[:, None]]
         else:   # a longer header (a later version's): skip to each datagram's records
-            words = np.concatenate([rows[i, SLOT_HEADER + 4 * int(h):][:8 * int(c)].view("<u8")
+            words = np.concatenate([rows[i, SLOT_HEADER + 4 * int(h):][:size * int(c)].view("<u8").reshape(-1, halves)
                                     for i, (h, c) in enumerate(zip(hw.tolist(), count.tolist()))])
-        ticks = np.repeat(head["base"].astype(np.uint64), count) + (words & np.uint64(0xFFFFFFFF))
+        ticks = np.repeat(head["base"].astype(np.uint64), count) + (words[:, 0] & np.uint64(0xFFFFFFFF))
         return ticks, words
 
 
 def _empty_batch():
     z = np.zeros(0, np.uint16)
-    return RecordBatch(np.zeros(0, np.uint64), z, z, [], 0, z, [])
+    return RecordBatch(np.zeros(0, np.uint64), z, z, [], 0, np.zeros(0, np.uint64), [])
 
 
 # ---- stream.bin -----------------------------------------------------------------------------------------

@@ -32,8 +32,9 @@ def stream_of(meta):
     ethernet = rig.get("ethernet") or [None] * 5
     spt = int(rig.get("samples_per_tick") or 1)
     n_inputs = int(rig["n_inputs"])
-    layout = udp.Layout(int(rig["n_stimulus"]) + n_inputs, n_inputs * (spt.bit_length() - 1),
-                        int(ethernet[4] or udp.DEFAULT_RECORD_WORDS))
+    tdc_inputs = int(rig.get("tdc_inputs") or 0)   # protocol 5: 8 bits of TDC code each (docs/tdc.md)
+    fraction_bits = p.TDC_CODE_BITS * tdc_inputs if tdc_inputs else n_inputs * (spt.bit_length() - 1)
+    layout = udp.Layout(int(rig["n_stimulus"]) + n_inputs, fraction_bits, int(ethernet[4] or udp.DEFAULT_RECORD_WORDS))
     return {"layout": layout, "session": stream.get("session")}
 
 

@@ -106,7 +106,14 @@ from hilat.link.protocol.ethernet import (  # noqa: F401 - re-exported
     parse_ip,
     parse_mac,
 )
-from hilat.link.protocol.events import EVENTS_EMPTY, MSG_EVENTS, Events, mask_bytes_for, pack_events  # noqa: F401 - re-exported
+from hilat.link.protocol.events import (  # noqa: F401 - re-exported
+    EVENTS_EMPTY,
+    MAX_FRACTION_BYTES,
+    MSG_EVENTS,
+    Events,
+    mask_bytes_for,
+    pack_events,
+)
 from hilat.link.protocol.frame import (  # noqa: F401 - re-exported
     CRC_SIZE,
     HEADER_SIZE,
@@ -151,6 +158,7 @@ from hilat.link.protocol.replies import (  # noqa: F401 - re-exported
     CAP_RANDOM,
     CAP_SUBTICK,
     CAP_TAG_CHANNEL,
+    MAX_TDC_INPUTS,
     MSG_ACK,
     MSG_IDENTIFY,
     MSG_OVERFLOW,
@@ -159,6 +167,7 @@ from hilat.link.protocol.replies import (  # noqa: F401 - re-exported
     STIM_DONE,
     STIM_LATE,
     STIM_RUNNING,
+    TDC_CODE_BITS,
     V1_CHANNEL_TABLE,
     Ack,
     Identify,

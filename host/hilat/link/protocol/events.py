@@ -14,6 +14,9 @@ from hilat.link.protocol.frame import HEADER_SIZE, MASK64, MAX_PAYLOAD, Malforme
 MSG_EVENTS = 0x02
 
 EVENTS_EMPTY = HEADER_SIZE + 9  # payload of an EVENTS frame without records (base, format)
+# A record's fraction: the inputs' sub-tick samples (1 or 2 bytes) or, on a TDC rig (protocol 5), 8
+# bits of TDC code per TDC input (up to 8 inputs).
+MAX_FRACTION_BYTES = 8
 
 
 @dataclass(slots=True)
@@ -22,8 +25,9 @@ class Events(Message):
     (timestamp, channels, levels, fraction). On the wire each record carries delta = (timestamp -
     previous) mod 2**64, previous being ``base`` for the first, then its channel and level masks in
     ``mask_bytes`` bytes each (1 for up to 8 channels, else 2), then its fraction (the inputs'
-    sub-tick positions, docs/subtick.md) in ``fraction_bytes`` bytes (0, 1 or 2). The body's
-    format byte holds mask_bytes (bits 0-3) and fraction_bytes (bits 4-7)."""
+    sub-tick positions, docs/subtick.md, or TDC codes, docs/tdc.md) in ``fraction_bytes`` bytes
+    (0 .. 8), little-endian. The body's format byte holds mask_bytes (bits 0-3) and fraction_bytes
+    (bits 4-7)."""
 
     TYPE: ClassVar[int] = MSG_EVENTS
     NAME: ClassVar[str] = "EVENTS"
@@ -35,8 +39,8 @@ class Events(Message):
     def body(self) -> bytes:
         if self.mask_bytes not in (1, 2):
             raise ValueError(f"EVENTS: mask_bytes {self.mask_bytes}, must be 1 or 2")
-        if self.fraction_bytes not in (0, 1, 2):
-            raise ValueError(f"EVENTS: fraction_bytes {self.fraction_bytes}, must be 0, 1 or 2")
+        if not 0 <= self.fraction_bytes <= MAX_FRACTION_BYTES:
+            raise ValueError(f"EVENTS: fraction_bytes {self.fraction_bytes}, must be 0 .. {MAX_FRACTION_BYTES}")
         out = bytearray(struct.pack("<QB", self.base, self.mask_bytes | self.fraction_bytes << 4))
         prev = self.base
         limit = 1 << (8 * self.mask_bytes)
@@ -66,7 +70,7 @@ class Events(Message):
         ts = int.from_bytes(body[:8], "little")
         base = ts
         mask_bytes, fraction_bytes = body[8] & 0x0F, body[8] >> 4
-        if mask_bytes not in (1, 2) or fraction_bytes not in (0, 1, 2):
+        if mask_bytes not in (1, 2) or fraction_bytes > MAX_FRACTION_BYTES:
             raise MalformedFrame(f"EVENTS: format {body[8]:#04x}")
         records: list[tuple[int, ...]] = []
         append = records.append

@@ -13,10 +13,11 @@ import zlib
 from dataclasses import fields
 from typing import ClassVar
 
-PROTOCOL_VERSION = 4
-# Rig frames of these versions decode (a run's raw.bin from before: version 3's IDENTIFY without
-# the ethernet byte; version 2's without samples_per_tick, EVENTS as version 3's without fractions).
-READABLE_VERSIONS = (2, 3, 4)
+PROTOCOL_VERSION = 5
+# Rig frames of these versions decode (a run's raw.bin from before: version 4's IDENTIFY without the
+# TDC fields; version 3's without the ethernet byte; version 2's without samples_per_tick, EVENTS as
+# version 3's without fractions).
+READABLE_VERSIONS = (2, 3, 4, 5)
 
 HEADER_SIZE = 4  # version, type, seq
 CRC_SIZE = 4

@@ -48,6 +48,9 @@ STIM_LATE = 1 << 2
 
 
 _ETHERNET_TAIL = struct.Struct("<I6sHHBH")
+_TDC_TAIL = struct.Struct("<BH")   # protocol 5: tdc_inputs, tdc_taps
+TDC_CODE_BITS = 8                  # a TDC input's bits in a record's fraction (docs/tdc.md)
+MAX_TDC_INPUTS = 8                 # a fraction is at most 64 bits (EVENTS: 8 bytes)
 
 
 @dataclass(slots=True)
@@ -56,7 +59,10 @@ class Identify(Message):
     table, gateware/channels.py); role "" for none. uart_baud: the rate the rig's UART was built for
     (0: no serial line, the simulator), after the table; None for a version-3 rig built before it
     was sent, whose body ends with the table (and encodes so). ethernet: the Ethernet tail of
-    protocol 4 (None: a rig without Ethernet, or a frame of version 3)."""
+    protocol 4 (None: a rig without Ethernet, or a frame of version 3). tdc_inputs, tdc_taps
+    (protocol 5, after the Ethernet tail; 0 in a frame of an earlier version): the first
+    ``tdc_inputs`` DUT inputs have a carry-chain TDC of ``tdc_taps`` taps, and each record's
+    fraction holds 8 bits of TDC code per such input (docs/tdc.md)."""
 
     TYPE: ClassVar[int] = MSG_IDENTIFY
     NAME: ClassVar[str] = "IDENTIFY"
@@ -80,9 +86,12 @@ class Identify(Message):
     channels: list[tuple[str, str]] = field(default_factory=list)
     uart_baud: int | None = None
     ethernet: EthernetInfo | None = None
+    tdc_inputs: int = 0
+    tdc_taps: int = 0
 
     def body(self, version: int = PROTOCOL_VERSION) -> bytes:
-        """The body in a frame of ``version``: 4 always has uart_baud and the ethernet byte."""
+        """The body in a frame of ``version``: 4 always has uart_baud and the ethernet byte, 5 the
+        TDC fields after them."""
         if len(self.channels) != self.n_stimulus + self.n_inputs:
             raise ValueError(f"IDENTIFY: {len(self.channels)} channels, n_stimulus + n_inputs = "
                              f"{self.n_stimulus + self.n_inputs}")
@@ -90,6 +99,11 @@ class Identify(Message):
             raise ValueError("IDENTIFY: version 4 always has uart_baud")
         if version < 4 and self.ethernet is not None:
             raise ValueError(f"IDENTIFY: no ethernet tail in version {version}")
+        if version < 5 and (self.tdc_inputs or self.tdc_taps):
+            raise ValueError(f"IDENTIFY: no TDC fields in version {version}")
+        problem = self._tdc_problem()
+        if problem:
+            raise ValueError(problem)
         tail = b""
         if version >= 4:
             if self.ethernet is None:
@@ -100,6 +114,8 @@ class Identify(Message):
                     raise ValueError(f"IDENTIFY: MAC {e.mac:#x} beyond 48 bits")
                 tail = b"\x01" + _ETHERNET_TAIL.pack(e.ip, e.mac.to_bytes(6, "big"), e.command_port, e.stream_port,
                                                      e.record_words, e.max_records)
+        if version >= 5:
+            tail += _TDC_TAIL.pack(self.tdc_inputs, self.tdc_taps)
         return (
             self._S.pack(
                 self.version, self.ts_hz, self.sys_hz, self.n_stimulus, self.n_inputs, self.fifo_depth,
@@ -130,18 +146,23 @@ class Identify(Message):
             role, i = _unpack_str(body, i)
             channels.append((name, role))
         uart_baud = ethernet = None
+        tdc = (0, 0)
         rest = len(body) - i
         if version >= 4:
-            # uart_baud, then ethernet:u8 and, when 1, the tail.
+            # uart_baud, then ethernet:u8 and, when 1, the tail; in version 5 the TDC fields last.
             if rest < 5:
                 raise MalformedFrame("IDENTIFY: no uart_baud and ethernet byte")
             (uart_baud,) = struct.unpack_from("<I", body, i)
             kind = body[i + 4]
             if kind not in (0, 1):
                 raise MalformedFrame(f"IDENTIFY: ethernet {kind}")
-            if rest != 5 + kind * _ETHERNET_TAIL.size:
-                raise MalformedFrame("IDENTIFY: trailing bytes" if kind == 0 or rest > 5 + _ETHERNET_TAIL.size
-                                     else "IDENTIFY: truncated ethernet tail")
+            tdc_size = _TDC_TAIL.size if version >= 5 else 0
+            ethernet_size = 5 + kind * _ETHERNET_TAIL.size
+            if rest != ethernet_size + tdc_size:
+                raise MalformedFrame("IDENTIFY: trailing bytes" if rest > ethernet_size + tdc_size
+                                     else "IDENTIFY: truncated tail")
+            if tdc_size:
+                tdc = _TDC_TAIL.unpack_from(body, i + ethernet_size)
             if kind:
                 ip, mac, command_port, stream_port, words, max_records = _ETHERNET_TAIL.unpack_from(body, i + 5)
                 ethernet = EthernetInfo(ip, int.from_bytes(mac, "big"), command_port, stream_port, words,
@@ -153,16 +174,38 @@ class Identify(Message):
             raise MalformedFrame("IDENTIFY: trailing bytes")
         if fixed[-1] not in (1, 2, 4, 8):
             raise MalformedFrame(f"IDENTIFY: {fixed[-1]} samples a tick")
-        return cls(*fixed, firmware, gateware, channels, uart_baud, ethernet)
+        ident = cls(*fixed, firmware, gateware, channels, uart_baud, ethernet, *tdc)
+        problem = ident._tdc_problem()
+        if problem:
+            raise MalformedFrame(problem)
+        return ident
+
+    def _tdc_problem(self) -> str:
+        """Why the TDC fields cannot be (the record's fraction holds 8 bits a TDC input, 64 at most,
+        and a TDC rig samples once a tick), or ""."""
+        if not 0 <= self.tdc_inputs <= min(self.n_inputs, MAX_TDC_INPUTS):
+            return (f"IDENTIFY: {self.tdc_inputs} TDC inputs of {self.n_inputs} inputs (at most "
+                    f"{MAX_TDC_INPUTS}: 8 bits each in a 64-bit fraction)")
+        if self.tdc_inputs and self.samples_per_tick != 1:
+            return f"IDENTIFY: TDC inputs with {self.samples_per_tick} samples a tick (a TDC rig samples once)"
+        if self.tdc_inputs and not self.tdc_taps:
+            return f"IDENTIFY: {self.tdc_inputs} TDC inputs of 0 taps"
+        return ""
 
     @property
     def fraction_bits(self) -> int:
-        """Bits of each input's sub-tick position in an EVENTS record's fraction."""
-        return self.samples_per_tick.bit_length() - 1
+        """Bits of each input's fine position in a record's fraction: 8 (its TDC code) for an input
+        with a TDC, else log2(samples_per_tick) (its sub-tick sample, docs/subtick.md)."""
+        return TDC_CODE_BITS if self.tdc_inputs else self.samples_per_tick.bit_length() - 1
+
+    @property
+    def fraction_width(self) -> int:
+        """Bits of a record's fraction: the TDC inputs' codes, or every input's sub-tick sample."""
+        return TDC_CODE_BITS * self.tdc_inputs if self.tdc_inputs else self.n_inputs * self.fraction_bits
 
     @property
     def fraction_bytes(self) -> int:
-        return (self.n_inputs * self.fraction_bits + 7) // 8
+        return (self.fraction_width + 7) // 8
 
     @property
     def n_channels(self) -> int:
