@@ -284,6 +284,20 @@ class PllCRG(LiteXModule):
 
 # TDC ---------------------------------------------------------------------------------------------
 
+# --tdc without --tdc-inputs: a TDC on the first 4 DUT inputs in a build with the engine or Ethernet,
+# on all of them in one with neither. Eight TDCs (about 8,200 LUT4s) and Ethernet need 101 % of the
+# i5's 25F; on the 45F eight beside the engine placed and routed but missed ts (docs/tdc.md,
+# "Measured builds").
+TDC_INPUTS_BESIDE_ENGINE_OR_ETHERNET = 4
+TDC_INPUTS_TEXT = (f"the first {TDC_INPUTS_BESIDE_ENGINE_OR_ETHERNET} in a build with the engine or Ethernet, "
+                   "all in one with neither")
+
+
+def default_tdc_inputs(with_engine, with_ethernet):
+    """--tdc's inputs when --tdc-inputs is not given (None: all)."""
+    return TDC_INPUTS_BESIDE_ENGINE_OR_ETHERNET if with_engine or with_ethernet else None
+
+
 def tdc_inputs(platform, capture_pads, samples_per_tick, n_inputs=None):
     """``--tdc``: the ``gateware.tdc.TDCInputs`` the rig SoC takes (``RigSoC(tdc=...)``): a carry-chain
     TDC front end in the capture of every DUT input, or of the first ``n_inputs`` (``--tdc-inputs``),
@@ -323,7 +337,7 @@ def tdc_entry(soc, gateware, out):
 
 def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, programmer_board, uart_baudrate,
                 engine_default=True, engine_default_text=None, ethernet_default=None, icmp_default=False,
-                tdc_inputs_default_text="all"):
+                tdc_inputs_default_text=TDC_INPUTS_TEXT):
     """The board's command line; ``uart_baudrate`` (the board's UART_BAUDRATE: the rate its USB-serial
     bridge carries, docs/boards.md) is --uart-baudrate's default. ``ethernet_default``: None on a board
     without Ethernet (no --ethernet option), else the default of --ethernet / --no-ethernet;

@@ -69,12 +69,6 @@ TRIGGER = ("pmodf:2", "`pmodf` pin 3")
 ETHERNET_DEFAULT = True
 ICMP_DEFAULT = False
 
-# --tdc without --tdc-inputs: a TDC on the first 4 DUT inputs beside Ethernet, on all 8 without it.
-# Eight TDCs and Ethernet need 101 % of the 25F's LUTs; four met timing at 84 % (docs/tdc.md,
-# "Measured builds").
-TDC_INPUTS_WITH_ETHERNET = 4
-TDC_INPUTS_TEXT = f"the first {TDC_INPUTS_WITH_ETHERNET} with Ethernet, all without"
-
 
 # CRG ----------------------------------------------------------------------------------------------
 
@@ -92,8 +86,7 @@ class BaseSoC(RigSoC):
     docs/wiring.md, "Ethernet") handed to the rig SoC with ``eth_kwargs`` (address, MAC, ping)."""
     def __init__(self, sys_clk_freq=SYS_CLK_FREQ, ts_clk_freq=None, toolchain="trellis", n_inputs=None,
                  samples_per_tick=1, board=BOARD, module=MODULE, with_ethernet=ETHERNET_DEFAULT, eth_phy=0,
-                 eth_kwargs=None, with_tdc=False, tdc_inputs=None, tdc_inputs_with_ethernet=TDC_INPUTS_WITH_ETHERNET,
-                 **kwargs):
+                 eth_kwargs=None, with_tdc=False, tdc_inputs=None, **kwargs):
         ts_clk_freq, n_inputs = board_flow.sampling_settings(samples_per_tick, ts_clk_freq, n_inputs, TS_CLK_FREQ)
         kwargs.setdefault("uart_baudrate", UART_BAUDRATE)
         platform = colorlight_i5.Platform(board=module[0], revision=module[1], toolchain=toolchain)
@@ -112,8 +105,8 @@ class BaseSoC(RigSoC):
             self.ethphy = board_flow.rgmii_phy(platform, eth_phy)   # the SoC's UDP/IP stack runs on it
             kwargs.update(board_flow.ethernet_kwargs(self.ethphy, eth_kwargs))
         if with_tdc:
-            if tdc_inputs is None and with_ethernet:
-                tdc_inputs = tdc_inputs_with_ethernet       # None: all
+            if tdc_inputs is None:
+                tdc_inputs = board_flow.default_tdc_inputs(kwargs.get("with_engine"), with_ethernet)
             kwargs["tdc"] = board_flow.tdc_inputs(platform, capture_pads, samples_per_tick, tdc_inputs)
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                         board=board, samples_per_tick=samples_per_tick,
@@ -125,12 +118,10 @@ class BaseSoC(RigSoC):
 # Build --------------------------------------------------------------------------------------------
 
 def make_parser(board=BOARD, description="hilat rig on Colorlight i5", programmer_board=PROGRAMMER_BOARD,
-                engine_default=False, ethernet_default=ETHERNET_DEFAULT, icmp_default=ICMP_DEFAULT,
-                tdc_inputs_text=TDC_INPUTS_TEXT):
+                engine_default=False, ethernet_default=ETHERNET_DEFAULT, icmp_default=ICMP_DEFAULT):
     return board_flow.make_parser(colorlight_i5.Platform, board, description, SYS_CLK_FREQ, TS_CLK_FREQ,
                                   programmer_board, UART_BAUDRATE, engine_default=engine_default,
-                                  ethernet_default=ethernet_default, icmp_default=icmp_default,
-                                  tdc_inputs_default_text=tdc_inputs_text)
+                                  ethernet_default=ethernet_default, icmp_default=icmp_default)
 
 
 def build_soc(args, parser, board=BOARD, module=MODULE):

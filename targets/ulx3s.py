@@ -88,6 +88,8 @@ class BaseSoC(RigSoC):
         if kwargs.get("with_engine"):
             kwargs["trigger_pad"] = board_flow.request_trigger_pad(platform, TRIGGER)
         if with_tdc:
+            if tdc_inputs is None:
+                tdc_inputs = board_flow.default_tdc_inputs(kwargs.get("with_engine"), False)
             kwargs["tdc"] = board_flow.tdc_inputs(platform, capture_pads, samples_per_tick, tdc_inputs)
         RigSoC.__init__(self, platform, sys_clk_freq, ts_clk_freq, stimulus_pads, capture_pads,
                         board=BOARD, samples_per_tick=samples_per_tick,
