@@ -216,14 +216,23 @@ class _Encoder(LiteXModule):
         previous = Signal.like(count)
         edge, rising, level, settled = Signal(), Signal(), Signal(), Signal()
         rising_code, falling_code = Signal(code_bits), Signal(code_bits)
+        # This stage may be placed far from the tree (the i5 build's ts path: 3.9 ns of routing from
+        # the count), so its logic is kept shallow: with 2**code_bits taps the count is full (all
+        # taps) exactly when its top bit is set, which replaces two comparators (carry chains).
+        zero = Signal()
+        self.comb += zero.eq(count == 0)
+        if n_taps == 2**code_bits:
+            full, above_top, below_one = count[code_bits], count[code_bits], zero
+        else:
+            full, above_top, below_one = count == n_taps, count > top, count < n_taps - top
         sync += [
             previous.eq(count),
             edge.eq(((previous == 0) | (previous == n_taps)) & (count != previous)),
             rising.eq(previous == 0),
-            rising_code.eq(Mux(count > top, top, count)),
-            falling_code.eq(Mux(count < n_taps - top, top, n_taps - count)),
-            If(count == 0, level.eq(0)).Elif(count == n_taps, level.eq(1)),
-            settled.eq((count == 0) | (count == n_taps)),
+            rising_code.eq(Mux(above_top, top, count)),
+            falling_code.eq(Mux(below_one, top, n_taps - count)),
+            If(zero, level.eq(0)).Elif(full, level.eq(1)),
+            settled.eq(zero | full),
         ]
         edge_out, rising_out, code_out, level_out, settled_out = (Signal(), Signal(), Signal(code_bits),
                                                                   Signal(), Signal())
