@@ -1,7 +1,7 @@
-"""The TDC path through the real API, CLI and capture against the host tests' scripted rig (until
-protocol 5 carries ``tdc_inputs``/``tdc_taps``, the rig's IDENTIFY is given them here): ``hilat
-calibrate resolution --input`` on a TDC input (its collection replaced by synthetic records with
-uint64 fractions), stored per input; a capture's unit, placement and statement on a TDC rig."""
+"""The TDC path through the real API, CLI and capture against the host tests' scripted rig (its
+IDENTIFY given ``tdc_inputs``/``tdc_taps`` here): ``hilat calibrate resolution --input`` on a TDC
+input (its collection replaced by synthetic records with uint64 fractions), stored per input; a
+capture's unit, placement and statement on a TDC rig."""
 
 import dataclasses
 import json
@@ -12,28 +12,20 @@ from fake_rig import FakeRig, capture_script
 from hilat import analysis, api
 from hilat.calibration import tdc_rig
 from hilat.cli import main
-from hilat.link import protocol as p
 from hilat.link.session import Session
 from hilat.rundir.reader import load_run
 
 U = analysis.TDC_UNITS_PER_TICK
 
 
-@dataclasses.dataclass(slots=True)
-class _TdcIdentify(p.Identify):
-    """The scripted rig's IDENTIFY with a TDC on its first four inputs."""
-    tdc_inputs: int = 4
-    tdc_taps: int = 256
-
-
 @pytest.fixture
 def tdc_identity(monkeypatch):
+    """The scripted rig's IDENTIFY with a TDC on its first four inputs (256 taps)."""
     real_open = Session.open
 
     def open_with_tdc(self):
         real_open(self)
-        self.identity = _TdcIdentify(**{f.name: getattr(self.identity, f.name)
-                                         for f in dataclasses.fields(self.identity)})
+        self.identity = dataclasses.replace(self.identity, tdc_inputs=4, tdc_taps=256)
         return self
     monkeypatch.setattr(Session, "open", open_with_tdc)
 

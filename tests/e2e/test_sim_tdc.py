@@ -102,7 +102,7 @@ def test_calibrated_bins_place_the_loopback(tdc_sim_dir, tmp_path, monkeypatch):
     from hilat import api
 
     monkeypatch.setenv("HILAT_CALIBRATION_DIR", str(tmp_path / "calibration"))
-    edges, source_ticks = 6000, 1001     # the source slow enough for the simulated link
+    edges, source_ticks = 4000, 1001     # the source slow enough for the simulated link
     with sim.SimulatedRig(tdc_sim_dir, tmp_path / "sim-source", tdc_source_ticks=source_ticks) as rig:
         calibration = api.Rig(rig.url).calibrate_resolution(edges=edges)
     result = calibration.result
