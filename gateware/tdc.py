@@ -204,8 +204,14 @@ class _Encoder(LiteXModule):
 
         # A carry line's samples are inverted (``_CarryLine``): count their zeros, free in the first
         # stage's LUTs, rather than subtract the count from n_taps after the tree.
-        count, stages = _popcount_tree(self, ~samples if inverted else samples, clock_domain, levels_per_stage)
+        tree_count, stages = _popcount_tree(self, ~samples if inverted else samples, clock_domain,
+                                            levels_per_stage)
         sync = getattr(self.sync, clock_domain)
+        # The count once more before the edge stage: a register-to-register hop the placer can stretch
+        # from the tree, beside the line, towards the edge stage, which it puts by the capture (the i5
+        # builds' ts path: 3.2-3.9 ns of routing from the tree, then the edge stage's logic: 127-135 MHz).
+        count = Signal.like(tree_count)
+        sync += count.eq(tree_count)
         # The count a reader aligns with two registers of its own to the outputs (gateware/capture.py's
         # settled level); ``settled`` spares it the 9 bits and their comparison beside the capture.
         self.count = Signal.like(count)
@@ -253,7 +259,8 @@ class _Encoder(LiteXModule):
             self.level.eq(level_out),
             self.settled.eq(settled_out),
         ]
-        self.latency = stages + 3      # from the samples: the adder tree, the two stages above, the outputs
+        # From the samples: the adder tree, its count again, the two stages above, the outputs.
+        self.latency = stages + 4
 
 
 class TDC(LiteXModule):
