@@ -187,13 +187,9 @@ class _ChannelFrontEnd(LiteXModule):
         had settled: a pulse shorter than the line) is followed there, so the level never sticks;
         that change has no code (0): its place in the tick was not measured (docs/tdc.md)."""
         level, held = Signal(), Signal()
-        settled_count, settled = Signal(), Signal()   # aligned with the encoder's `level` (two registers)
-        sync += [
-            settled_count.eq((tdc.encoder.count == 0) | (tdc.encoder.count == tdc.n_taps)),
-            settled.eq(settled_count),
-            held.eq(level),
-        ]
-        self.comb += level.eq(Mux(tdc.edge, tdc.rising, Mux(settled, tdc.level, held)))
+        sync += held.eq(level)
+        # The encoder's `settled` is aligned with its `level`: no count compared here, by the capture.
+        self.comb += level.eq(Mux(tdc.edge, tdc.rising, Mux(tdc.encoder.settled, tdc.level, held)))
         return level
 
 

@@ -212,8 +212,8 @@ class _Encoder(LiteXModule):
         # builds' ts path: 3.2-3.9 ns of routing from the tree, then the edge stage's logic: 127-135 MHz).
         count = Signal.like(tree_count)
         sync += count.eq(tree_count)
-        # The count a reader aligns with two registers of its own to the outputs (gateware/capture.py's
-        # settled level); ``settled`` spares it the 9 bits and their comparison beside the capture.
+        # The count, two registers before the outputs, for a reader that needs it; the capture takes
+        # ``settled`` (aligned with the outputs), not the 9 bits and a comparison beside itself.
         self.count = Signal.like(count)
         sync += self.count.eq(count)
         top = 2**code_bits - 1
