@@ -35,6 +35,10 @@ class RigSilent(RigError):
 
 
 RESEND_S = 0.25   # udp://: a command without its reply this long is sent again
+# A byte stream: STATUS without its reply this long is asked again, with a new seq (a repeat would
+# bring back the kept reply with its old frame seq, which a serial decoder past it takes for a jump).
+STATUS_RENEW_S = 1.0
+STALL_S = 1.0     # one pass of a wait loop this long: the host was not running (stopped, swapped out)
 
 
 class Rig:
@@ -101,12 +105,16 @@ class Rig:
         self.tx_seq = (self.tx_seq + 1) & 0xFFFF
         return seq
 
-    def _wait_for(self, match, timeout, what, resend=False):
+    def _wait_for(self, match, timeout, what, resend=False, renew=None):
         """The first frame ``match`` takes, read within ``timeout`` s; ``resend``: over a datagram link
-        the last frame sent goes again every ``resend_s`` meanwhile (its reply may have been lost)."""
-        start = time.monotonic()
+        the last frame sent goes again every ``resend_s`` meanwhile (its reply may have been lost);
+        ``renew``: over a byte stream, a new ``renew()`` message is sent every ``STATUS_RENEW_S``.
+        Time the host itself was not running (a stopped process) does not count as the rig's
+        silence: the deadline moves by it."""
+        start = last = time.monotonic()
         deadline = start + timeout
         resend_at = start + self.resend_s if resend and self.resend_s else None
+        renew_at = start + STATUS_RENEW_S if renew is not None and resend_at is None else None
         sends = 1
         while time.monotonic() < deadline:
             frames = self._read_frames()
@@ -115,12 +123,22 @@ class Rig:
                     self.pending += frames[i + 1:]  # what came after the reply in the same read: next read()'s
                     return frame
                 self.pending.append(frame)
-            if resend_at is not None and time.monotonic() >= resend_at and time.monotonic() < deadline:
+            now = time.monotonic()
+            if now - last >= STALL_S:
+                deadline += now - last
+            last = now
+            if resend_at is not None and now >= resend_at and now < deadline:
                 self.transport.write(self._last_sent)
                 self.resends += 1
                 sends += 1
-                resend_at = time.monotonic() + self.resend_s
-        sent = f" (sent {sends} times, every {self.resend_s:g} s)" if resend_at is not None else ""
+                resend_at = now + self.resend_s
+            if renew_at is not None and now >= renew_at and now < deadline:
+                self.send(renew())
+                self.resends += 1
+                sends += 1
+                renew_at = now + STATUS_RENEW_S
+        every = self.resend_s if resend_at is not None else STATUS_RENEW_S
+        sent = f" (sent {sends} times, every {every:g} s)" if sends > 1 else ""
         raise RigSilent(f"no {what} from the rig on {self.transport.url} within {timeout:g} s{sent}")
 
     # session ------------------------------------------------------------------------------------
@@ -180,9 +198,13 @@ class Rig:
         return self.command(p.TimeReq(), reply=p.Time).now
 
     def status(self):
+        """The rig's counters as of this call: a STATUS read before it (already pending) is older."""
+        older = {id(f) for f in self.pending if isinstance(f.msg, p.Status)}
         self.send(p.StatusReq())
-        frame = self._wait_for(lambda f: isinstance(f.msg, p.Status), self.command_timeout, "STATUS", resend=True)
-        return frame.msg
+
+        def is_status(frame):
+            return isinstance(frame.msg, p.Status) and id(frame) not in older
+        return self._wait_for(is_status, self.command_timeout, "STATUS", resend=True, renew=p.StatusReq).msg
 
     def close(self):
         try:
