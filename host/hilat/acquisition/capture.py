@@ -396,7 +396,7 @@ class Capture(CaptureResults):
     # a TDC rig's online mode (docs/tdc.md, "Online mode") -------------------------------------------------
 
     def _code_counts(self):
-        tdc_inputs = int(getattr(self.identity, "tdc_inputs", 0) or 0)
+        tdc_inputs = self.identity.tdc_inputs
         if not (self.settings.tdc_online and tdc_inputs):
             if self.settings.tdc_online:
                 log.warning("--tdc-online: this rig has no TDC; nothing to re-estimate")

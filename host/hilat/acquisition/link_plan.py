@@ -63,7 +63,7 @@ def wire_bytes_per_record(ident, delta_ticks):
     n_channels = ident.n_stimulus + ident.n_inputs
     mask_bytes = p.mask_bytes_for(n_channels)
     s = getattr(ident, "samples_per_tick", 1) or 1
-    tdc_inputs = getattr(ident, "tdc_inputs", 0) or 0   # 8 bits of TDC code each (docs/tdc.md)
+    tdc_inputs = ident.tdc_inputs   # 8 bits of TDC code each (docs/tdc.md)
     fraction_bits = p.TDC_CODE_BITS * tdc_inputs if tdc_inputs else ident.n_inputs * (s.bit_length() - 1)
     fraction_bytes = -(-fraction_bits // 8)
     delta_bytes = max(1, -(-max(int(delta_ticks), 1).bit_length() // 7))

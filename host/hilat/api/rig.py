@@ -254,7 +254,7 @@ class Rig:
                 channel = calibration.role_channel(ident, calibration.CALIBRATION_ROLE)
             elif isinstance(channel, str):
                 channel = calibration.input_channel(ident, channel)
-            if getattr(ident, "tdc_inputs", 0):
+            if ident.tdc_inputs:
                 return self._calibrate_tdc(session, ident, channel, edges, precision_ps, tap_table, store)
             edges = edges or 20000
             log.info("resolution: %d edges on channel %d", edges, channel)

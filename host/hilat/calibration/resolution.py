@@ -155,7 +155,7 @@ def run_resolution(session, channel, edges, idle_timeout=10.0, progress=None):
     or on a TDC rig the records (``tdc_rig.run_tdc_resolution`` takes their codes)."""
 
     ident = session.identity
-    tdc = bool(getattr(ident, "tdc_inputs", 0))
+    tdc = bool(ident.tdc_inputs)
     if ident.samples_per_tick == 1 and not tdc:
         raise CalibrationError("this rig samples each input once a tick: it has no sub-tick bins to calibrate "
                                "(a build with --samples-per-tick 2 or 4 has, or one with --tdc)")

@@ -41,8 +41,8 @@ def rig_identity(ident):
     out["firmware"] = ident.firmware
     out["samples_per_tick"] = ident.samples_per_tick   # in the file key when above 1 (identity_key)
     # A carry-chain TDC's inputs and taps (docs/tdc.md): in the file key when there is one.
-    out["tdc_inputs"] = int(getattr(ident, "tdc_inputs", 0) or 0)
-    out["tdc_taps"] = int(getattr(ident, "tdc_taps", 0) or 0)
+    out["tdc_inputs"] = ident.tdc_inputs
+    out["tdc_taps"] = ident.tdc_taps
     return out
 
 

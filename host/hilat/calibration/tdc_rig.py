@@ -34,7 +34,7 @@ TDC_CORRELATED_SPAN = 0.5
 
 def check_tdc_input(ident, channel):
     first = ident.n_stimulus
-    tdc_inputs = int(getattr(ident, "tdc_inputs", 0) or 0)
+    tdc_inputs = ident.tdc_inputs
     if not first <= channel < first + tdc_inputs:
         raise CalibrationError(f"channel {channel} has no TDC (this rig's TDC inputs are channels {first}.."
                                f"{first + tdc_inputs - 1}): move the source (the jumper) to one of them")
@@ -62,7 +62,7 @@ def tdc_resolution_calibration(codes, ident, channel, url, table=None, precision
     code; ``tdc.tdc_calibration``), with the predicted ``table``'s bins beside it; or CalibrationError
     (too few edges for ``precision_s``, a source locked to ts). Edges of code 0 (not measured) are
     left out and counted (``unmeasured_edges``)."""
-    n_codes = int(getattr(ident, "tdc_taps", 0) or 256)
+    n_codes = int(ident.tdc_taps or 256)
     try:
         if counts is None:
             counts = tdc.code_counts(codes, n_codes)

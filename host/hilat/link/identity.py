@@ -40,7 +40,7 @@ def describe(ident, status, url, resolution, engine=None):
         # The carry-chain TDC (docs/tdc.md; None: none): the first `inputs` DUT inputs have one of
         # `taps` taps, an 8-bit code each in every record (protocol 5).
         "tdc": ({"inputs": ident.tdc_inputs, "taps": ident.tdc_taps, "code_bits": p.TDC_CODE_BITS}
-                if getattr(ident, "tdc_inputs", 0) else None),
+                if ident.tdc_inputs else None),
         "capabilities": [name for name, bit in CAPABILITIES if ident.capabilities & bit],
         "dropped_per_channel": list(status.dropped),
         "engine": None if engine is None else {
