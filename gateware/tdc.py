@@ -146,6 +146,13 @@ class _ThermometerModel(LiteXModule):
         )
 
 
+def _Reg(*args, **kwargs):
+    """A TDC pipeline register without reset: the samples flush it in ``latency`` ticks, and the ts
+    reset net (the ULX3S build's second critical path, 6.5 ns of routing) need not reach the lines'
+    encoders at the device's edge: about 450 flip-flops each (docs/tdc.md)."""
+    return Signal(*args, reset_less=True, **kwargs)
+
+
 def _popcount_tree(module, bits, clock_domain, levels_per_stage):
     """(count, stages): the number of ones of ``bits``, summed four bits at a time into registers,
     then in an adder tree registered every ``levels_per_stage`` levels."""
@@ -153,7 +160,7 @@ def _popcount_tree(module, bits, clock_domain, levels_per_stage):
     values = []
     for g in range(0, len(bits), 4):
         group = bits[g:g + 4]
-        s = Signal(max=len(group) + 1)
+        s = Signal(max=len(group) + 1, reset_less=True)
         sync += s.eq(sum(group[j] for j in range(len(group))))
         values.append(s)
     stages = 1
@@ -167,13 +174,13 @@ def _popcount_tree(module, bits, clock_domain, levels_per_stage):
                     pairs.append(values[j])
                     continue
                 a, b = values[j], values[j + 1]
-                s = Signal(max=(2**len(a) - 1) + (2**len(b) - 1) + 1)
+                s = Signal(max=(2**len(a) - 1) + (2**len(b) - 1) + 1, reset_less=True)
                 module.comb += s.eq(a + b)
                 pairs.append(s)
             values = pairs
         registered = []
         for v in values:
-            r = Signal.like(v)
+            r = Signal.like(v, reset_less=True)
             sync += r.eq(v)
             registered.append(r)
         values = registered
@@ -194,11 +201,11 @@ class _Encoder(LiteXModule):
     def __init__(self, samples, clock_domain, inverted=False, levels_per_stage=2):
         n_taps = len(samples)
         self.code_bits = code_bits = max(1, (n_taps - 1).bit_length())
-        self.code = Signal(code_bits)
-        self.edge = Signal()
-        self.rising = Signal()
-        self.level = Signal()          # the line's level once settled (after the last edge)
-        self.settled = Signal()        # the line all low or all high
+        self.code = _Reg(code_bits)
+        self.edge = _Reg()
+        self.rising = _Reg()
+        self.level = _Reg()          # the line's level once settled (after the last edge)
+        self.settled = _Reg()        # the line all low or all high
 
         # # #
 
@@ -210,22 +217,22 @@ class _Encoder(LiteXModule):
         # The count once more before the edge stage: a register-to-register hop the placer can stretch
         # from the tree, beside the line, towards the edge stage, which it puts by the capture (the i5
         # builds' ts path: 3.2-3.9 ns of routing from the tree, then the edge stage's logic: 127-135 MHz).
-        count = Signal.like(tree_count)
+        count = Signal.like(tree_count, reset_less=True)
         sync += count.eq(tree_count)
         # The count, two registers before the outputs, for a reader that needs it; the capture takes
         # ``settled`` (aligned with the outputs), not the 9 bits and a comparison beside itself.
-        self.count = Signal.like(count)
+        self.count = Signal.like(count, reset_less=True)
         sync += self.count.eq(count)
         top = 2**code_bits - 1
         # Two stages: the edge and both candidate codes (saturated), then the code of the edge's direction;
         # then the outputs' register.
-        previous = Signal.like(count)
-        edge, rising, level, settled = Signal(), Signal(), Signal(), Signal()
-        rising_code, falling_code = Signal(code_bits), Signal(code_bits)
+        previous = Signal.like(count, reset_less=True)
+        edge, rising, level, settled = _Reg(), _Reg(), _Reg(), _Reg()
+        rising_code, falling_code = _Reg(code_bits), _Reg(code_bits)
         # This stage may be placed far from the tree (the i5 build's ts path: 3.9 ns of routing from
         # the count), so its logic is kept shallow: with 2**code_bits taps the count is full (all
         # taps) exactly when its top bit is set, which replaces two comparators (carry chains).
-        zero = Signal()
+        zero = _Reg()
         self.comb += zero.eq(count == 0)
         if n_taps == 2**code_bits:
             full, above_top, below_one = count[code_bits], count[code_bits], zero
@@ -240,8 +247,8 @@ class _Encoder(LiteXModule):
             If(zero, level.eq(0)).Elif(full, level.eq(1)),
             settled.eq(zero | full),
         ]
-        edge_out, rising_out, code_out, level_out, settled_out = (Signal(), Signal(), Signal(code_bits),
-                                                                  Signal(), Signal())
+        edge_out, rising_out, code_out, level_out, settled_out = (_Reg(), _Reg(), _Reg(code_bits),
+                                                                  _Reg(), _Reg())
         sync += [
             edge_out.eq(edge),
             rising_out.eq(rising),

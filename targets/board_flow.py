@@ -369,6 +369,9 @@ def make_parser(platform_cls, board, description, sys_clk_freq, ts_clk_freq, pro
     parser.add_target_argument("--seed-tries", default=3, type=int, help=
         "When a clock misses its frequency, place and route again with the next nextpnr seed, up to "
         "this many seeds in all (default %(default)d; 1: no retry).")
+    parser.add_target_argument("--nextpnr-router", default=None, choices=("router1", "router2"), help=
+        "nextpnr's router (default router1: router2 routed a ULX3S --tdc build to ts 92 MHz where router1 "
+        "made 130, and did not converge on the i9's; docs/tdc.md).")
     parser.add_target_argument("--engine", action=argparse.BooleanOptionalAction, default=engine_default, help=
         "Build in the on-rig measurement engine (docs/engine.md); without it: raw edges only, 32 KiB "
         "of ROM (default: " + (engine_default_text or "%(default)s on this board") + ").")
@@ -439,6 +442,8 @@ def build(soc, board, board_file, parser, args):
     for stale in (log, nextpnr_report, out / "build_report.json"):
         stale.unlink(missing_ok=True)
     soc.platform.toolchain._pnr_opts += f" --log {log.name} --report {nextpnr_report.name} --detailed-timing-report"
+    router = args.nextpnr_router or "router1"
+    soc.platform.toolchain._pnr_opts += f" --router {router}"
     if getattr(soc, "tdc", None) is not None:
         # The timing model of the TDC lines (docs/tdc.md): the SDF and the placed netlist.
         name = soc.get_build_name()
@@ -479,6 +484,7 @@ def build(soc, board, board_file, parser, args):
                                                 samples_per_tick)
     report["build_seconds"] = round(time.monotonic() - start, 1)
     report["nextpnr_seed"] = seed
+    report["nextpnr_router"] = router
     report["seed_tries"] = tries
     path = out / "build_report.json"
     path.write_text(json.dumps(report, indent=1) + "\n")
