@@ -105,3 +105,49 @@ def test_placement_and_unit_round_trip_through_meta():
 def test_a_table_of_the_wrong_size_is_refused():
     with pytest.raises(ValueError, match="256 codes"):
         analysis.TdcSubticks(FIRST, ((0,) * 255,), _placement()[:1])
+
+
+def _code_zero_run():
+    """Three stimuli (channel 0) and their ISR pulses (channel 2, a TDC input); the second pulse's
+    rise has code 0, a change its line did not measure. Records: (tick, mask, levels, fraction)."""
+    rows = []
+    for k, (rise, rise_code, fall_code) in enumerate(((50, 100, 50), (60, 0, 30), (40, 200, 10))):
+        base = 1000 * (k + 1)
+        rows += [(base, 1, 1, 0), (base + 10, 1, 0, 0),
+                 (base + rise, 1 << FIRST, 1 << FIRST, rise_code), (base + rise + 20, 1 << FIRST, 0, fall_code)]
+    ticks, masks, levels, fractions = (np.array(x, dtype=d) for x, d in
+                                       zip(zip(*rows), (np.uint64, np.uint16, np.uint16, np.uint64)))
+    return ticks, masks, levels, fractions
+
+
+def test_an_edge_of_code_0_is_a_gap_and_its_window_unknown():
+    from hilat.statistics.streaming import StreamingAggregator
+    from synth import ROLES
+
+    positions = (tuple(U - 10 * c for c in range(256)),)
+    subticks = analysis.TdcSubticks(FIRST, positions, _placement()[:1])
+    ticks, masks, levels, fractions = _code_zero_run()
+    # The positions reach back 0.62 tick at most: an unmeasured change lies at most 2 ticks before.
+    assert subticks.unmeasured_span_ticks == 2
+    tracker = analysis.gap_tracker(subticks)
+    closed = tracker.records(ticks, masks, fractions)
+    assert closed == [(2058 * U, 2061 * U, 1 << FIRST, analysis.GAP_UNMEASURED)]
+    assert (tracker.unmeasured, tracker.count) == (1, 1)
+    gaps = analysis.Gaps.of([(a, b, c) for a, b, c, _ in closed])
+    t, c, lv = analysis.edges_from_records((ticks, masks, levels), fractions, subticks)
+    t = t.view(np.int64)
+    paired = analysis.pair(t, c, lv, ROLES, gaps=gaps)
+    late = [(50 * U + positions[0][100]), None, (40 * U + positions[0][200])]
+    assert paired.isr_latency.tolist() == [late[0], analysis.MISSING, late[2]]
+    assert paired.unknown_of("stim_to_isr").tolist() == [0, 1, 0]
+    # The capture's path: the gap known before the edges after its start, any chunking.
+    for chunk in (1, 3, len(t)):
+        agg = StreamingAggregator(ROLES)
+        agg.add_gap(*closed[0][:3])
+        for i in range(0, len(t), chunk):
+            agg.feed(t[i:i + chunk], c[i:i + chunk], lv[i:i + chunk])
+        agg.finish(int(t[-1]) + 1)
+        key = ("all", "stim_to_isr")
+        assert (agg.starts[key], agg.misses[key], agg.unknown[key]) == (3, 0, 1)
+        figures = agg.distribution("all", "stim_to_isr").figures_mu()
+        assert (figures["count"], figures["min"], figures["max"]) == (2, min(late[0], late[2]), max(late[0], late[2]))

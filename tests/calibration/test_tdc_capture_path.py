@@ -69,9 +69,10 @@ def test_calibrate_resolution_on_tdc_inputs_one_at_a_time(tmp_path, capsys, monk
 
 
 def test_a_capture_on_a_tdc_rig_states_its_placement(tmp_path, tdc_identity):
-    # The scripted rig sends no codes (its fraction is empty: code 0), so every edge stays at its tick,
-    # exactly: the latencies are the scripted ticks in 1/4096 tick. The unit, placement and statement
-    # are the TDC rig's: no table for this board, so its inputs stand at whole ticks, and it says so.
+    # The scripted rig sends no codes (its fraction is empty: code 0): every input edge is a change its
+    # line did not measure, so each is a gap and every window is unknown, no latency and no miss
+    # (docs/tdc.md, "Edges of code 0"). The unit, placement and statement are the TDC rig's: no table
+    # for this board, so its inputs would stand at whole ticks, and it says so.
     with FakeRig(capture_script((60, 61, 62))) as rig:
         code = main(["capture", rig.url, "--count", "3", "--period", "1500", "--jitter", "0", "--mode", "periodic",
                      "--out", str(tmp_path / "runs"), "--no-progress", "--no-calibration", "--tdc-online"])
@@ -79,8 +80,12 @@ def test_a_capture_on_a_tdc_rig_states_its_placement(tmp_path, tdc_identity):
     (run_dir,) = (tmp_path / "runs").iterdir()
     run = load_run(run_dir)
     assert isinstance(run.subticks, analysis.TdcSubticks) and run.units_per_tick == U
-    assert run.measurements.latency("stim_to_isr").tolist() == [60 * U, 61 * U, 62 * U]
+    assert run.measurements.latency("stim_to_isr").tolist() == [analysis.MISSING] * 3
     summary = json.loads((run_dir / "summary.json").read_text())
+    accounting = (summary["runs"][0] if "runs" in summary else summary)["stimuli_accounting"]
+    assert accounting["unknown"] == 3 and accounting["measured"] == 0
+    counters = json.loads((run_dir / "meta.json").read_text())["counters"]
+    assert counters["tdc_unmeasured_edges"] == 6 and counters["gaps"] == 6   # each ISR pulse's rise and fall
     placement = summary["runs"][0]["unit"]["tdc_placement"] if "runs" in summary else summary["unit"]["tdc_placement"]
     assert [p["channel"] for p in placement] == [2, 3, 4, 5]
     assert {p["placement"] for p in placement} == {"none"}

@@ -54,6 +54,7 @@ TRUE_TICKS = {
     "min_interval_ticks": "setting", "jitter_ticks": "setting", "glitch_max_ticks": "setting",
     "threshold_ticks": "setting", "width_ticks": "setting", "period_ticks": "setting", "delay_ticks": "setting",
     "delta_ticks": "setting", "interval_ticks": "setting", "tdc_source_ticks": "setting",
+    "unmeasured_span_ticks": "record (how many ticks before its record an unmeasured TDC change may lie)",
     "rec_ticks": "record", "record_ticks": "record", "last_record_tick": "record", "out_ticks": "record",
     "origin_tick": "rig", "until_tick": "rig", "target_tick": "rig", "start_tick": "rig",
     "last_tick": "record (the link's last record, before sub-tick placement)",

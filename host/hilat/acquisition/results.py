@@ -69,6 +69,8 @@ class CaptureResults:
                 "out_of_order_edges": stream.out_of_order if stream else 0,
                 "hlog_values_below_zero": self.hlog.below_zero if self.hlog else 0,
                 "gaps": stream.gap_count if stream else 0,
+                # TDC inputs' changes of code 0, each in a gap (docs/tdc.md, "Edges of code 0")
+                "tdc_unmeasured_edges": stream.gaps.unmeasured if stream else 0,
                 "stream": self._stream_meta(),
             },
             "link_plan": dataclasses.asdict(self.link_plan) if self.link_plan else None,

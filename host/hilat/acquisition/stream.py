@@ -28,7 +28,7 @@ class _Stream:
         self.aggregator = StreamingAggregator(roles, deadline, offset_mu, measures=measures, builtin=builtin,
                                               on_samples=self._samples)
         # The stream's holes (docs/analysis.md, "Gaps"): told by the session between the records.
-        self.gaps = analysis.GapTracker(subticks.units_per_tick if subticks is not None else 1)
+        self.gaps = analysis.gap_tracker(subticks)
         self.paced = 0               # edges that --count counts (stimuli, or the first measure's starts)
         self.last_paced = None
         self.first_mu = None
@@ -75,7 +75,7 @@ class _Stream:
         self.records += len(rec_ticks)
         if self.code_counts is not None and fractions is not None:
             self.code_counts.add(masks, fractions)
-        self._close_gaps(self.gaps.records(rec_ticks))
+        self._close_gaps(self.gaps.records(rec_ticks, masks, fractions))
         if edges is None:
             ticks, chans, lv = analysis.edges_from_records((rec_ticks, masks, levels), fractions, self.subticks)
         else:   # the kernel's edges (no sub-tick positions): placed as edges_from_records places them

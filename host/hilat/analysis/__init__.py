@@ -38,9 +38,11 @@ from hilat.analysis.gaps import (  # noqa: F401
     GAP_OPEN_END,
     GAP_OVERFLOW,
     GAP_REASONS,
+    GAP_UNMEASURED,
     TAG_UNKNOWN,
     Gaps,
     GapTracker,
+    gap_tracker,
 )
 from hilat.analysis.measures import MISSING, Series, channel_bit  # noqa: F401
 from hilat.analysis.pairing import EdgeGroups, Measurements, Pairing, kind_titles, measure, pair  # noqa: F401

@@ -260,6 +260,28 @@ class TdcSubticks:
         position = self._table()[row, codes.astype(np.intp)]
         return (times.view(np.int64) + np.where(tdc, position, 0)).view(np.uint64)
 
+    def unmeasured(self, ticks, masks, fractions):
+        """The records holding an edge of code 0 on a TDC input (a change its line did not measure):
+        (their ticks, the channel mask of those edges, how many such edges in all)."""
+        masks = np.asarray(masks).astype(np.uint32)
+        fractions = np.asarray(fractions, dtype=np.uint64)
+        hits = np.zeros(len(masks), np.uint32)
+        for i in range(self.tdc_inputs):   # at most 8: a loop over inputs, not records
+            bit = np.uint32(1 << (self.first_input + i))
+            code = (fractions >> np.uint64(i * TDC_CODE_BITS)) & np.uint64((1 << TDC_CODE_BITS) - 1)
+            hits |= np.where(((masks & bit) != 0) & (code == 0), bit, np.uint32(0))
+        rows = np.flatnonzero(hits)
+        edges = int(np.unpackbits(hits[rows].view(np.uint8)).sum()) if len(rows) else 0
+        return np.asarray(ticks)[rows], hits[rows], edges
+
+    @property
+    def unmeasured_span_ticks(self):
+        """How many ticks before its record's an unmeasured change may lie: the line settles one
+        line length after the change (its longest bin centre T, from the positions: T = tick -
+        position), and the record's tick is the one whose closing clock edge saw it settled."""
+        lowest = min((min(row[1:]) for row in self.positions), default=0)
+        return int(np.ceil(1 - lowest / self.units_per_tick)) + 1
+
     def _table(self):
         table = self.__dict__.get("_table_cache")
         if table is None:

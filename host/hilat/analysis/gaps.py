@@ -76,9 +76,10 @@ class Gaps:
         return bool(self.touches(mask, [tick], [GAP_OPEN_END])[0])
 
 
-GAP_OVERFLOW, GAP_LINK, GAP_CUT_SHORT = 1, 2, 3   # why a gap is there (runs' gaps.bin)
+GAP_OVERFLOW, GAP_LINK, GAP_CUT_SHORT, GAP_UNMEASURED = 1, 2, 3, 4   # why a gap is there (runs' gaps.bin)
 GAP_REASONS = {GAP_OVERFLOW: "gateware FIFO overflow", GAP_LINK: "frames lost on the link",
-               GAP_CUT_SHORT: "capture cut short"}
+               GAP_CUT_SHORT: "capture cut short",
+               GAP_UNMEASURED: "a TDC input's change its line did not measure (code 0)"}
 
 
 class GapTracker:
@@ -91,13 +92,19 @@ class GapTracker:
     - frames lost on the link (``frames_lost``): every channel, from just after the last record
       before to the first record after;
     - the end (``close``): gaps still open run to the end of the run; a capture cut short adds
-      one from just after its last edge."""
+      one from just after its last edge;
+    - on a TDC rig (``tdc``, an ``analysis.TdcSubticks``), an edge of code 0 on a TDC input: a
+      change its line did not measure (a pulse shorter than the line), whose record's tick t is up
+      to the line's length late: a gap on its channel over [t - ``tdc.unmeasured_span_ticks``, t + 1)
+      ticks, closed at once (docs/tdc.md). A gap in ``count``; its edges in ``unmeasured`` too."""
 
-    def __init__(self, units_per_tick=1):
+    def __init__(self, units_per_tick=1, tdc=None):
         self.units = int(units_per_tick)
+        self.tdc = tdc
         self.open = []              # (start, channels, reason) waiting for the next record
         self.last_record_tick = None
         self.count = 0
+        self.unmeasured = 0         # TDC edges of code 0 (each a gap of its own)
 
     def overflow(self, tick, channels):
         self.open.append((int(tick) * self.units, int(channels), GAP_OVERFLOW))
@@ -106,8 +113,9 @@ class GapTracker:
         start = 0 if self.last_record_tick is None else (self.last_record_tick + 1) * self.units
         self.open.append((start, ALL_CHANNELS, GAP_LINK))
 
-    def records(self, record_ticks):
-        """Records arrived (their ticks, in order): the open gaps close at the first; returns them."""
+    def records(self, record_ticks, masks=None, fractions=None):
+        """Records arrived (their ticks, in order; on a TDC rig their channel masks and fractions too):
+        the open gaps close at the first; returns them, and the gaps of edges of code 0."""
         if not len(record_ticks):
             return []
         closed = []
@@ -117,6 +125,15 @@ class GapTracker:
             self.open = []
             self.count += len(closed)
         self.last_record_tick = int(record_ticks[-1])
+        if self.tdc is not None and masks is not None and fractions is not None and len(fractions) == len(record_ticks):
+            ticks, channels, edges = self.tdc.unmeasured(record_ticks, masks, fractions)
+            if len(ticks):
+                self.unmeasured += edges
+                span = self.tdc.unmeasured_span_ticks
+                start = (np.maximum(ticks.astype(np.int64) - span, 0) * self.units).tolist()
+                end = ((ticks.astype(np.int64) + 1) * self.units).tolist()
+                closed += [(a, b, c, GAP_UNMEASURED) for a, b, c in zip(start, end, channels.tolist())]
+                self.count += len(ticks)
         return closed
 
     def close(self, cut_short_after=None):
@@ -128,3 +145,11 @@ class GapTracker:
             closed.append((int(cut_short_after) + 1, GAP_OPEN_END, ALL_CHANNELS, GAP_CUT_SHORT))
         self.count += len(closed)
         return closed
+
+
+def gap_tracker(subticks=None):
+    """The ``GapTracker`` of a run placed by ``subticks`` (None: whole ticks): in its unit, and on a TDC
+    rig (``TdcSubticks``) with its edges of code 0 as gaps."""
+    if subticks is None:
+        return GapTracker()
+    return GapTracker(subticks.units_per_tick, tdc=subticks if hasattr(subticks, "unmeasured") else None)

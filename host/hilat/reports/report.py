@@ -206,8 +206,8 @@ def blocks(doc):
     lines = [f"{r['label']}: {stimuli_line(r['stimuli_accounting'])}" for r in runs if r.get("stimuli_accounting")]
     if any(r.get("gaps") for r in runs):
         lines.append("unknown: windows a gap in the record stream touched (gateware overflow, frames lost on the "
-                     "link, a capture cut short), and stimuli whose edge was lost: neither a sample nor a miss, "
-                     "in no figure above")
+                     "link, a capture cut short, a TDC input's change its line did not measure), and stimuli "
+                     "whose edge was lost: neither a sample nor a miss, in no figure above")
     if lines:
         out.append(("list", [(line, []) for line in lines]))
     out.append(("heading", "resolution and run conditions"))

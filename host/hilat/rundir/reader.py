@@ -251,6 +251,9 @@ class Run:
             out["gateware overflow markers"] = int(counters["gateware_overflow_markers"])
         if counters.get("out_of_order_edges"):
             out["edges out of tick order (dropped)"] = int(counters["out_of_order_edges"])
+        if counters.get("tdc_unmeasured_edges"):
+            out["TDC edges not measured (code 0: a pulse shorter than the line; their windows unknown)"] = \
+                int(counters["tdc_unmeasured_edges"])
         stream = counters.get("stream") or {}
         if stream.get("records_lost"):
             out["records lost on the Ethernet link"] = int(stream["records_lost"])

@@ -45,7 +45,7 @@ def read_raw(path, subticks=None, with_gaps=False, stream=None):
     at the end runs to the end). ``stream`` (``stream_of(meta)``): the stream.bin beside it is decoded
     too, after raw.bin's records (a udp:// capture's edges; its counters as the decoder's "stream")."""
     decoder = BatchDecoder()
-    tracker = analysis.GapTracker(subticks.units_per_tick if subticks is not None else 1)
+    tracker = analysis.gap_tracker(subticks)
     closed = []
     parts = []
     with open(path, "rb") as f:
@@ -78,7 +78,8 @@ def _replay(batch, tracker, parts, subticks):
     closed = []
     for lo, hi, what in segments(len(batch.ticks), holes(batch.marks)):
         if what is None:
-            closed += tracker.records(batch.ticks[lo:hi])
+            fractions = batch.fractions[lo:hi] if batch.fractions is not None else None
+            closed += tracker.records(batch.ticks[lo:hi], batch.channels[lo:hi], fractions)
         elif isinstance(what, int):
             tracker.frames_lost()
         else:
