@@ -36,6 +36,9 @@ ROOT = open_toolchain.ROOT
 BOARDS = {
     # board: (device, nextpnr device option, package, clock ball, input ball, output ball, ts Hz)
     "colorlight_i5": ("LFE5U-25F", "--25k", "CABGA381", "P3", "B20", "U16", 140e6),
+    # The 45F boards: the same package, their own clock ball; channel 0's bels of the 45F region.
+    "colorlight_i9": ("LFE5U-45F", "--45k", "CABGA381", "P3", "B20", "U16", 140e6),
+    "ulx3s": ("LFE5U-45F", "--45k", "CABGA381", "G2", "B20", "U16", 140e6),
 }
 SPEED = 6
 TABLE_CORNER = "typ"     # the committed table's corner (docs/tdc.md)

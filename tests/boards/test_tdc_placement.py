@@ -108,6 +108,18 @@ def test_committed_tap_table_is_this_build(line):
         assert lo < max(taps[corner]) < hi, (corner, max(taps[corner]))
 
 
+@pytest.mark.parametrize("board", ["colorlight_i9", "ulx3s"])
+def test_committed_45f_tap_tables_are_their_builds(board, tmp_path):
+    """The 45F boards' tables (their hosts' predicted bins) are their own one-line builds' at the 45F
+    region's channel-0 bels; nextpnr's model gives the 25F's line (carry wires at 0 ps)."""
+    result = line_build.build(board, out=tmp_path)
+    placed = json.loads(result["placed"].read_text())
+    taps = line_build.tap_arrivals(placed, result["sdf"].read_text(), carry_bels(result["device"], 0, N_TAPS))
+    table = json.loads((line_build.TAPS_DIR / f"taps_{board}.json").read_text())
+    assert table["board"] == board and table["device"] == result["device"] == "LFE5U-45F"
+    assert table["taps_ps"] == taps[line_build.TABLE_CORNER]
+
+
 @pytest.mark.parametrize("device", sorted(REGIONS))
 def test_regions_are_logic_tiles(device):
     grid = json.loads((line_build.trellis_database() / device / "tilegrid.json").read_text())
