@@ -232,7 +232,7 @@ class _Encoder(LiteXModule):
         # This stage may be placed far from the tree (the i5 build's ts path: 3.9 ns of routing from
         # the count), so its logic is kept shallow: with 2**code_bits taps the count is full (all
         # taps) exactly when its top bit is set, which replaces two comparators (carry chains).
-        zero = _Reg()
+        zero = Signal()   # combinational
         self.comb += zero.eq(count == 0)
         if n_taps == 2**code_bits:
             full, above_top, below_one = count[code_bits], count[code_bits], zero

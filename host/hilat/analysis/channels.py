@@ -279,8 +279,12 @@ class TdcSubticks:
         """How many ticks before its record's an unmeasured change may lie: the line settles one
         line length after the change (its longest bin centre T, from the positions: T = tick -
         position), and the record's tick is the one whose closing clock edge saw it settled."""
-        lowest = min((min(row[1:]) for row in self.positions), default=0)
-        return int(np.ceil(1 - lowest / self.units_per_tick)) + 1
+        span = self.__dict__.get("_span_cache")   # asked once per chunk of records: computed once
+        if span is None:
+            lowest = min((min(row[1:]) for row in self.positions), default=0)
+            span = int(np.ceil(1 - lowest / self.units_per_tick)) + 1
+            object.__setattr__(self, "_span_cache", span)
+        return span
 
     def _table(self):
         table = self.__dict__.get("_table_cache")
