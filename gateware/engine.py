@@ -241,13 +241,14 @@ class _Pairing(LiteXModule):
         deadline_two = Signal()     # deadline == 2: a window opened now ends after the next tick
         deadline_near = Signal(32)  # deadline - 2: the age one tick before the last
         reaching = Signal()         # age == deadline - 1, the window's last tick (decided a tick ahead)
+        reaching_lo, reaching_hi = Signal(), Signal()   # its two 16-bit halves (registers)
         trigger_on = Signal()
         threshold_one = Signal()        # trigger_threshold == 1
         threshold_before = Signal(32)   # trigger_threshold - 1
         at_threshold = Signal()     # age == trigger_threshold (decided a tick ahead, as `reaching`)
         threshold_lo, threshold_hi = Signal(), Signal()   # its two 16-bit halves (registers)
         late     = Signal()         # age > trigger_threshold (likewise)
-        self.comb += at_threshold.eq(threshold_lo & threshold_hi)
+        self.comb += [at_threshold.eq(threshold_lo & threshold_hi), reaching.eq(reaching_lo & reaching_hi)]
         sync += [has_deadline.eq(cfg.deadline != 0),
                  deadline_two.eq(cfg.deadline == 2), deadline_near.eq(cfg.deadline - 2),
                  trigger_on.eq(cfg.trigger_threshold != 0), threshold_one.eq(cfg.trigger_threshold == 1),
@@ -300,7 +301,10 @@ class _Pairing(LiteXModule):
             ),
             # Decided a tick ahead, outside the open/close chain above (a closed window reads neither;
             # an open resets both): the next age is this one plus one, unless saturated.
-            reaching.eq(Mux(opens, deadline_two, age == deadline_near)),
+            # `reaching` in two registered halves too: its 32-bit compare, six LUT levels, was the
+            # 45F builds' ts critical path once the reset left general routing (docs/tdc.md).
+            reaching_lo.eq(Mux(opens, deadline_two, age[:16] == deadline_near[:16])),
+            reaching_hi.eq(Mux(opens, 1, age[16:] == deadline_near[16:])),
             # at_threshold in two registered halves (one 32-bit compare and its muxes was the routed
             # critical path); an open sets both to the threshold-of-one case, saturation holds both.
             threshold_lo.eq(Mux(opens, threshold_one,

@@ -18,7 +18,8 @@ from pathlib import Path
 from litex.build.generic_platform import IOStandard, Misc, Pins
 from litex.gen import LiteXModule
 from litex.soc.cores.clock import ECP5PLL
-from migen import ClockDomain, Signal
+from migen import ClockDomain, Instance, Signal
+from migen.genlib.resetsync import AsyncResetSynchronizer
 
 from gateware import channels
 from gateware.clocking import EdgeClock
@@ -278,8 +279,21 @@ class PllCRG(LiteXModule):
             self.edge_clock = EdgeClock(pll_edge_clock.clk, ~pll.locked)
         else:
             self.cd_ts = ClockDomain()
-            pll.create_clkout(self.cd_sys, sys_clk_freq, margin=0)
-            pll.create_clkout(self.cd_ts,  ts_clk_freq,  margin=0)
+            for cd, freq in ((self.cd_sys, sys_clk_freq), (self.cd_ts, ts_clk_freq)):
+                pll.create_clkout(cd, freq, margin=0, with_reset=False)
+                self.reset_on_global(cd, ~pll.locked)
+
+    def reset_on_global(self, cd, reset):
+        """``cd.rst``: ``reset`` synchronized to ``cd`` (LiteX's ECP5 synchronizer, two FD1S3BX), then
+        through a DCCA onto a global net. Every register of the domain with a reset has it on its LSR;
+        on the 45F the synchronizer and the TDC lines sit at opposite ends of the device, and over
+        general routing the net was the ts critical path and a load on the router (docs/tdc.md)."""
+        synchronized = ClockDomain(f"{cd.name}_reset_sync")
+        self.comb += synchronized.clk.eq(cd.clk)
+        self.specials += [
+            AsyncResetSynchronizer(synchronized, reset),
+            Instance("DCCA", i_CLKI=synchronized.rst, i_CE=1, o_CLKO=cd.rst),
+        ]
 
 
 # TDC ---------------------------------------------------------------------------------------------
