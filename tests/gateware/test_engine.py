@@ -1123,6 +1123,44 @@ def test_pairing_trigger_once_in_a_long_window(threshold):
     assert triggers == [start + threshold]
 
 
+def test_pairing_deadline_above_two_to_the_sixteen():
+    """A deadline of 2**16 + 7 ticks: the window ends at its last tick, not when the age's low half
+    first matches the deadline's (``reaching`` is compared in two registered 16-bit halves). An ISR
+    at the window's last tick is found, a task one tick later is not, and the window closes once."""
+    from types import SimpleNamespace
+
+    from migen import Signal, run_simulation
+
+    from gateware.engine import _Pairing
+
+    deadline = (1 << 16) + 7
+    d = SimpleNamespace(start=Signal(), isr=Signal(), task=Signal(), tag_edge=Signal(), tag=Signal(),
+                        tick=Signal(64), interval=Signal(32))
+    cfg = SimpleNamespace(deadline=Signal(32, reset=deadline), trigger_threshold=Signal(32),
+                          trigger_response=Signal(), trigger_on_late=Signal())
+    pairing = _Pairing(d, cfg, "sys")
+    start, ticks = 5, deadline + 40
+    got = []
+
+    def drive():
+        yield pairing.begin.eq(1)
+        yield
+        yield pairing.begin.eq(0)
+        for tick in range(ticks):
+            yield d.tick.eq(tick)
+            yield d.start.eq(tick == start)
+            yield d.isr.eq(tick in (start + 7, start + deadline - 1))
+            yield d.task.eq(tick == start + deadline)
+            yield
+            s = pairing.sample
+            if (yield s.valid):
+                got.append(((yield s.start), (yield s.found_isr), (yield s.isr), (yield s.dup_isr),
+                            (yield s.found_task)))
+
+    run_simulation(pairing, [drive()])
+    assert got == [(start, 1, 7, 1, 0)]
+
+
 class _MemoryRAM36:
     """A stand-in for gateware.bram.RAM36 in Migen's simulator, which cannot run the DP16KD
     instances: the same ports and behaviour as its docstring states (a read's word one cycle after
