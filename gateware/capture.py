@@ -349,7 +349,7 @@ class EdgeCapture(LiteXModule):
             self.comb += ignore.eq(Cat(*[s.glitch <= k for k in range(self.filter_taps)]))
             sources += [s.enable, s.rise, s.fall, ignore]
         sources.append(self.raw)
-        self.config = ConfigCommit(sources, clock_domain)
+        self.config = ConfigCommit(sources, clock_domain, registered_enable=True)
         raw = self.config.outputs[-1]
         self.comb += self.config.commit.eq(self.commit)
 

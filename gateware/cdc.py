@@ -26,8 +26,12 @@ class ConfigCommit(LiteXModule):
     ``sources`` are ``sys`` signals (typically CSRStorage fields) that software writes *before*
     pulsing ``commit``; they must not change until ``applied``. ``outputs`` are the copies in
     ``clock_domain``; ``applied`` pulses there the cycle after they took the new values.
+
+    ``registered_enable``: the copy's enable is a register of the synchronized strobe (a cycle later)
+    instead of the strobe's XOR itself, for a wide bundle whose flip-flops spread over the device
+    (the capture's settings: the XOR's route to their CE was a 45F build's ts critical path).
     """
-    def __init__(self, sources, clock_domain):
+    def __init__(self, sources, clock_domain, registered_enable=False):
         self.commit  = Signal()                        # sys: one-cycle pulse
         self.applied = Signal()                        # clock_domain: one-cycle pulse
         self.outputs = [_copy_of(s) for s in sources]  # clock_domain registers
@@ -37,9 +41,13 @@ class ConfigCommit(LiteXModule):
         self.strobe = PulseSynchronizer("sys", clock_domain)
         sync = getattr(self.sync, clock_domain)
         self.comb += self.strobe.i.eq(self.commit)
+        take = self.strobe.o
+        if registered_enable:
+            take = Signal()
+            sync += take.eq(self.strobe.o)
         sync += [
-            If(self.strobe.o, *[o.eq(s) for o, s in zip(self.outputs, sources)]),
-            self.applied.eq(self.strobe.o),
+            If(take, *[o.eq(s) for o, s in zip(self.outputs, sources)]),
+            self.applied.eq(take),
         ]
 
 
