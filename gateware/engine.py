@@ -231,7 +231,9 @@ class _Pairing(LiteXModule):
 
         age_next = Signal(32)
         age_full = Signal()         # age has saturated (decided a tick ahead: no 32-bit AND before the add)
-        live     = Signal()         # the open window includes this tick
+        live     = Signal()         # the open window includes this tick: opened & (no deadline | in_deadline),
+                                    # kept as a register beside the two (its LUT levels fed every
+                                    # window register's enable: the i9 --tdc ts critical path)
         close_now = Signal()
         opens    = Signal()
         closable = Signal(32)       # every interval before this one is complete, a cycle ago
@@ -255,7 +257,6 @@ class _Pairing(LiteXModule):
                  threshold_before.eq(cfg.trigger_threshold - 1)]
         self.comb += [
             age_next.eq(age + (age_full == 0)),   # not ~age_full: Verilog widens it before inverting
-            live.eq(opened & (~has_deadline | in_deadline)),
             opens.eq(self.running & ~self.flushed & ~self.flush & d.start),
             close_now.eq(opened & (d.start | ~live | self.flush)),
         ]
@@ -284,16 +285,18 @@ class _Pairing(LiteXModule):
                 start.eq(d.tick), start_iv.eq(d.interval),
                 age.eq(1), age_full.eq(0),
                 in_deadline.eq(cfg.deadline != 1), late.eq(~trigger_on),
+                live.eq(cfg.deadline != 1),     # the next tick is in the window unless the deadline is 1
                 found_isr.eq(d.isr), lat_isr.eq(0), dup_isr.eq(0), dup_isr_full.eq(0),
                 found_task.eq(d.task), lat_task.eq(0), dup_task.eq(0), dup_task_full.eq(0),
                 tag_at.eq(d.tag), tag_in.eq(d.tag),
             ).Elif(close_now,
-                opened.eq(0),
+                opened.eq(0), live.eq(0),
             ).Else(
                 age.eq(age_next),
                 If(age == 0xFFFFFFFE, age_full.eq(1)),
                 # age_next == deadline; `reaching` (age == deadline - 1) was compared a tick ahead.
                 in_deadline.eq(in_deadline & ~reaching),
+                live.eq(opened & (~has_deadline | (in_deadline & ~reaching))),
                 If(~age_full, late.eq(late | at_threshold)),
                 respond(d.isr, found_isr, lat_isr, dup_isr, dup_isr_full),
                 respond(d.task, found_task, lat_task, dup_task, dup_task_full),
@@ -327,11 +330,11 @@ class _Pairing(LiteXModule):
                 final.eq(d.interval + 1),
             ),
             If(self.begin,
-                self.running.eq(1), self.flushed.eq(0), opened.eq(0),
+                self.running.eq(1), self.flushed.eq(0), opened.eq(0), live.eq(0),
                 next_close.eq(d.interval), self.first_interval.eq(d.interval),
             ),
             If(self.stop,
-                self.running.eq(0), self.flushed.eq(0), opened.eq(0),
+                self.running.eq(0), self.flushed.eq(0), opened.eq(0), live.eq(0),
             ),
         ]
 
