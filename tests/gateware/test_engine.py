@@ -1014,6 +1014,29 @@ def test_statistics_snapshot_is_one_instant():
             assert lost_copy == 1000 + m, f"copy of {m} samples"
 
 
+def _pairing_alone(deadline=0, threshold=0, response=0, on_late=0):
+    """_Pairing by itself for Migen's simulator, its decode inputs and settings plain signals (the
+    settings their reset values): (pairing, decode inputs)."""
+    from types import SimpleNamespace
+
+    from migen import Signal
+
+    from gateware.engine import _Pairing
+
+    d = SimpleNamespace(start=Signal(), isr=Signal(), task=Signal(), tag_edge=Signal(), tag=Signal(),
+                        tick=Signal(64), interval=Signal(32))
+    cfg = SimpleNamespace(deadline=Signal(32, reset=deadline), trigger_threshold=Signal(32, reset=threshold),
+                          trigger_response=Signal(reset=response), trigger_on_late=Signal(reset=on_late))
+    return _Pairing(d, cfg, "sys"), d
+
+
+def _begin(pairing):
+    """A run begins (one cycle of ``begin``)."""
+    yield pairing.begin.eq(1)
+    yield
+    yield pairing.begin.eq(0)
+
+
 @pytest.mark.parametrize("threshold", [1, 3])
 @pytest.mark.parametrize("deadline", [1, 2, 3, 5, 0])
 def test_pairing_short_deadlines_exact(deadline, threshold):
@@ -1023,19 +1046,11 @@ def test_pairing_short_deadlines_exact(deadline, threshold):
     trigger pulses exactly at the ticks the definition gives (threshold 1 on the ISR; threshold 3
     on the task, with on_late). The deadline's last tick and the trigger's threshold compares are
     decided a tick ahead in the gateware; these are their edge cases."""
-    from types import SimpleNamespace
-
-    from migen import Signal, run_simulation
-
-    from gateware.engine import _Pairing
+    from migen import run_simulation
 
     rng = random.Random(deadline)
-    d = SimpleNamespace(start=Signal(), isr=Signal(), task=Signal(), tag_edge=Signal(), tag=Signal(),
-                        tick=Signal(64), interval=Signal(32))
     response, on_late = int(threshold == 3), int(threshold == 3)
-    cfg = SimpleNamespace(deadline=Signal(32, reset=deadline), trigger_threshold=Signal(32, reset=threshold),
-                          trigger_response=Signal(reset=response), trigger_on_late=Signal(reset=on_late))
-    pairing = _Pairing(d, cfg, "sys")
+    pairing, d = _pairing_alone(deadline, threshold, response, on_late)
     ticks = 600
     starts = set()
     t = 20
@@ -1047,9 +1062,7 @@ def test_pairing_short_deadlines_exact(deadline, threshold):
     got, triggers = [], []
 
     def drive():
-        yield pairing.begin.eq(1)
-        yield
-        yield pairing.begin.eq(0)
+        yield from _begin(pairing)
         for tick in range(ticks):
             yield d.tick.eq(tick)
             yield d.start.eq(tick in starts)
@@ -1095,24 +1108,14 @@ def test_pairing_trigger_once_in_a_long_window(threshold):
     """A window open for more than 2**16 ticks with no response: the trigger pulses once, at the
     threshold, not again when the age's low half comes round to it (the threshold is compared in two
     registered halves), and a threshold above 2**16 is not taken at its low half alone."""
-    from types import SimpleNamespace
+    from migen import run_simulation
 
-    from migen import Signal, run_simulation
-
-    from gateware.engine import _Pairing
-
-    d = SimpleNamespace(start=Signal(), isr=Signal(), task=Signal(), tag_edge=Signal(), tag=Signal(),
-                        tick=Signal(64), interval=Signal(32))
-    cfg = SimpleNamespace(deadline=Signal(32), trigger_threshold=Signal(32, reset=threshold),
-                          trigger_response=Signal(), trigger_on_late=Signal())
-    pairing = _Pairing(d, cfg, "sys")
+    pairing, d = _pairing_alone(threshold=threshold)
     start, ticks = 5, (1 << 16) + 4000
     triggers = []
 
     def drive():
-        yield pairing.begin.eq(1)
-        yield
-        yield pairing.begin.eq(0)
+        yield from _begin(pairing)
         for tick in range(ticks):
             yield d.start.eq(tick == start)
             yield
@@ -1127,25 +1130,15 @@ def test_pairing_deadline_above_two_to_the_sixteen():
     """A deadline of 2**16 + 7 ticks: the window ends at its last tick, not when the age's low half
     first matches the deadline's (``reaching`` is compared in two registered 16-bit halves). An ISR
     at the window's last tick is found, a task one tick later is not, and the window closes once."""
-    from types import SimpleNamespace
-
-    from migen import Signal, run_simulation
-
-    from gateware.engine import _Pairing
+    from migen import run_simulation
 
     deadline = (1 << 16) + 7
-    d = SimpleNamespace(start=Signal(), isr=Signal(), task=Signal(), tag_edge=Signal(), tag=Signal(),
-                        tick=Signal(64), interval=Signal(32))
-    cfg = SimpleNamespace(deadline=Signal(32, reset=deadline), trigger_threshold=Signal(32),
-                          trigger_response=Signal(), trigger_on_late=Signal())
-    pairing = _Pairing(d, cfg, "sys")
+    pairing, d = _pairing_alone(deadline)
     start, ticks = 5, deadline + 40
     got = []
 
     def drive():
-        yield pairing.begin.eq(1)
-        yield
-        yield pairing.begin.eq(0)
+        yield from _begin(pairing)
         for tick in range(ticks):
             yield d.tick.eq(tick)
             yield d.start.eq(tick == start)
