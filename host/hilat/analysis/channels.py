@@ -2,6 +2,7 @@
 edges from records: what the pairing reads."""
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -257,7 +258,7 @@ class TdcSubticks:
         row = np.where(tdc, inputs, 0)
         shift = (row * TDC_CODE_BITS).astype(np.uint64)
         codes = (np.asarray(fractions, dtype=np.uint64) >> shift) & np.uint64((1 << TDC_CODE_BITS) - 1)
-        position = self._table()[row, codes.astype(np.intp)]
+        position = self._table[row, codes.astype(np.intp)]
         return (times.view(np.int64) + np.where(tdc, position, 0)).view(np.uint64)
 
     def unmeasured(self, ticks, masks, fractions):
@@ -274,24 +275,19 @@ class TdcSubticks:
         edges = int(np.unpackbits(hits[rows].view(np.uint8)).sum()) if len(rows) else 0
         return np.asarray(ticks)[rows], hits[rows], edges
 
-    @property
+    # cached_property: asked once per chunk of records, computed once (it writes the instance's
+    # __dict__ directly, which a frozen dataclass allows).
+    @functools.cached_property
     def unmeasured_span_ticks(self):
         """How many ticks before its record's an unmeasured change may lie: the line settles one
         line length after the change (its longest bin centre T, from the positions: T = tick -
         position), and the record's tick is the one whose closing clock edge saw it settled."""
-        span = self.__dict__.get("_span_cache")   # asked once per chunk of records: computed once
-        if span is None:
-            lowest = min((min(row[1:]) for row in self.positions), default=0)
-            span = int(np.ceil(1 - lowest / self.units_per_tick)) + 1
-            object.__setattr__(self, "_span_cache", span)
-        return span
+        lowest = min((min(row[1:]) for row in self.positions), default=0)
+        return int(np.ceil(1 - lowest / self.units_per_tick)) + 1
 
+    @functools.cached_property
     def _table(self):
-        table = self.__dict__.get("_table_cache")
-        if table is None:
-            table = np.array(self.positions, dtype=np.int64).reshape(-1, 1 << TDC_CODE_BITS)
-            object.__setattr__(self, "_table_cache", table)
-        return table
+        return np.array(self.positions, dtype=np.int64).reshape(-1, 1 << TDC_CODE_BITS)
 
     def to_meta(self):
         return {"units_per_tick": self.units_per_tick, "samples_per_tick": 1, "subtick_positions": [0],
